@@ -1,0 +1,44 @@
+package gguf
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Open maps the file read-only and parses its header. Only the pages that
+// hold the header are read; tensor data is touched when Data's slices are.
+// The caller must Close the File.
+func Open(path string) (*File, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	defer fd.Close()
+	st, err := fd.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("gguf: %s: not a regular file", path)
+	}
+	size := st.Size()
+	if size == 0 {
+		return nil, &FormatError{File: path, Offset: 0, Field: "magic", Err: ErrTruncated, Detail: "file is empty"}
+	}
+	if int64(int(size)) != size {
+		return nil, fmt.Errorf("gguf: %s: %d bytes do not fit the address space", path, size)
+	}
+	b, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("gguf: %s: mmap: %w", path, err)
+	}
+	f, err := Parse(path, b)
+	if err != nil {
+		_ = unix.Munmap(b)
+		return nil, err
+	}
+	f.closer = func() error { return unix.Munmap(b) }
+	return f, nil
+}

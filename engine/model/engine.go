@@ -1,0 +1,56 @@
+package model
+
+// Engine is one loaded model on one backend. Engines are built by their own
+// packages (engine/ref, engine/cpu, …) from a *gguf.File; this interface is
+// what the verbs, the oracle's callers and the ladder see.
+type Engine interface {
+	// Backend names the engine: "ref", "cpu", "cuda".
+	Backend() string
+	// NVocab is the length of every logits row.
+	NVocab() int
+	// NewSession starts an empty sequence with room for maxCtx positions.
+	NewSession(maxCtx int) (Session, error)
+	// Close releases what the engine holds (device memory, threads).
+	Close() error
+}
+
+// Session is one sequence's state: its KV cache (and recurrent state for
+// hybrid architectures) and the next position.
+type Session interface {
+	// Eval feeds tokens at positions Pos(), Pos()+1, … and returns logits:
+	// one row per token when all is true, else only the last token's row.
+	// Feeding a prompt at once or token by token gives the same logits
+	// (within the engine's arithmetic).
+	Eval(tokens []int32, all bool) ([][]float32, error)
+	// Pos is the number of tokens fed so far.
+	Pos() int
+	// SetTrace installs a hook that observes intermediate results; nil removes it.
+	SetTrace(Trace)
+}
+
+// Trace observes one intermediate result: the vector computed by op at layer
+// (-1 outside the layers) for the token at position pos. The slice is only
+// valid during the call. Engines call it only when a hook is installed, so an
+// unused hook costs one nil check per op.
+type Trace func(layer int, op string, pos int, values []float32)
+
+// Trace op names shared by every engine, so that engines can be compared op
+// by op. An engine may report more ops; these it reports when it has them.
+const (
+	OpEmbed      = "embed"         // token embedding row (layer -1)
+	OpAttnNorm   = "attn_norm"     // input of attention after RMSNorm
+	OpQ          = "q"             // query after bias/norm, before RoPE
+	OpK          = "k"             // key after bias/norm, before RoPE
+	OpV          = "v"             // value
+	OpQRope      = "q_rope"        // query after RoPE
+	OpKRope      = "k_rope"        // key after RoPE
+	OpAttnOut    = "attn_out"      // attention output after the output projection
+	OpSSMOut     = "ssm_out"       // Gated DeltaNet block output after its projection
+	OpFFNInp     = "ffn_inp"       // residual stream after attention
+	OpFFNNorm    = "ffn_norm"      // FFN input after RMSNorm
+	OpFFNOut     = "ffn_out"       // FFN (or MoE) output
+	OpRouter     = "ffn_moe_probs" // router probabilities (MoE)
+	OpLayerOut   = "l_out"         // residual stream leaving the layer
+	OpResultNorm = "result_norm"   // final RMSNorm output (layer -1)
+	OpLogits     = "logits"        // output logits (layer -1)
+)

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/refuse"
+)
+
+// Exit codes, documented in the README.
+const (
+	ExitOK       = 0 // everything asked for was done and every check passed
+	ExitFail     = 1 // a check ran and failed
+	ExitBadInput = 2 // bad usage or bad input (malformed file, unknown flag)
+	ExitRefused  = 3 // apr cannot do what was asked; the reason is printed
+)
+
+// ErrCheckFailed marks a run whose checks ran and failed (exit 1). The verb
+// has already printed what failed.
+var ErrCheckFailed = errors.New("a check failed")
+
+// usageError marks bad usage or bad input (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// badInput wraps err so that it exits with ExitBadInput.
+func badInput(err error) error { return usageError{err} }
+
+func badInputf(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// Env is what a command sees of the world: its streams and a logger on
+// stderr. Tests build one over buffers.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Log    *slog.Logger
+}
+
+type cmdFactory struct {
+	order int
+	make  func(*Env) *cobra.Command
+}
+
+var factories []cmdFactory
+
+// register adds a verb. order sorts --help's list (lower first).
+func register(order int, f func(*Env) *cobra.Command) {
+	factories = append(factories, cmdFactory{order, f})
+}
+
+// NewRoot builds the apr command tree over env.
+func NewRoot(env *Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "apr",
+		Short: "apr decides whether an LLM inference engine may ship",
+		Long: `apr reads GGUF models, runs them on a plain FP32 reference engine and on
+optimized engines, and gates releases with falsifiable contracts.
+
+Exit codes: 0 ok, 1 a check failed, 2 bad usage or bad input, 3 refused.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return badInput(err) })
+	fs := append([]cmdFactory(nil), factories...)
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].order < fs[j].order })
+	for _, f := range fs {
+		c := f.make(env)
+		c.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return badInput(err) })
+		root.AddCommand(c)
+	}
+	return root
+}
+
+// Main runs apr with args and returns the exit code.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	env := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr,
+		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	root := NewRoot(env)
+	root.SetArgs(args)
+	err := root.Execute()
+	return Report(stderr, err)
+}
+
+// Report prints err (if any) as one line on w and returns its exit code.
+func Report(w io.Writer, err error) int {
+	code := ExitCode(err)
+	if err != nil && !errors.Is(err, ErrCheckFailed) {
+		fmt.Fprintf(w, "apr: %v\n", err)
+	}
+	return code
+}
+
+// ExitCode maps an error to apr's exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var fe *gguf.FormatError
+	var ue usageError
+	switch {
+	case errors.Is(err, ErrCheckFailed):
+		return ExitFail
+	case errors.Is(err, refuse.ErrRefused):
+		return ExitRefused
+	case errors.As(err, &fe), errors.As(err, &ue):
+		return ExitBadInput
+	}
+	// Anything else is about what was asked or given: cobra's argument
+	// errors ("accepts 1 arg(s)", "unknown command"), a missing file.
+	return ExitBadInput
+}
+
+// jsonFlag adds the shared --json flag.
+func jsonFlag(c *cobra.Command, p *bool) {
+	c.Flags().BoolVar(p, "json", false, "print one JSON document on stdout (logs stay on stderr)")
+}
+
+// writeJSON is the one JSON exporter: indented, one document, trailing newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
