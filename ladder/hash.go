@@ -1,0 +1,147 @@
+package ladder
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// SumCache remembers file sha256 sums keyed by (absolute resolved path,
+// size, modification time), so an unchanged model is hashed once. A file
+// that changes in place keeps its size and mtime only if someone forges
+// them; the ladder accepts that, as make and go do.
+//
+// The cache is one JSON file, rewritten atomically by Save. A missing or
+// unreadable cache file is an empty cache, never an error: the sums are
+// recomputed.
+type SumCache struct {
+	path string
+	mu   sync.Mutex
+	m    map[string]sumEntry
+	// Hashed counts the files actually read (not served from the cache).
+	Hashed int
+}
+
+type sumEntry struct {
+	Size    int64  `json:"size"`
+	MTimeNS int64  `json:"mtime_ns"`
+	SHA256  string `json:"sha256"`
+}
+
+// OpenSumCache loads the cache at path; path "" gives a cache that lives in
+// memory only.
+func OpenSumCache(path string) *SumCache {
+	c := &SumCache{path: path, m: map[string]sumEntry{}}
+	if path == "" {
+		return c
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c
+	}
+	var m map[string]sumEntry
+	if json.Unmarshal(b, &m) == nil && m != nil {
+		c.m = m
+	}
+	return c
+}
+
+// Sum returns the sha256 of the file m resolves to.
+func (c *SumCache) Sum(m *Model) (string, error) {
+	real := m.realPath()
+	abs, err := filepath.Abs(real)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	e, ok := c.m[abs]
+	c.mu.Unlock()
+	if ok && e.Size == st.Size() && e.MTimeNS == st.ModTime().UnixNano() && len(e.SHA256) == 64 {
+		return e.SHA256, nil
+	}
+	f, err := os.Open(abs)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", fmt.Errorf("hashing %s: %w", abs, err)
+	}
+	if n != st.Size() {
+		return "", fmt.Errorf("hashing %s: read %d bytes, stat said %d: the file changed while it was read", abs, n, st.Size())
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	c.mu.Lock()
+	c.m[abs] = sumEntry{Size: st.Size(), MTimeNS: st.ModTime().UnixNano(), SHA256: sum}
+	c.Hashed++
+	c.mu.Unlock()
+	return sum, nil
+}
+
+// Save writes the cache back atomically. A cache without a path is not saved.
+func (c *SumCache) Save() error {
+	if c.path == "" {
+		return nil
+	}
+	c.mu.Lock()
+	b, err := json.MarshalIndent(c.m, "", " ")
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o755); err != nil {
+		return err
+	}
+	return writeFileAtomic(c.path, append(b, '\n'))
+}
+
+// writeFileAtomic writes b to a temporary file beside path, syncs it and
+// renames it over path, so a reader (or a run killed half-way) sees either
+// the old file or the whole new one.
+func writeFileAtomic(path string, b []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	name := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(name)
+		}
+	}()
+	if _, err := tmp.Write(b); err != nil {
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(name, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(name, path); err != nil {
+		return err
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // make the rename durable where the file system allows it
+		d.Close()
+	}
+	return nil
+}
