@@ -2,6 +2,7 @@
 package testutil
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -32,11 +33,34 @@ func RepoRoot(tb testing.TB) string {
 // those fixtures exist only for apr's own tests.
 func Fixtures(tb testing.TB) string {
 	tb.Helper()
-	dir := filepath.Join(filepath.Dir(RepoRoot(tb)), "shared", "fixtures")
-	if _, err := os.Stat(dir); err != nil {
-		tb.Skipf("SKIP (not a pass): shared fixtures not found at %s; they sit beside the repository only in apr's own checkouts", dir)
+	dir, err := FixturesDir()
+	if err != nil {
+		tb.Skipf("SKIP (not a pass): %v; the shared fixtures sit beside the repository only in apr's own checkouts", err)
 	}
 	return dir
+}
+
+// FixturesDir is Fixtures for callers without a testing.TB (fuzz seeding).
+func FixturesDir() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("testutil: no go.mod above the working directory")
+		}
+		dir = parent
+	}
+	fx := filepath.Join(filepath.Dir(dir), "shared", "fixtures")
+	if _, err := os.Stat(fx); err != nil {
+		return "", fmt.Errorf("shared fixtures not found at %s", fx)
+	}
+	return fx, nil
 }
 
 // Fixture returns the path of a file under the shared fixtures, skipping the
