@@ -278,3 +278,62 @@ func margin64(v []float64) float64 {
 	}
 	return v[b] - second
 }
+
+type q35Greedy struct {
+	NGen    int `json:"n_gen"`
+	Results []struct {
+		Prompt    string    `json:"prompt"`
+		PromptIDs []int     `json:"prompt_ids"`
+		Generated []int     `json:"generated_ids"`
+		Margins   []float64 `json:"top1_top2_margins"`
+	} `json:"results"`
+}
+
+func TestQwen35FixtureGreedy(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		noise float64 // margins below this may flip legitimately
+	}{
+		{"qwen35-tiny-F32", 1e-3},
+		{"qwen35-tiny-Q8_0", 1.0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := testutil.Fixtures(t)
+			m := loadQ35TestModel(t, filepath.Join(dir, "models", "synth", tc.name+".gguf"))
+			raw, err := os.ReadFile(filepath.Join(dir, "expect", tc.name+".greedy.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var exp q35Greedy
+			if err := json.Unmarshal(raw, &exp); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range exp.Results {
+				seq := m.newSeq()
+				var lg []float32
+				for _, id := range r.PromptIDs {
+					lg = seq.eval(id)
+				}
+				checked, prefix, noisy := 0, 0, false
+				for step, want := range r.Generated {
+					got := argmax32(lg)
+					if got != want {
+						if !noisy {
+							t.Errorf("%q step %d: generated %d, llama.cpp %d (margin %.4g)", r.Prompt, step, got, want, r.Margins[step])
+						}
+						break
+					}
+					prefix++
+					if !noisy {
+						checked++
+					}
+					// Past the first step whose margin is within noise, ids may
+					// legitimately diverge: keep following for the log only.
+					noisy = noisy || r.Margins[step] < tc.noise
+					lg = seq.eval(want)
+				}
+				t.Logf("%q: %d greedy ids checked (up to the first margin below %g), %d/%d match in all", r.Prompt, checked, tc.noise, prefix, len(r.Generated))
+			}
+		})
+	}
+}
