@@ -1,0 +1,102 @@
+package ref
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/engine/quant"
+)
+
+// parallelMin is the work (multiply-adds) below which linear stays on one
+// goroutine: spawning costs more than it saves.
+const parallelMin = 1 << 16
+
+// linear computes out[t][r] = Σ_c W[r][c]·x[t][c] (+ bias[r]) for every
+// token t. W is a [cols, rows] tensor (ggml order); each row is dequantized
+// once into a buffer of cols floats and dotted with every token, so memory
+// stays at a few rows whatever the matrix size. Rows are shared out among
+// e.threads goroutines; each output is computed by exactly one of them, in
+// the same order, so the result does not depend on the thread count.
+//
+// It panics when the shapes disagree or a row fails to dequantize: New
+// checked every tensor's type and shape, so either is a programmer error.
+func (e *Engine) linear(w, bias *model.Tensor, x, out [][]float32) {
+	cols, rows := w.Cols(), w.Rows()
+	for t := range x {
+		if len(x[t]) != cols || len(out[t]) != rows {
+			panic(fmt.Sprintf("ref: linear %s: [%d,%d] with x %d, out %d", w.Name, cols, rows, len(x[t]), len(out[t])))
+		}
+	}
+	var b []float32
+	if bias != nil {
+		b = e.vector(bias)
+	}
+	work := func(lo, hi int) {
+		row := make([]float32, cols)
+		for r := lo; r < hi; r++ {
+			if err := quant.Dequantize(w.Type, w.Row(r), row); err != nil {
+				panic(fmt.Sprintf("ref: %s row %d: %v", w.Name, r, err))
+			}
+			for t := range x {
+				s := dot(row, x[t])
+				if b != nil {
+					s += float64(b[r])
+				}
+				out[t][r] = float32(s)
+			}
+		}
+	}
+	n := e.threads
+	if n <= 1 || rows*cols*len(x) < parallelMin || rows < 2*n {
+		work(0, rows)
+		return
+	}
+	var wg sync.WaitGroup
+	per := (rows + n - 1) / n
+	for lo := 0; lo < rows; lo += per {
+		hi := min(lo+per, rows)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(lo, hi)
+		}()
+	}
+	wg.Wait()
+}
+
+// matVec is linear for one vector: y = W·x (+ bias).
+func (e *Engine) matVec(w, bias *model.Tensor, x, y []float32) {
+	e.linear(w, bias, [][]float32{x}, [][]float32{y})
+}
+
+// vector returns a 1-D tensor (norm weights, biases) as float32s. These are
+// small (one row), so they are dequantized once and kept.
+func (e *Engine) vector(t *model.Tensor) []float32 {
+	e.vecMu.Lock()
+	defer e.vecMu.Unlock()
+	if v, ok := e.vecs[t.Name]; ok {
+		return v
+	}
+	v := make([]float32, t.Cols()*t.Rows())
+	if err := quant.Dequantize(t.Type, t.Data, v); err != nil {
+		panic(fmt.Sprintf("ref: %s: %v", t.Name, err))
+	}
+	e.vecs[t.Name] = v
+	return v
+}
+
+// row dequantizes row i of t into dst (len t.Cols()).
+func (e *Engine) row(t *model.Tensor, i int, dst []float32) {
+	if err := quant.Dequantize(t.Type, t.Row(i), dst); err != nil {
+		panic(fmt.Sprintf("ref: %s row %d: %v", t.Name, i, err))
+	}
+}
+
+// dequantAll dequantizes the whole of a small tensor into dst.
+func dequantAll(t *model.Tensor, dst []float32) error {
+	if err := quant.Dequantize(t.Type, t.Data, dst); err != nil {
+		return fmt.Errorf("ref: %s: %w", t.Name, err)
+	}
+	return nil
+}
