@@ -2,246 +2,272 @@ package ref
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/refuse"
 )
 
-// The qwen35 layers: a Gated DeltaNet block on most layers, gated full
-// attention on every full_attention_interval-th. See /work/notes/qwen35.md for
-// the formulas and where they come from (llama.cpp src/models/qwen35.cpp).
+// The qwen35 (Qwen3.5) sequence mixers: a Gated DeltaNet block on most
+// layers and gated full attention on every full_attention_interval-th, as
+// llama.cpp's src/models/qwen35.cpp computes them. The formulas, with where
+// each comes from, are in qwen35_math.go; the FFN and the norms around the
+// mixers are the engine's common ones (qwen35's post_attention_norm is bound
+// as the layer's FFNNorm).
+
+func init() {
+	RegisterMixer(model.LayerGatedDeltaNet, newQ35DeltaNet)
+	RegisterMixer(model.LayerGatedAttention, newQ35Attention)
+}
 
 // Trace op names particular to qwen35 (the shared ones live in engine/model).
 const (
-	OpQ35Gate     = "q_gate"       // full-attention output gate (before the sigmoid), from attn_q
-	OpQ35AttnPre  = "attn_pregate" // attention output before the gate and projection
-	OpQ35QKV      = "ssm_qkv"      // DeltaNet q|k|v projection before the convolution
-	OpQ35Conv     = "ssm_conv"     // after the causal convolution and SiLU
-	OpQ35Z        = "ssm_z"        // DeltaNet output gate input z
-	OpQ35Beta     = "ssm_beta"     // sigmoid(beta) per value head
-	OpQ35G        = "ssm_g"        // log decay per value head
-	OpQ35Delta    = "ssm_delta"    // delta-rule output, all value heads, before the gated norm
-	OpQ35GatedOut = "ssm_norm"     // after the gated RMSNorm, before ssm_out
+	OpQ35Gate     = "q_gate"       // full attention: output gate from attn_q, before the sigmoid
+	OpQ35AttnPre  = "attn_pregate" // full attention: output before the gate and attn_output
+	OpQ35QKV      = "ssm_qkv"      // DeltaNet: attn_qkv projection, before the convolution
+	OpQ35Z        = "ssm_z"        // DeltaNet: attn_gate projection z
+	OpQ35Beta     = "ssm_beta"     // DeltaNet: sigmoid(beta) per value head
+	OpQ35G        = "ssm_g"        // DeltaNet: log decay per value head
+	OpQ35Conv     = "ssm_conv"     // DeltaNet: after the causal convolution and SiLU
+	OpQ35Delta    = "ssm_delta"    // DeltaNet: delta-rule output, all value heads, before the gated norm
+	OpQ35GatedOut = "ssm_norm"     // DeltaNet: after the gated RMSNorm, before ssm_out
 )
 
-// q35Mat is a dense weight matrix in ggml order: rows of length in, one per
-// output (W[o*in+i]).
-type q35Mat struct {
-	in, out int
-	w       []float32
-}
-
-// mulVec writes y = W·x.
-func (m q35Mat) mulVec(y, x []float32) {
-	if len(x) != m.in || len(y) != m.out {
-		panic(fmt.Sprintf("ref: q35Mat.mulVec: %dx%d with x %d, y %d", m.out, m.in, len(x), len(y)))
+func q35Ext(e *Engine) (*model.Qwen35, error) {
+	q, ok := e.spec.Ext.(*model.Qwen35)
+	if !ok {
+		return nil, refuse.New(By, "qwen35 layers need the qwen35 hyper-parameters; the spec of %s carries %T", e.spec.Arch, e.spec.Ext)
 	}
-	for o := 0; o < m.out; o++ {
-		row := m.w[o*m.in : (o+1)*m.in]
-		var s float64
-		for i, v := range row {
-			s += float64(v) * float64(x[i])
-		}
-		y[o] = float32(s)
-	}
+	return q, nil
 }
 
-// q35Dims are the shapes and constants the qwen35 layers need.
-type q35Dims struct {
-	nEmbd    int
-	eps      float32
-	nHead    int // full attention
-	nHeadKV  int
-	headDim  int
-	nRot     int
-	sections q35RopeSections
-	ropeBase float64
-	dConv    int // DeltaNet
-	nKHeads  int
-	nVHeads  int
-	headK    int // = state_size
-	headV    int // = inner_size / time_step_rank
-}
-
-func (d q35Dims) keyDim() int       { return d.nKHeads * d.headK }
-func (d q35Dims) valueDim() int     { return d.nVHeads * d.headV }
-func (d q35Dims) convChannels() int { return 2*d.keyDim() + d.valueDim() }
-
-// q35DeltaNet holds one Gated DeltaNet layer's weights, dequantized.
+// q35DeltaNet is one Gated DeltaNet layer: its projections stay in the file
+// (read through Engine.linear); the small tensors are dequantized here.
 type q35DeltaNet struct {
-	qkv, gate, beta, alpha, out q35Mat
-	conv                        []float32 // [channels][dConv]
-	dtBias, a                   []float32 // [nVHeads]
-	norm                        []float32 // [headV]
+	e    *Engine
+	l    *model.Layer
+	q    *model.Qwen35
+	eps  float64
+	conv []float32 // [channels][kernel]
+	dt   []float32 // [n_v_heads]
+	a    []float32 // [n_v_heads]
+	norm []float32 // [head_v_dim]
 }
 
-// q35DeltaState is one sequence's recurrent state in one DeltaNet layer.
+func newQ35DeltaNet(e *Engine, l *model.Layer) (Mixer, error) {
+	q, err := q35Ext(e)
+	if err != nil {
+		return nil, err
+	}
+	for _, role := range []string{model.RoleSSMQKV, model.RoleSSMGate, model.RoleSSMConv, model.RoleSSMDt, model.RoleSSMA,
+		model.RoleSSMBeta, model.RoleSSMAlpha, model.RoleSSMNorm, model.RoleSSMOut} {
+		if l.Ext[role] == nil {
+			return nil, refuse.New(By, "layer %d: Gated DeltaNet tensor %q is not bound", l.Index, role)
+		}
+	}
+	if q.HeadVDim != q.StateSize || q.NVHeads%q.NKHeads != 0 {
+		return nil, refuse.New(By, "layer %d: value head %d ≠ key head %d or %d value heads not a multiple of %d key heads",
+			l.Index, q.HeadVDim, q.StateSize, q.NVHeads, q.NKHeads)
+	}
+	return &q35DeltaNet{e: e, l: l, q: q, eps: e.spec.RMSEps,
+		conv: e.vector(l.Ext[model.RoleSSMConv]), dt: e.vector(l.Ext[model.RoleSSMDt]),
+		a: e.vector(l.Ext[model.RoleSSMA]), norm: e.vector(l.Ext[model.RoleSSMNorm])}, nil
+}
+
+// q35DeltaState is one session's recurrent state in one DeltaNet layer.
 type q35DeltaState struct {
-	conv []float32 // [channels][dConv-1], oldest input first
-	s    []float32 // [nVHeads][headV][headK]
+	m    *q35DeltaNet
+	pos  int       // positions fed so far
+	conv []float32 // [channels][kernel-1]: the last inputs, oldest first
+	s    []float32 // [n_v_heads][head_v_dim][head_k_dim]
 }
 
-func newQ35DeltaState(d q35Dims) *q35DeltaState {
-	return &q35DeltaState{
-		conv: make([]float32, d.convChannels()*(d.dConv-1)),
-		s:    make([]float32, d.nVHeads*d.headV*d.headK),
-	}
+func (m *q35DeltaNet) NewState(int) MixerState {
+	q := m.q
+	return &q35DeltaState{m: m,
+		conv: make([]float32, q.ConvChannels()*(q.ConvKernel-1)),
+		s:    make([]float32, q.NVHeads*q.HeadVDim*q.StateSize)}
 }
 
-// forward runs the block for the token at pos on the normalised input h,
-// advancing st, and writes the block output (after ssm_out) to dst.
-func (l *q35DeltaNet) forward(d q35Dims, st *q35DeltaState, dst, h []float32, layer, pos int, tr model.Trace) {
-	nCh := d.convChannels()
-	qkv := make([]float32, nCh)
-	l.qkv.mulVec(qkv, h)
-	z := make([]float32, d.valueDim())
-	l.gate.mulVec(z, h)
-	beta := make([]float32, d.nVHeads)
-	l.beta.mulVec(beta, h)
-	g := make([]float32, d.nVHeads)
-	l.alpha.mulVec(g, h)
-	for j := range beta {
-		beta[j] = float32(sigmoid64(float64(beta[j])))
-		g[j] = float32(q35Softplus(float64(g[j])+float64(l.dtBias[j])) * float64(l.a[j]))
+func (st *q35DeltaState) Forward(tr tracer, x, out [][]float32, pos int) error {
+	m := st.m
+	e, l, q := m.e, m.l, m.q
+	if pos != st.pos {
+		return fmt.Errorf("ref: layer %d: Gated DeltaNet at position %d but its state has seen %d", l.Index, pos, st.pos)
 	}
-	if tr != nil {
-		tr(layer, OpQ35QKV, pos, qkv)
-		tr(layer, OpQ35Z, pos, z)
-		tr(layer, OpQ35Beta, pos, beta)
-		tr(layer, OpQ35G, pos, g)
-	}
+	n := len(x)
+	nCh, kd, vd := q.ConvChannels(), q.KeyDim(), q.InnerSize
+	hk, hv := q.StateSize, q.HeadVDim
+	qkv, z := matrix2(n, nCh), matrix2(n, vd)
+	beta, g := matrix2(n, q.NVHeads), matrix2(n, q.NVHeads)
+	e.linear(l.Ext[model.RoleSSMQKV], nil, x, qkv)
+	e.linear(l.Ext[model.RoleSSMGate], nil, x, z)
+	e.linear(l.Ext[model.RoleSSMBeta], nil, x, beta)
+	e.linear(l.Ext[model.RoleSSMAlpha], nil, x, g)
 
+	o := matrix2(n, vd)
 	c := make([]float32, nCh)
-	q35Conv(c, st.conv, qkv, l.conv, d.dConv)
-	for i, v := range c {
-		c[i] = float32(silu64(float64(v)))
-	}
-	if tr != nil {
-		tr(layer, OpQ35Conv, pos, c)
-	}
-	kd := d.keyDim()
-	q, k, v := c[:kd], c[kd:2*kd], c[2*kd:]
-	for hh := 0; hh < d.nKHeads; hh++ {
-		q35L2Norm(q[hh*d.headK:(hh+1)*d.headK], d.eps)
-		q35L2Norm(k[hh*d.headK:(hh+1)*d.headK], d.eps)
-	}
+	for t := 0; t < n; t++ {
+		p := pos + t
+		for j := range beta[t] {
+			beta[t][j] = float32(sigmoid(float64(beta[t][j])))
+			g[t][j] = float32(q35Softplus(float64(g[t][j])+float64(m.dt[j])) * float64(m.a[j]))
+		}
+		tr.emit(OpQ35QKV, p, qkv[t])
+		tr.emit(OpQ35Z, p, z[t])
+		tr.emit(OpQ35Beta, p, beta[t])
+		tr.emit(OpQ35G, p, g[t])
 
-	o := make([]float32, d.valueDim())
-	ss := d.headV * d.headK
-	for j := 0; j < d.nVHeads; j++ {
-		kh := j % d.nKHeads // tiled, as ggml_repeat and the fused op map heads
-		q35DeltaStep(st.s[j*ss:(j+1)*ss], o[j*d.headV:(j+1)*d.headV],
-			q[kh*d.headK:(kh+1)*d.headK], k[kh*d.headK:(kh+1)*d.headK], v[j*d.headV:(j+1)*d.headV],
-			g[j], beta[j])
+		q35Conv(c, st.conv, qkv[t], m.conv, q.ConvKernel)
+		for i, v := range c {
+			c[i] = float32(silu(float64(v)))
+		}
+		tr.emit(OpQ35Conv, p, c)
+		qs, ks, vs := c[:kd], c[kd:2*kd], c[2*kd:]
+		for h := 0; h < q.NKHeads; h++ {
+			q35L2Norm(qs[h*hk:(h+1)*hk], m.eps)
+			q35L2Norm(ks[h*hk:(h+1)*hk], m.eps)
+		}
+		ss := hv * hk
+		for j := 0; j < q.NVHeads; j++ {
+			kh := j % q.NKHeads // tiled, as ggml_repeat and the fused op map heads
+			q35DeltaStep(st.s[j*ss:(j+1)*ss], o[t][j*hv:(j+1)*hv],
+				qs[kh*hk:(kh+1)*hk], ks[kh*hk:(kh+1)*hk], vs[j*hv:(j+1)*hv], g[t][j], beta[t][j])
+		}
+		tr.emit(OpQ35Delta, p, o[t])
+		for j := 0; j < q.NVHeads; j++ {
+			q35GatedNorm(o[t][j*hv:(j+1)*hv], m.norm, z[t][j*hv:(j+1)*hv], m.eps)
+		}
+		tr.emit(OpQ35GatedOut, p, o[t])
 	}
-	if tr != nil {
-		tr(layer, OpQ35Delta, pos, o)
+	st.pos += n
+	e.linear(l.Ext[model.RoleSSMOut], nil, o, out)
+	for t := range out {
+		tr.emit(model.OpSSMOut, pos+t, out[t])
 	}
-	for j := 0; j < d.nVHeads; j++ {
-		q35GatedNorm(o[j*d.headV:(j+1)*d.headV], l.norm, z[j*d.headV:(j+1)*d.headV], d.eps)
-	}
-	if tr != nil {
-		tr(layer, OpQ35GatedOut, pos, o)
-	}
-	l.out.mulVec(dst, o)
-	if tr != nil {
-		tr(layer, model.OpSSMOut, pos, dst)
-	}
+	return nil
 }
 
-// q35Attn holds one gated full-attention layer's weights, dequantized.
-type q35Attn struct {
-	q, k, v, o   q35Mat // q yields [nHead][query headDim | gate headDim]
+// q35Attention is one gated full-attention layer.
+type q35Attention struct {
+	e            *Engine
+	l            *model.Layer
+	q            *model.Qwen35
+	hd           int
+	scale        float64
 	qNorm, kNorm []float32
 }
 
-// q35KV is one sequence's cache in one full-attention layer: per position,
-// the roped keys and the values of every kv head.
-type q35KV struct {
-	k, v [][]float32
+func newQ35Attention(e *Engine, l *model.Layer) (Mixer, error) {
+	q, err := q35Ext(e)
+	if err != nil {
+		return nil, err
+	}
+	s := e.spec
+	if s.RopeScaling.Type != "none" {
+		return nil, refuse.New(By, "qwen35: RoPE scaling %q is not implemented by the reference", s.RopeScaling.Type)
+	}
+	if s.HeadDimK != s.HeadDimV {
+		return nil, refuse.New(By, "qwen35: key head %d ≠ value head %d", s.HeadDimK, s.HeadDimV)
+	}
+	if l.Wq == nil || l.Wk == nil || l.Wv == nil || l.Wo == nil || l.QNorm == nil || l.KNorm == nil {
+		return nil, refuse.New(By, "layer %d: gated attention needs attn_q, attn_k, attn_v, attn_output and the q/k norms", l.Index)
+	}
+	return &q35Attention{e: e, l: l, q: q, hd: s.HeadDimK, scale: s.AttnScale,
+		qNorm: e.vector(l.QNorm), kNorm: e.vector(l.KNorm)}, nil
 }
 
-// forward runs the block for the token at pos on the normalised input h,
-// appending its key and value to kv, and writes the output (after
-// attn_output) to dst.
-func (l *q35Attn) forward(d q35Dims, kv *q35KV, dst, h []float32, layer, pos int, tr model.Trace) {
-	hd := d.headDim
-	qg := make([]float32, 2*hd*d.nHead)
-	l.q.mulVec(qg, h)
-	q := make([]float32, hd*d.nHead)
-	gate := make([]float32, hd*d.nHead)
-	for j := 0; j < d.nHead; j++ {
-		copy(q[j*hd:(j+1)*hd], qg[2*j*hd:(2*j+1)*hd])
-		copy(gate[j*hd:(j+1)*hd], qg[(2*j+1)*hd:(2*j+2)*hd])
-		q35RMSNorm(q[j*hd:(j+1)*hd], q[j*hd:(j+1)*hd], l.qNorm, d.eps)
-	}
-	k := make([]float32, hd*d.nHeadKV)
-	l.k.mulVec(k, h)
-	v := make([]float32, hd*d.nHeadKV)
-	l.v.mulVec(v, h)
-	for j := 0; j < d.nHeadKV; j++ {
-		q35RMSNorm(k[j*hd:(j+1)*hd], k[j*hd:(j+1)*hd], l.kNorm, d.eps)
-	}
-	if tr != nil {
-		tr(layer, model.OpQ, pos, q)
-		tr(layer, model.OpK, pos, k)
-		tr(layer, model.OpV, pos, v)
-		tr(layer, OpQ35Gate, pos, gate)
-	}
-	p := [4]int{pos, pos, pos, 0} // text: t, h, w = position, e = 0
-	for j := 0; j < d.nHead; j++ {
-		q35Rope(q[j*hd:(j+1)*hd], p, d.nRot, d.sections, d.ropeBase)
-	}
-	for j := 0; j < d.nHeadKV; j++ {
-		q35Rope(k[j*hd:(j+1)*hd], p, d.nRot, d.sections, d.ropeBase)
-	}
-	if tr != nil {
-		tr(layer, model.OpQRope, pos, q)
-		tr(layer, model.OpKRope, pos, k)
-	}
-	kv.k = append(kv.k, k)
-	kv.v = append(kv.v, v)
+// q35KV is one session's cache in one gated-attention layer: per position,
+// the roped keys and the values of every kv head.
+type q35KV struct {
+	a      *q35Attention
+	maxCtx int
+	k, v   [][]float32
+}
 
-	n := len(kv.k)
-	o := make([]float32, hd*d.nHead)
-	scores := make([]float64, n)
-	scale := 1 / math.Sqrt(float64(hd))
-	group := d.nHead / d.nHeadKV
-	for j := 0; j < d.nHead; j++ {
-		g := j / group // grouped: consecutive query heads share a kv head
-		qj := q[j*hd : (j+1)*hd]
-		maxS := math.Inf(-1)
-		for t := 0; t < n; t++ {
-			kt := kv.k[t][g*hd : (g+1)*hd]
-			var s float64
-			for i := range qj {
-				s += float64(qj[i]) * float64(kt[i])
+func (a *q35Attention) NewState(maxCtx int) MixerState { return &q35KV{a: a, maxCtx: maxCtx} }
+
+func (c *q35KV) Forward(tr tracer, x, out [][]float32, pos int) error {
+	a := c.a
+	e, l, sp := a.e, a.l, a.e.spec
+	n, hd := len(x), a.hd
+	nH, nKV := l.NHead, l.NHeadKV
+	if pos != len(c.k) {
+		return fmt.Errorf("ref: layer %d: attention at position %d but the cache holds %d", l.Index, pos, len(c.k))
+	}
+	if pos+n > c.maxCtx {
+		return fmt.Errorf("ref: layer %d: %d positions exceed the context of %d", l.Index, pos+n, c.maxCtx)
+	}
+	qg := matrix2(n, 2*hd*nH)
+	k, v := matrix2(n, hd*nKV), matrix2(n, hd*nKV)
+	e.linear(l.Wq, nil, x, qg)
+	e.linear(l.Wk, nil, x, k)
+	e.linear(l.Wv, nil, x, v)
+	q, gate := matrix2(n, hd*nH), matrix2(n, hd*nH)
+	half := sp.RopeDim / 2
+	cos, sin := make([]float64, half), make([]float64, half)
+	sec := q35RopeSections(a.q.RopeSections)
+	for t := 0; t < n; t++ {
+		p := pos + t
+		for h := 0; h < nH; h++ {
+			// attn_q yields, per head, hd query values then hd gate values.
+			copy(q[t][h*hd:(h+1)*hd], qg[t][2*h*hd:(2*h+1)*hd])
+			copy(gate[t][h*hd:(h+1)*hd], qg[t][(2*h+1)*hd:(2*h+2)*hd])
+			rmsNorm(q[t][h*hd:(h+1)*hd], q[t][h*hd:(h+1)*hd], a.qNorm, sp.RMSEps)
+		}
+		for h := 0; h < nKV; h++ {
+			rmsNorm(k[t][h*hd:(h+1)*hd], k[t][h*hd:(h+1)*hd], a.kNorm, sp.RMSEps)
+		}
+		tr.emit(model.OpQ, p, q[t])
+		tr.emit(model.OpK, p, k[t])
+		tr.emit(model.OpV, p, v[t])
+		tr.emit(OpQ35Gate, p, gate[t])
+		// Text tokens: the t, h and w components are the position, e is 0.
+		q35Angles([4]int{p, p, p, 0}, sp.RopeDim, sec, sp.RopeBase, cos, sin)
+		for h := 0; h < nH; h++ {
+			q35Rotate(q[t][h*hd:(h+1)*hd], cos, sin)
+		}
+		for h := 0; h < nKV; h++ {
+			q35Rotate(k[t][h*hd:(h+1)*hd], cos, sin)
+		}
+		tr.emit(model.OpQRope, p, q[t])
+		tr.emit(model.OpKRope, p, k[t])
+		c.k = append(c.k, k[t])
+		c.v = append(c.v, v[t])
+	}
+
+	group := nH / nKV
+	o := matrix2(n, hd*nH)
+	scores := make([]float64, pos+n)
+	acc := make([]float64, hd)
+	for t := 0; t < n; t++ {
+		p := pos + t // attends to positions 0..p
+		for h := 0; h < nH; h++ {
+			g := h / group // grouped: query head h reads kv head h/(nH/nKV)
+			sc := scores[:p+1]
+			for j := range sc {
+				sc[j] = dot(q[t][h*hd:(h+1)*hd], c.k[j][g*hd:(g+1)*hd]) * a.scale
 			}
-			scores[t] = s * scale
-			maxS = math.Max(maxS, scores[t])
-		}
-		var sum float64
-		for t := range scores {
-			scores[t] = math.Exp(scores[t] - maxS)
-			sum += scores[t]
-		}
-		oj := o[j*hd : (j+1)*hd]
-		for i := range oj {
-			var acc float64
-			for t := 0; t < n; t++ {
-				acc += scores[t] * float64(kv.v[t][g*hd+i])
+			softmaxInPlace(sc)
+			clear(acc)
+			for j, w := range sc {
+				vj := c.v[j][g*hd : (g+1)*hd]
+				for d := range acc {
+					acc[d] += w * float64(vj[d])
+				}
 			}
-			oj[i] = float32(acc / sum)
+			oh := o[t][h*hd : (h+1)*hd]
+			for d := range oh {
+				oh[d] = float32(acc[d])
+			}
+		}
+		tr.emit(OpQ35AttnPre, p, o[t])
+		for i := range o[t] {
+			o[t][i] = float32(float64(o[t][i]) * sigmoid(float64(gate[t][i])))
 		}
 	}
-	if tr != nil {
-		tr(layer, OpQ35AttnPre, pos, o)
+	e.linear(l.Wo, nil, o, out)
+	for t := range out {
+		tr.emit(model.OpAttnOut, pos+t, out[t])
 	}
-	for i := range o {
-		o[i] = float32(float64(o[i]) * sigmoid64(float64(gate[i])))
-	}
-	l.o.mulVec(dst, o)
-	if tr != nil {
-		tr(layer, model.OpAttnOut, pos, dst)
-	}
+	return nil
 }

@@ -40,14 +40,14 @@ func q35Conv(out, state, x, w []float32, kernel int) {
 
 // q35L2Norm scales x in place to unit Euclidean length: x / max(‖x‖, eps),
 // as ggml_l2_norm does.
-func q35L2Norm(x []float32, eps float32) {
+func q35L2Norm(x []float32, eps float64) {
 	var s float64
 	for _, v := range x {
 		s += float64(v) * float64(v)
 	}
 	n := math.Sqrt(s)
-	if n < float64(eps) {
-		n = float64(eps)
+	if n < eps {
+		n = eps
 	}
 	scale := 1 / n
 	for i, v := range x {
@@ -55,30 +55,15 @@ func q35L2Norm(x []float32, eps float32) {
 	}
 }
 
-// q35RMSNorm writes dst = x/sqrt(mean(x²)+eps) ⊙ w. dst may alias x.
-func q35RMSNorm(dst, x, w []float32, eps float32) {
-	if len(dst) != len(x) || len(w) != len(x) {
-		panic("ref: q35RMSNorm: length mismatch")
-	}
-	var s float64
-	for _, v := range x {
-		s += float64(v) * float64(v)
-	}
-	scale := 1 / math.Sqrt(s/float64(len(x))+float64(eps))
-	for i, v := range x {
-		dst[i] = float32(float64(v) * scale * float64(w[i]))
-	}
-}
-
 // q35GatedNorm is the Gated DeltaNet output norm: o = rmsnorm(o)⊙w⊙silu(z),
 // applied in place over one value head.
-func q35GatedNorm(o, w, z []float32, eps float32) {
-	if len(z) != len(o) {
+func q35GatedNorm(o, w, z []float32, eps float64) {
+	if len(z) != len(o) || len(w) != len(o) {
 		panic("ref: q35GatedNorm: length mismatch")
 	}
-	q35RMSNorm(o, o, w, eps)
+	rmsNorm(o, o, w, eps)
 	for i := range o {
-		o[i] = float32(float64(o[i]) * silu64(float64(z[i])))
+		o[i] = float32(float64(o[i]) * silu(float64(z[i])))
 	}
 }
 
@@ -125,9 +110,7 @@ func q35Softplus(x float64) float64 {
 	return math.Log1p(math.Exp(x))
 }
 
-func sigmoid64(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
-
-func silu64(x float64) float64 { return x / (1 + math.Exp(-x)) }
+func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
 // q35RopeSections are the four IMROPE sections (t, h, w, e) in rotary pairs.
 type q35RopeSections [4]int
@@ -152,21 +135,28 @@ func (s q35RopeSections) q35Component(i int) int {
 	return 3
 }
 
-// q35Rope rotates one head x in place with interleaved multi-section rope:
-// for every pair i < nRot/2, θ = pos[c(i)]·base^(−2i/nRot) with c from
-// q35Component, and (x_i, x_{i+nRot/2}) turns by θ (NEOX pairing). Dims at
-// and beyond nRot are left alone. Text tokens use pos = (p, p, p, 0).
-func q35Rope(x []float32, pos [4]int, nRot int, sec q35RopeSections, base float64) {
-	if nRot > len(x) || nRot%2 != 0 {
-		panic("ref: q35Rope: bad rotary dims")
+// q35Angles fills cos and sin (nRot/2 each) for a token whose position
+// components are pos (t, h, w, e; text tokens use (p, p, p, 0)) under
+// interleaved multi-section rope: pair i turns by
+// θ = pos[c(i)]·base^(−2i/nRot), c from q35Component.
+func q35Angles(pos [4]int, nRot int, sec q35RopeSections, base float64, cos, sin []float64) {
+	for i := 0; i < nRot/2; i++ {
+		theta := float64(pos[sec.q35Component(i)]) * math.Pow(base, -2*float64(i)/float64(nRot))
+		sin[i], cos[i] = math.Sincos(theta)
 	}
-	half := nRot / 2
+}
+
+// q35Rotate turns the pairs (x_i, x_{i+n/2}) of one head (NEOX pairing, as
+// ggml's multi-section rope does) by the angles from q35Angles, n = 2·len(cos).
+// Values at and beyond n are left alone.
+func q35Rotate(x []float32, cos, sin []float64) {
+	half := len(cos)
+	if 2*half > len(x) || len(sin) != half {
+		panic("ref: q35Rotate: bad rotary dims")
+	}
 	for i := 0; i < half; i++ {
-		p := float64(pos[sec.q35Component(i)])
-		theta := p * math.Pow(base, -2*float64(i)/float64(nRot))
-		sin, cos := math.Sincos(theta)
 		x0, x1 := float64(x[i]), float64(x[i+half])
-		x[i] = float32(x0*cos - x1*sin)
-		x[i+half] = float32(x0*sin + x1*cos)
+		x[i] = float32(x0*cos[i] - x1*sin[i])
+		x[i+half] = float32(x0*sin[i] + x1*cos[i])
 	}
 }

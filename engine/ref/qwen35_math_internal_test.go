@@ -77,7 +77,7 @@ func TestQ35GatedNorm(t *testing.T) {
 	w := []float32{1, 2, 3, 4}
 	z := []float32{0, 1, -1, 100}
 	q35GatedNorm(o, w, z, 0)
-	want := []float32{0, float32(-2 * silu64(1)), float32(3 * silu64(-1)), -400}
+	want := []float32{0, float32(-2 * silu(1)), float32(3 * silu(-1)), -400}
 	if maxAbsDiff(o, want) > 1e-4 {
 		t.Errorf("q35GatedNorm = %v, want %v", o, want)
 	}
@@ -168,9 +168,11 @@ func TestQ35RopeIsNeoxRopeForText(t *testing.T) {
 	const hd, nRot, base = 12, 8, 1e4
 	r := rand.New(rand.NewPCG(5, 5))
 	x := randVec(r, hd, 1)
+	cos, sin := make([]float64, nRot/2), make([]float64, nRot/2)
 	got := append([]float32(nil), x...)
 	const p = 7
-	q35Rope(got, [4]int{p, p, p, 0}, nRot, q35RopeSections{2, 1, 1, 0}, base)
+	q35Angles([4]int{p, p, p, 0}, nRot, q35RopeSections{2, 1, 1, 0}, base, cos, sin)
+	q35Rotate(got, cos, sin)
 	want := append([]float32(nil), x...)
 	for i := 0; i < nRot/2; i++ {
 		th := p * math.Pow(base, -2*float64(i)/nRot)
@@ -179,11 +181,19 @@ func TestQ35RopeIsNeoxRopeForText(t *testing.T) {
 		want[i+nRot/2] = float32(a*math.Sin(th) + b*math.Cos(th))
 	}
 	if d := maxAbsDiff(got, want); d > 1e-6 {
-		t.Errorf("q35Rope = %v, want NEOX rope %v", got, want)
+		t.Errorf("q35Rotate(q35Angles(7)) = %v, want NEOX rope %v", got, want)
 	}
 	zero := append([]float32(nil), x...)
-	q35Rope(zero, [4]int{}, nRot, q35RopeSections{2, 1, 1, 0}, base)
+	q35Angles([4]int{}, nRot, q35RopeSections{2, 1, 1, 0}, base, cos, sin)
+	q35Rotate(zero, cos, sin)
 	if d := maxAbsDiff(zero, x); d != 0 {
-		t.Errorf("q35Rope at position 0 changed x by %g", d)
+		t.Errorf("rope at position 0 changed x by %g", d)
+	}
+	// A pair driven by the e component (position 0 for text) does not turn.
+	eOnly := append([]float32(nil), x...)
+	q35Angles([4]int{p, p, p, 0}, nRot, q35RopeSections{0, 0, 1, 3}, base, cos, sin)
+	q35Rotate(eOnly, cos, sin)
+	if eOnly[0] != x[0] || eOnly[nRot/2] != x[nRot/2] {
+		t.Errorf("pair 0 under sections [0 0 1 3] turned: (%g,%g) → (%g,%g)", x[0], x[nRot/2], eOnly[0], eOnly[nRot/2])
 	}
 }
