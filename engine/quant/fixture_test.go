@@ -150,3 +150,37 @@ func TestDequantizeMatchesGGMLBitExact(t *testing.T) {
 		})
 	}
 }
+
+func TestQuantizeMatchesGGMLBitExact(t *testing.T) {
+	for _, fx := range loadDequantFixtures(t) {
+		t.Run(fx.name, func(t *testing.T) {
+			if !quant.CanQuantize(fx.typ) {
+				t.Skipf("SKIP (not a pass): apr has no %s quantizer (ggml's is %s)", fx.name, fx.quantizer)
+			}
+			got := make([]byte, len(fx.q))
+			if err := quant.Quantize(fx.typ, fx.src, got); err != nil {
+				t.Fatalf("Quantize(%s): %v", fx.name, err)
+			}
+			info, _ := quant.Lookup(fx.typ)
+			bad := 0
+			first := -1
+			for b := 0; b < len(got); b += info.TypeSize {
+				for i := b; i < b+info.TypeSize; i++ {
+					if got[i] != fx.q[i] {
+						if first < 0 {
+							first = i
+						}
+						bad++
+						break
+					}
+				}
+			}
+			if bad > 0 {
+				blk := first / info.TypeSize
+				off := blk * info.TypeSize
+				t.Errorf("Quantize(%s): %d of %d blocks differ from ggml; first block %d (row %d), byte %d:\nwant % x\ngot  % x",
+					fx.name, bad, len(got)/info.TypeSize, blk, off/(len(got)/8), first-off, fx.q[off:off+info.TypeSize], got[off:off+info.TypeSize])
+			}
+		})
+	}
+}
