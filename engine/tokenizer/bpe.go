@@ -1,0 +1,337 @@
+package tokenizer
+
+import (
+	"strings"
+
+	"github.com/aprqa/apr/engine/gguf"
+	"sync"
+	"unicode/utf8"
+)
+
+// byteToUnicode is GPT-2's byte-level alphabet: printable bytes stand for
+// themselves, the others (controls, space, DEL, NBSP, soft hyphen) for
+// U+0100 onwards in byte order. unicodeToByte inverts it.
+var (
+	byteToUnicode [256]rune
+	unicodeToByte [324]int16 // -1 where a code point is no byte-level character
+	byteToUTF8    [256]string
+)
+
+func init() {
+	for i := range unicodeToByte {
+		unicodeToByte[i] = -1
+	}
+	n := 0
+	for b := range 256 {
+		if (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
+			byteToUnicode[b] = rune(b)
+		} else {
+			byteToUnicode[b] = rune(256 + n)
+			n++
+		}
+		unicodeToByte[byteToUnicode[b]] = int16(b)
+		byteToUTF8[b] = string(byteToUnicode[b])
+	}
+}
+
+// byteLevel returns word in GPT-2's byte-level alphabet.
+func byteLevel(dst []byte, word string) []byte {
+	for i := 0; i < len(word); i++ {
+		dst = utf8.AppendRune(dst, byteToUnicode[word[i]])
+	}
+	return dst
+}
+
+// mergeTable maps a pair of symbols to the rank of their merge and the
+// symbol the merge makes. Symbols are interned strings: ids below
+// len(tokens) are tokens, the others strings that occur only in merges.
+type mergeTable struct {
+	m map[uint64]uint64 // left<<32 | right → rank<<32 | result
+}
+
+func pairKey(l, r int32) uint64 { return uint64(uint32(l))<<32 | uint64(uint32(r)) }
+
+func (m *mergeTable) get(l, r int32) (rank, result int32, ok bool) {
+	v, ok := m.m[pairKey(l, r)]
+	return int32(v >> 32), int32(uint32(v)), ok
+}
+
+// loadMerges reads tokenizer.ggml.merges as llama.cpp does: each entry is
+// split at its first space after the first byte; an entry without one is the
+// pair ("", ""); of duplicate pairs the first (lowest rank) counts.
+func (t *Tokenizer) loadMerges(f *gguf.File) error {
+	const key = "tokenizer.ggml.merges"
+	v, ok := f.Get(key)
+	if !ok {
+		return vocabErr(key, "missing (a gpt2 vocabulary needs its merges)")
+	}
+	merges, ok := v.Strings()
+	if !ok {
+		return vocabErr(key, "not an array of strings (%s)", v.TypeName())
+	}
+	if len(merges) > 1<<30 {
+		return vocabErr(key, "%d merges is more than apr can rank", len(merges))
+	}
+	t.buildMerges(merges)
+	return nil
+}
+
+func (t *Tokenizer) buildMerges(merges []string) {
+	n := int32(len(t.tokens))
+	extra := map[string]int32{}
+	intern := func(s string) int32 {
+		if id, ok := t.ids[s]; ok {
+			return id
+		}
+		if id, ok := extra[s]; ok {
+			return id
+		}
+		id := n + int32(len(extra))
+		extra[s] = id
+		return id
+	}
+	t.merges.m = make(map[uint64]uint64, len(merges))
+	for rank, m := range merges {
+		var first, second string
+		if len(m) > 1 {
+			if i := strings.IndexByte(m[1:], ' '); i >= 0 {
+				first, second = m[:i+1], m[i+2:]
+			}
+		}
+		l, r := intern(first), intern(second)
+		key := pairKey(l, r)
+		if _, dup := t.merges.m[key]; dup {
+			continue
+		}
+		res := intern(first + second)
+		t.merges.m[key] = uint64(uint32(rank))<<32 | uint64(uint32(res))
+	}
+	t.symTok = make([]int32, int(n)+len(extra))
+	for i := range t.symTok {
+		t.symTok[i] = none
+		if i < int(n) {
+			t.symTok[i] = int32(i)
+		}
+	}
+	for b := range 256 {
+		t.byteSym[b] = none
+		s := byteToUTF8[b]
+		if id, ok := t.ids[s]; ok {
+			t.byteSym[b] = id
+		} else if id, ok := extra[s]; ok {
+			t.byteSym[b] = id
+		}
+		t.singleByte[b] = none
+		if id, ok := t.ids[string([]byte{byte(b)})]; ok {
+			t.singleByte[b] = id
+		}
+	}
+}
+
+// bpeSym is one symbol of a word being merged: the bytes [start, start+n) of
+// the word, n == 0 once merged into its left neighbour.
+type bpeSym struct {
+	id         int32
+	start, n   int32
+	prev, next int32
+}
+
+// bigram is a candidate merge of symbols left and right.
+type bigram struct {
+	rank, left, right int32
+	lid, rid          int32
+}
+
+// encoder is per-call scratch space.
+type encoder struct {
+	c     cps
+	ends  []int
+	ends2 []int
+	syms  []bpeSym
+	heap  []bigram
+	buf   []byte
+}
+
+func less(a, b bigram) bool {
+	return a.rank < b.rank || (a.rank == b.rank && a.left < b.left)
+}
+
+func (e *encoder) push(b bigram) {
+	h := append(e.heap, b)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !less(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	e.heap = h
+}
+
+func (e *encoder) pop() bigram {
+	h := e.heap
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	i := 0
+	for {
+		l := 2*i + 1
+		if l >= len(h) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(h) && less(h[r], h[l]) {
+			m = r
+		}
+		if !less(h[m], h[i]) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	e.heap = h
+	return top
+}
+
+func (t *Tokenizer) addBigram(e *encoder, left, right int32) {
+	if left < 0 || right < 0 {
+		return
+	}
+	l, r := e.syms[left].id, e.syms[right].id
+	if l < 0 || r < 0 {
+		return
+	}
+	rank, _, ok := t.merges.get(l, r)
+	if !ok {
+		return
+	}
+	e.push(bigram{rank: rank, left: left, right: right, lid: l, rid: r})
+}
+
+// bpeWord appends the tokens of one pre-tokenized word (raw bytes), as
+// llama.cpp's llm_tokenizer_bpe_session does: merges by lowest rank, then
+// leftmost; a final symbol that is no token falls back to the tokens of its
+// single (byte-level encoded) bytes, and is dropped where there are none.
+func (t *Tokenizer) bpeWord(e *encoder, word string, out []int32) []int32 {
+	if t.pretok.ignoreMerges {
+		e.buf = byteLevel(e.buf[:0], word)
+		if id, ok := t.ids[string(e.buf)]; ok {
+			return append(out, id)
+		}
+	}
+	if len(word) == 1 {
+		if id := t.byteSym[word[0]]; id >= 0 && t.symTok[id] >= 0 {
+			return append(out, t.symTok[id])
+		}
+	}
+	if toks, ok := t.bpeCache.get(word); ok {
+		return append(out, toks...)
+	}
+	start := len(out)
+	e.syms = e.syms[:0]
+	e.heap = e.heap[:0]
+	n := int32(len(word))
+	for i := int32(0); i < n; i++ {
+		next := i + 1
+		if next == n {
+			next = -1
+		}
+		e.syms = append(e.syms, bpeSym{id: t.byteSym[word[i]], start: i, n: 1, prev: i - 1, next: next})
+	}
+	for i := int32(1); i < n; i++ {
+		t.addBigram(e, i-1, i)
+	}
+	for len(e.heap) > 0 {
+		b := e.pop()
+		l, r := &e.syms[b.left], &e.syms[b.right]
+		if l.n == 0 || r.n == 0 || l.id != b.lid || r.id != b.rid {
+			continue
+		}
+		_, res, _ := t.merges.get(b.lid, b.rid)
+		l.id = res
+		l.n += r.n
+		r.n = 0
+		l.next = r.next
+		if r.next >= 0 {
+			e.syms[r.next].prev = b.left
+		}
+		t.addBigram(e, l.prev, b.left)
+		t.addBigram(e, b.left, l.next)
+	}
+	for i := int32(0); i >= 0; i = e.syms[i].next {
+		s := e.syms[i]
+		if s.id >= 0 && t.symTok[s.id] >= 0 {
+			out = append(out, t.symTok[s.id])
+			continue
+		}
+		e.buf = byteLevel(e.buf[:0], word[s.start:s.start+s.n])
+		for _, c := range e.buf {
+			if id := t.singleByte[c]; id >= 0 {
+				out = append(out, id)
+			}
+		}
+	}
+	t.bpeCache.put(word, out[start:])
+	return out
+}
+
+// bpeFragment appends the tokens of a raw text fragment: pre-tokenize, then
+// BPE each word.
+func (t *Tokenizer) bpeFragment(e *encoder, text string, out []int32) []int32 {
+	c := &e.c
+	c.reset(text)
+	ends := append(e.ends[:0], len(c.cp))
+	for _, split := range t.pretok.splits {
+		next := e.ends2[:0]
+		prev := 0
+		for _, end := range ends {
+			next = split(c, prev, end, next)
+			prev = end
+		}
+		ends, e.ends2 = next, ends
+	}
+	e.ends = ends
+	prev := 0
+	for _, end := range ends {
+		out = t.bpeWord(e, text[c.off[prev]:c.off[end]], out)
+		prev = end
+	}
+	return out
+}
+
+// wordCache remembers the tokens of recent words. It is bounded: when full
+// it starts over.
+type wordCache struct {
+	mu sync.RWMutex
+	m  map[string][]int32
+}
+
+const (
+	wordCacheEntries = 1 << 16
+	wordCacheMaxLen  = 64
+)
+
+func (c *wordCache) get(w string) ([]int32, bool) {
+	if len(w) > wordCacheMaxLen {
+		return nil, false
+	}
+	c.mu.RLock()
+	v, ok := c.m[w]
+	c.mu.RUnlock()
+	return v, ok
+}
+
+func (c *wordCache) put(w string, toks []int32) {
+	if len(w) > wordCacheMaxLen {
+		return
+	}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= wordCacheEntries {
+		c.m = make(map[string][]int32, 1024)
+	}
+	c.m[strings.Clone(w)] = append([]int32(nil), toks...)
+	c.mu.Unlock()
+}

@@ -1,0 +1,112 @@
+package tokenizer_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/internal/testutil"
+)
+
+const vocabSep = "\n__ggml_vocab_test__\n"
+
+// readVectors reads llama.cpp's test-tokenizer-0 vectors: the cases of .inp
+// (each followed by the separator) and the ids on the matching line of .out.
+func readVectors(tb testing.TB, inp, out string) ([]string, [][]int32) {
+	tb.Helper()
+	in, err := os.ReadFile(inp)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cases := strings.Split(string(in), vocabSep)
+	if cases[len(cases)-1] != "" {
+		tb.Fatalf("%s: last case is not followed by the separator", inp)
+	}
+	cases = cases[:len(cases)-1]
+	lines := strings.Split(strings.TrimSuffix(string(o), "\n"), "\n")
+	if len(lines) != len(cases) {
+		tb.Fatalf("%s has %d cases, %s has %d lines", inp, len(cases), out, len(lines))
+	}
+	ids := make([][]int32, len(lines))
+	for i, l := range lines {
+		ids[i] = []int32{}
+		for _, f := range strings.Fields(l) {
+			n, err := strconv.ParseInt(f, 10, 32)
+			if err != nil {
+				tb.Fatalf("%s line %d: %v", out, i+1, err)
+			}
+			ids[i] = append(ids[i], int32(n))
+		}
+	}
+	return cases, ids
+}
+
+func openTokenizer(tb testing.TB, path string) *tokenizer.Tokenizer {
+	tb.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	tok, err := tokenizer.New(f)
+	if err != nil {
+		tb.Fatalf("tokenizer.New(%s): %v", filepath.Base(path), err)
+	}
+	return tok
+}
+
+// TestVocabVectors runs llama.cpp's tokenizer test vectors for every
+// vocabulary GGUF in the fixtures: encoding must give exactly the ids, and
+// decoding them must give back the text where llama.cpp round-trips it.
+func TestVocabVectors(t *testing.T) {
+	dir := filepath.Join(testutil.Fixtures(t), "vocab")
+	tests := []struct {
+		name, gguf, vectors string
+	}{
+		{"deepseek-coder", "ggml-vocab-deepseek-coder.gguf", "ggml-vocab-deepseek-coder.gguf"},
+		{"falcon", "ggml-vocab-falcon.gguf", "ggml-vocab-falcon.gguf"},
+		{"gpt-2", "ggml-vocab-gpt-2.gguf", "ggml-vocab-gpt-2.gguf"},
+		{"llama-spm", "ggml-vocab-llama-spm.gguf", "ggml-vocab-llama-spm.gguf"},
+		{"phi-3", "ggml-vocab-phi-3.gguf", "ggml-vocab-phi-3.gguf"},
+		{"starcoder", "ggml-vocab-starcoder.gguf", "ggml-vocab-starcoder.gguf"},
+		{"qwen3 with qwen2 vectors", "qwen3-tokenizer.gguf", "ggml-vocab-qwen2.gguf"},
+		{"synth", "synth-tokenizer.gguf", "synth-tokenizer.gguf"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tok := openTokenizer(t, filepath.Join(dir, tc.gguf))
+			cases, want := readVectors(t, filepath.Join(dir, tc.vectors+".inp"), filepath.Join(dir, tc.vectors+".out"))
+			pass := 0
+			for i, text := range cases {
+				got, err := tok.Encode(text, tokenizer.Options{})
+				if err != nil {
+					t.Errorf("case %d Encode(%q): %v", i, text, err)
+					continue
+				}
+				if diff := cmp.Diff(want[i], got); diff != "" {
+					t.Errorf("case %d Encode(%q) mismatch (-want +got):\n%s", i, text, diff)
+					continue
+				}
+				pass++
+				back, err := tok.Decode(got)
+				if err != nil {
+					t.Errorf("case %d Decode: %v", i, err)
+				} else if !bytes.Equal(back, []byte(text)) {
+					t.Logf("case %d: Decode(Encode(%q)) = %q (no round trip)", i, text, back)
+				}
+			}
+			t.Logf("%s: %d/%d cases give llama.cpp's ids", tc.name, pass, len(cases))
+		})
+	}
+}
