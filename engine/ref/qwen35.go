@@ -109,7 +109,7 @@ func (st *q35DeltaState) Forward(tr tracer, x, out [][]float32, pos int) error {
 	for t := 0; t < n; t++ {
 		p := pos + t
 		for j := range beta[t] {
-			beta[t][j] = float32(sigmoid(float64(beta[t][j])))
+			beta[t][j] = float32(q35Sigmoid(float64(beta[t][j])))
 			g[t][j] = float32(q35Softplus(float64(g[t][j])+float64(m.dt[j])) * float64(m.a[j]))
 		}
 		tr.emit(OpQ35QKV, p, qkv[t])
@@ -262,7 +262,7 @@ func (c *q35KV) Forward(tr tracer, x, out [][]float32, pos int) error {
 		}
 		tr.emit(OpQ35AttnPre, p, o[t])
 		for i := range o[t] {
-			o[t][i] = float32(float64(o[t][i]) * sigmoid(float64(gate[t][i])))
+			o[t][i] = float32(float64(o[t][i]) * q35Sigmoid(float64(gate[t][i])))
 		}
 	}
 	e.linear(l.Wo, nil, o, out)

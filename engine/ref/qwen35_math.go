@@ -110,7 +110,7 @@ func q35Softplus(x float64) float64 {
 	return math.Log1p(math.Exp(x))
 }
 
-func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
+func q35Sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
 // q35RopeSections are the four IMROPE sections (t, h, w, e) in rotary pairs.
 type q35RopeSections [4]int
