@@ -184,3 +184,46 @@ func TestQwen35DefaultsAndRecurrentLayers(t *testing.T) {
 		t.Errorf("Recurrent from attention.recurrent_layers mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// With nextn_predict_layers the last blocks are MTP heads: the main stack is
+// shorter, and their tensors are known (not refused as unbound).
+func TestQwen35NextNBlocksAreNotRun(t *testing.T) {
+	s, err := rebuildQwen35(t, func(b *gguf.Builder) {
+		b.Set("qwen35.nextn_predict_layers", gguf.V(uint32(1)))
+	})
+	if err != nil {
+		t.Fatalf("model.Load with nextn_predict_layers 1: %v", err)
+	}
+	if s.NLayer != 3 || len(s.Layers) != 3 {
+		t.Errorf("NLayer = %d with %d layers, want 3 main layers", s.NLayer, len(s.Layers))
+	}
+	if diff := cmp.Diff([]bool{true, true, true}, s.Ext.(*model.Qwen35).Recurrent); diff != "" {
+		t.Errorf("Recurrent mismatch (-want +got):\n%s", diff)
+	}
+	_, err = rebuildQwen35(t, func(b *gguf.Builder) {
+		b.Set("qwen35.nextn_predict_layers", gguf.V(uint32(4)))
+	})
+	if !errors.Is(err, refuse.ErrRefused) || !strings.Contains(err.Error(), `"qwen35.nextn_predict_layers" = 4`) {
+		t.Errorf("model.Load with nextn_predict_layers = block_count: %v, want a refusal naming the key", err)
+	}
+}
+
+func TestQwen35RecurrentLayersMustBeBools(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    any
+		want string
+	}{
+		{"ints", []int32{1, 1, 1, 0}, "want an array of bool"},
+		{"short", []bool{true, false}, "has 2 entries, block_count is 4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := rebuildQwen35(t, func(b *gguf.Builder) {
+				b.Set("qwen35.attention.recurrent_layers", gguf.V(tc.v))
+			})
+			if !errors.Is(err, refuse.ErrRefused) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("model.Load with recurrent_layers %v: %v, want a refusal saying %q", tc.v, err, tc.want)
+			}
+		})
+	}
+}
