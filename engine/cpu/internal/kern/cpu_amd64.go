@@ -1,0 +1,20 @@
+//go:build amd64
+
+package kern
+
+import "golang.org/x/sys/cpu"
+
+func cpuHas(isa ISA) bool {
+	x := &cpu.X86
+	switch isa {
+	case ISAGo:
+		return true
+	case ISAAVX2:
+		return x.HasAVX2 && x.HasFMA && x.HasF16C
+	case ISAAVX512:
+		return x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL
+	case ISAAVX512VNNI:
+		return x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI
+	}
+	return false
+}

@@ -1,0 +1,5 @@
+//go:build !amd64
+
+package kern
+
+func cpuHas(isa ISA) bool { return isa == ISAGo }

@@ -1,0 +1,258 @@
+package kern
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/refuse"
+)
+
+// Op is what a kernel computes.
+type Op string
+
+// The kernel operations.
+const (
+	// OpMatVec is one activation row against every weight row (decode).
+	OpMatVec Op = "matvec"
+	// OpMatMul is many activation rows against every weight row, each
+	// weight block reused across activation rows (prefill).
+	OpMatMul Op = "matmul"
+)
+
+// ISA is the instruction set a kernel is written for.
+type ISA string
+
+// The instruction sets, from the most general to the most specific.
+const (
+	ISAGo         ISA = "go"         // portable Go, every platform
+	ISAAVX2       ISA = "avx2"       // amd64 AVX2 + FMA + F16C
+	ISAAVX512     ISA = "avx512"     // amd64 AVX-512 F/BW/VL
+	ISAAVX512VNNI ISA = "avx512vnni" // amd64 AVX-512 with VNNI (VPDPBUSD)
+)
+
+// isaRank orders instruction sets for Select: higher is preferred.
+var isaRank = map[ISA]int{ISAGo: 0, ISAAVX2: 1, ISAAVX512: 2, ISAAVX512VNNI: 3}
+
+// Backend is the backend name in every key of this package.
+const Backend = "cpu"
+
+// Key names one kernel: operation, weight type, backend, instruction set.
+type Key struct {
+	Op      Op
+	Type    quant.Type
+	Backend string
+	ISA     ISA
+}
+
+// Contract returns the key's contract id, e.g. "kernel.matvec.Q4_K.cpu.avx2".
+func (k Key) Contract() string {
+	return fmt.Sprintf("kernel.%s.%s.%s.%s", k.Op, k.Type, k.Backend, k.ISA)
+}
+
+func (k Key) String() string { return k.Contract() }
+
+// Kernel is one registered kernel: a weight type's dot product on one
+// instruction set, with the activation format it consumes.
+type Kernel struct {
+	Key      Key
+	Contract string
+	// Act is the type the activation row is converted to before the dot
+	// product (ggml's vec_dot_type): Q8_0, Q8_1, Q8_K, F16, BF16 or F32.
+	Act quant.Type
+
+	block    int // weight values per block
+	wBytes   int // bytes per weight block
+	actBlock int // activation values per block
+	aBytes   int // bytes per activation block
+	convert  func(x []float32, dst []byte)
+	dot      dotFunc
+	dot4     dot4Func // one weight row against four activation rows; nil: four dot calls
+}
+
+// dotFunc returns the dot product of one weight row w with one activation
+// row a, n values each. n is a multiple of the weight block size and the
+// lengths of w and a match n; kernels do not check.
+type dotFunc func(n int, w, a []byte) float32
+
+// dot4Func writes to out[r] the dot product of the weight row w with the
+// activation row a[r·stride:], for r = 0..3.
+type dot4Func func(n int, w, a []byte, stride int, out *[4]float32)
+
+// Entry is one line of the registry listing.
+type Entry struct {
+	Key      Key
+	Contract string
+	Act      string // activation format
+	Runnable bool   // this machine has the instruction set
+}
+
+var (
+	regMu sync.RWMutex
+	reg   = map[Key]*Kernel{}
+)
+
+// actFormat describes an activation type: block size, block bytes and its
+// converter.
+type actFormat struct {
+	block, bytes int
+	convert      func([]float32, []byte)
+}
+
+var actFormats = map[quant.Type]actFormat{
+	quant.F32:  {1, 4, ConvertF32},
+	quant.F16:  {1, 2, ConvertF16},
+	quant.BF16: {1, 2, ConvertBF16},
+	quant.Q8_0: {32, q80Bytes, QuantizeQ8_0},
+	quant.Q8_1: {32, q81Bytes, QuantizeQ8_1},
+	quant.Q8_K: {256, q8KBytes, QuantizeQ8_K},
+}
+
+// register adds the matvec and matmul kernels of weight type t on isa.
+// Registering a key twice is a programmer error.
+func register(t quant.Type, isa ISA, act quant.Type, dot dotFunc, dot4 dot4Func) {
+	info, err := quant.Lookup(t)
+	if err != nil {
+		panic("kern: register: " + err.Error())
+	}
+	af, ok := actFormats[act]
+	if !ok {
+		panic("kern: register: no activation format " + act.String())
+	}
+	regMu.Lock()
+	defer regMu.Unlock()
+	for _, op := range []Op{OpMatVec, OpMatMul} {
+		k := Key{Op: op, Type: t, Backend: Backend, ISA: isa}
+		if _, dup := reg[k]; dup {
+			panic("kern: register: duplicate " + k.Contract())
+		}
+		reg[k] = &Kernel{
+			Key: k, Contract: k.Contract(), Act: act,
+			block: info.BlockSize, wBytes: info.TypeSize,
+			actBlock: af.block, aBytes: af.bytes, convert: af.convert,
+			dot: dot, dot4: dot4,
+		}
+	}
+}
+
+// Runnable reports whether this machine can execute code for isa.
+func Runnable(isa ISA) bool { return cpuHas(isa) }
+
+// List returns every registered kernel, sorted by operation, weight type id
+// and instruction set, with whether this machine can run it: the listing
+// behind `apr kernels`.
+func List() []Entry {
+	regMu.RLock()
+	out := make([]Entry, 0, len(reg))
+	for k, kn := range reg {
+		out = append(out, Entry{Key: k, Contract: kn.Contract, Act: kn.Act.String(), Runnable: cpuHas(k.ISA)})
+	}
+	regMu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Key, out[j].Key
+		if a.Op != b.Op {
+			return a.Op > b.Op // matvec before matmul
+		}
+		if a.Type != b.Type {
+			return a.Type < b.Type
+		}
+		return isaRank[a.ISA] < isaRank[b.ISA]
+	})
+	return out
+}
+
+// Lookup returns the kernel registered under key. A key that is not
+// registered, or whose instruction set this machine lacks, is refused by its
+// contract id; Lookup never substitutes another kernel.
+func Lookup(key Key) (*Kernel, error) {
+	regMu.RLock()
+	k, ok := reg[key]
+	regMu.RUnlock()
+	if !ok {
+		return nil, refuse.New(key.Contract(), "no kernel is registered for %s on %s/%s (this build: %s)", key.Type, key.Backend, key.ISA, buildISAs())
+	}
+	if !cpuHas(key.ISA) {
+		return nil, refuse.New(key.Contract(), "this CPU lacks the %s instruction set", key.ISA)
+	}
+	return k, nil
+}
+
+// Select returns the kernel for (op, t) on the most specific instruction set
+// this machine runs that has one registered. It is refused when the weight
+// type has no kernel at all. The choice is visible in Kernel.Key.ISA, and
+// callers report it.
+func Select(op Op, t quant.Type) (*Kernel, error) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	var best *Kernel
+	for k, kn := range reg {
+		if k.Op != op || k.Type != t || !cpuHas(k.ISA) {
+			continue
+		}
+		if best == nil || isaRank[k.ISA] > isaRank[best.Key.ISA] {
+			best = kn
+		}
+	}
+	if best == nil {
+		key := Key{Op: op, Type: t, Backend: Backend, ISA: ISAGo}
+		return nil, refuse.New(fmt.Sprintf("kernel.%s.%s.%s", op, t, Backend), "no %s kernel for weight type %s (%s)", op, t, key.Contract())
+	}
+	return best, nil
+}
+
+// buildISAs names the instruction sets this build registered kernels for.
+func buildISAs() string {
+	seen := map[ISA]bool{}
+	for k := range reg {
+		seen[k.ISA] = true
+	}
+	var s []string
+	for isa := range seen {
+		s = append(s, string(isa))
+	}
+	sort.Slice(s, func(i, j int) bool { return isaRank[ISA(s[i])] < isaRank[ISA(s[j])] })
+	return fmt.Sprint(s)
+}
+
+func init() {
+	for _, g := range goKernels {
+		register(g.t, ISAGo, g.act, g.dot, nil)
+	}
+}
+
+// goKernels are the portable kernels, one per weight type, with the
+// activation type ggml pairs with it.
+var goKernels = []struct {
+	t, act quant.Type
+	dot    dotFunc
+}{
+	{quant.F32, quant.F32, dotF32Go},
+	{quant.F16, quant.F16, dotF16Go},
+	{quant.BF16, quant.BF16, dotBF16Go},
+	{quant.Q4_0, quant.Q8_0, dotQ4_0Go},
+	{quant.Q4_1, quant.Q8_1, dotQ4_1Go},
+	{quant.Q5_0, quant.Q8_0, dotQ5_0Go},
+	{quant.Q5_1, quant.Q8_1, dotQ5_1Go},
+	{quant.Q8_0, quant.Q8_0, dotQ8_0Go},
+	{quant.MXFP4, quant.Q8_0, dotMXFP4Go},
+	{quant.NVFP4, quant.Q8_0, dotNVFP4Go},
+	{quant.IQ4_NL, quant.Q8_0, dotIQ4NLGo},
+	{quant.Q1_0, quant.Q8_0, dotQ1_0Go},
+	{quant.Q2_0, quant.Q8_0, dotQ2_0Go},
+	{quant.Q2_K, quant.Q8_K, dotQ2_KGo},
+	{quant.Q3_K, quant.Q8_K, dotQ3_KGo},
+	{quant.Q4_K, quant.Q8_K, dotQ4_KGo},
+	{quant.Q5_K, quant.Q8_K, dotQ5_KGo},
+	{quant.Q6_K, quant.Q8_K, dotQ6_KGo},
+	{quant.IQ4_XS, quant.Q8_K, dotIQ4XSGo},
+	{quant.TQ1_0, quant.Q8_K, dotTQ1_0Go},
+	{quant.TQ2_0, quant.Q8_K, dotTQ2_0Go},
+	{quant.IQ2_XXS, quant.Q8_K, dotIQ2_XXSGo},
+	{quant.IQ2_XS, quant.Q8_K, dotIQ2_XSGo},
+	{quant.IQ2_S, quant.Q8_K, dotIQ2_SGo},
+	{quant.IQ3_XXS, quant.Q8_K, dotIQ3_XXSGo},
+	{quant.IQ3_S, quant.Q8_K, dotIQ3_SGo},
+	{quant.IQ1_S, quant.Q8_K, dotIQ1_SGo},
+	{quant.IQ1_M, quant.Q8_K, dotIQ1_MGo},
+}
