@@ -2,9 +2,15 @@ package quant
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 )
+
+// ErrNoQuantizer is wrapped by Quantize's refusal of a known type that apr
+// cannot encode (the imatrix-driven IQ1/IQ2/IQ3 types, the integer types,
+// F64); CanQuantize tells in advance.
+var ErrNoQuantizer = errors.New("quant: no quantizer for this type")
 
 // Quantize encodes src into blocks of type t in dst, as ggml's
 // ggml_quantize_chunk does with no importance matrix (the reference
@@ -24,7 +30,7 @@ func Quantize(t Type, src []float32, dst []byte) error {
 	}
 	fn := quantizers[t]
 	if fn == nil {
-		return fmt.Errorf("quant: quantize %s: no quantizer for this type", info.Name)
+		return fmt.Errorf("%w: %s", ErrNoQuantizer, info.Name)
 	}
 	want, ok := info.RowBytes(int64(len(src)))
 	if !ok {
