@@ -557,22 +557,22 @@ func (t *Tokenizer) Model() string { return t.model }
 // without tokenizer.ggml.pre); for SentencePiece it is the file's value.
 func (t *Tokenizer) Pre() string { return t.pre }
 
-func opt(id int32) (int32, bool) { return id, id != none }
+func optID(id int32) (int32, bool) { return id, id != none }
 
 // BOS returns the beginning-of-sequence id, if the vocabulary has one.
-func (t *Tokenizer) BOS() (int32, bool) { return opt(t.bos) }
+func (t *Tokenizer) BOS() (int32, bool) { return optID(t.bos) }
 
 // EOS returns the end-of-sequence id, if the vocabulary has one.
-func (t *Tokenizer) EOS() (int32, bool) { return opt(t.eos) }
+func (t *Tokenizer) EOS() (int32, bool) { return optID(t.eos) }
 
 // EOT returns the end-of-turn id, if any.
-func (t *Tokenizer) EOT() (int32, bool) { return opt(t.eot) }
+func (t *Tokenizer) EOT() (int32, bool) { return optID(t.eot) }
 
 // UNK returns the unknown-token id, if any.
-func (t *Tokenizer) UNK() (int32, bool) { return opt(t.unk) }
+func (t *Tokenizer) UNK() (int32, bool) { return optID(t.unk) }
 
 // PAD returns the padding id, if any.
-func (t *Tokenizer) PAD() (int32, bool) { return opt(t.pad) }
+func (t *Tokenizer) PAD() (int32, bool) { return optID(t.pad) }
 
 // AddBOS and AddEOS report the model's add_bos/add_eos flags (after
 // llama.cpp's defaults per model and pre-tokenizer).
