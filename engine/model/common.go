@@ -60,7 +60,7 @@ func (b *Binder) ReadCommon(s *Spec, rope RopeType) error {
 	for i := range s.Layers {
 		l := &s.Layers[i]
 		if l.NHeadKV == 0 || l.NHead%l.NHeadKV != 0 {
-			return refuse.New(By, "layer %d: %s = %d does not divide %s = %d",
+			return refuse.New(By, "layer %d: %q = %d does not divide %q = %d",
 				i, b.Key("attention.head_count_kv"), l.NHeadKV, b.Key("attention.head_count"), l.NHead)
 		}
 	}

@@ -145,11 +145,16 @@ func checkParity(t *testing.T, dir string, ex expectLogits, row parityRow) parit
 			row.status = "SKIP: qwen35 not registered yet"
 			t.Skipf("SKIP (not a pass): %v", err)
 		}
+		row.status = "REFUSED"
 		t.Fatalf("model.Load(%s): %v", ex.Model, err)
 	}
 	eng, err := ref.New(f, spec, ref.Options{})
 	if err != nil {
-		row.status = "REFUSED: " + err.Error()
+		if spec.Arch == "qwen35" && strings.Contains(err.Error(), "is not implemented by the reference") {
+			row.status = "SKIP: qwen35 layers not registered in ref yet"
+			t.Skipf("SKIP (not a pass): %v", err)
+		}
+		row.status = "REFUSED"
 		t.Fatalf("ref.New(%s): %v", ex.Model, err)
 	}
 	sess, err := eng.NewSession(len(ex.Tokens))
@@ -183,6 +188,15 @@ func checkParity(t *testing.T, dir string, ex expectLogits, row parityRow) parit
 	if quantized(f) {
 		row.tier = "quant"
 		minWant, meanWant = 0.998, 0.999
+		if spec.Arch == "qwen35" {
+			// The fixtures README measured 0.973–0.992 minimum for quantized
+			// qwen35 in plain FP32 (the gated RMSNorm after each DeltaNet
+			// block amplifies ggml's activation quantization, which the
+			// reference deliberately does not imitate). Same tier as
+			// engine/ref/qwen35_test.go.
+			row.tier = "q-hyb"
+			minWant, meanWant = 0.95, 0.985
+		}
 	}
 	row.min = 1
 	var sum float64
