@@ -27,15 +27,15 @@ func loadFixture(t *testing.T, rel string) (*model.Spec, error) {
 
 // specSummary is the part of a Spec the fixture table checks.
 type specSummary struct {
-	Arch                                                          string
+	Arch                                                           string
 	NEmbd, NLayer, NHead, NHeadKV, HeadDimK, HeadDimV, NFF, NVocab int
-	NCtxTrain, RopeDim                                            int
-	RopeBase                                                      float64
-	RopeType                                                      model.RopeType
-	RMSEps                                                        float32
-	NExpert, NExpertUsed, NFFExpert                               int
-	NormTopKProb, Tied, QKNorm, Biases                            bool
-	FFN                                                           string
+	NCtxTrain, RopeDim                                             int
+	RopeBase                                                       float64
+	RopeType                                                       model.RopeType
+	RMSEps                                                         float32
+	NExpert, NExpertUsed, NFFExpert                                int
+	NormTopKProb, Tied, QKNorm, Biases                             bool
+	FFN                                                            string
 }
 
 func summarize(s *model.Spec) specSummary {
