@@ -117,6 +117,7 @@ func buildReportData(r *Receipt) reportData {
 				}
 				used[i] = true
 				c := r.Cells[i]
+				d.Details = append(d.Details, reportDetail{Anchor: anchor(i), Cell: c, Phases: phases(c.Timings)})
 				rc := &reportCell{Verdict: c.Verdict, Anchor: anchor(i), Label: string(c.Verdict)}
 				switch c.Verdict {
 				case Refused:
@@ -132,11 +133,8 @@ func buildReportData(r *Receipt) reportData {
 		d.Rows = append(d.Rows, row)
 	}
 	for i, c := range r.Cells {
-		det := reportDetail{Anchor: anchor(i), Cell: c, Phases: phases(c.Timings)}
-		if used[i] {
-			d.Details = append(d.Details, det)
-		} else {
-			d.Extra = append(d.Extra, det)
+		if !used[i] {
+			d.Extra = append(d.Extra, reportDetail{Anchor: anchor(i), Cell: c, Phases: phases(c.Timings)})
 		}
 	}
 	return d
@@ -264,7 +262,7 @@ pre { white-space: pre-wrap; font-size: .85em; background: #f6f8fa; padding: .5e
 {{if .Cell.Reason}}<div class="reason">{{.Cell.Reason}}</div>{{end}}
 <div class="timings">{{.Phases}}</div>
 {{if .Cell.Values}}<ul>{{range .Cell.Values}}<li>{{value .}}</li>{{end}}</ul>{{end}}
-<div class="model">sha256 <code>{{.Cell.Model.SHA256}}</code> · {{.Cell.Model.Bytes}} bytes · shard {{.Cell.Shard}}</div>
+<div class="model">{{if .Cell.Model.SHA256}}sha256 <code>{{.Cell.Model.SHA256}}</code>{{else}}sha256 not measured{{end}} · {{.Cell.Model.Bytes}} bytes · shard {{.Cell.Shard}}</div>
 {{if .Cell.Detail}}<details><summary>detail</summary><pre>{{.Cell.Detail}}</pre></details>{{end}}
 </div>
 {{end}}`))
