@@ -98,3 +98,11 @@ func ue4m3Half(x uint8) float32 {
 	}
 	return raw * 0.5
 }
+
+// e8m0HalfTab[x] = e8m0Half(x), for the assembly kernels.
+var e8m0HalfTab = func() (t [256]float32) {
+	for i := range t {
+		t[i] = e8m0Half(uint8(i))
+	}
+	return
+}()

@@ -1,0 +1,167 @@
+package kern_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/aprqa/apr/engine/cpu/internal/kern"
+	"github.com/aprqa/apr/engine/quant"
+)
+
+// Shapes of qwen2.5-0.5b (rows × cols, cols = ne0 = input width): attention
+// q/o (896×896), FFN gate/up (4864×896), FFN down (896×4864) and the tied
+// output projection (151936×896). Shapes whose width is not a multiple of a
+// type's block (896 for the 256-wide k-quants) do not exist in real files
+// (llama.cpp falls back to another type) and are not run.
+var benchShapes = []struct{ rows, cols int }{{896, 896}, {4864, 896}, {896, 4864}, {151936, 896}}
+
+// benchTypes: what real models use first, then the rest.
+var benchTypes = []quant.Type{
+	quant.Q8_0, quant.Q4_K, quant.Q6_K, quant.Q5_K, quant.Q4_0, quant.Q5_0, quant.F16,
+	quant.BF16, quant.F32, quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS, quant.MXFP4,
+	quant.Q4_1, quant.Q5_1, quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S, quant.IQ3_XXS,
+	quant.IQ3_S, quant.IQ1_S, quant.IQ1_M, quant.TQ1_0, quant.TQ2_0, quant.NVFP4,
+	quant.Q1_0, quant.Q2_0,
+}
+
+// benchWeights returns random weights of type t and shape rows×cols, or
+// false when cols is not a multiple of t's kernels' row unit.
+func benchWeights(t quant.Type, k *kern.Kernel, rows, cols int) (kern.Weights, bool) {
+	if cols%minCols(k) != 0 {
+		return kern.Weights{}, false
+	}
+	rng := rand.New(rand.NewPCG(uint64(t), uint64(rows*cols)))
+	// Random blocks for one row, then every row a shifted copy of a pool of
+	// 64 distinct rows: generation stays fast and the bytes still stream.
+	var pool [][]byte
+	for i := 0; i < min(64, rows); i++ {
+		pool = append(pool, randomWeights(rng, t, cols))
+	}
+	rb := len(pool[0])
+	data := make([]byte, rows*rb)
+	for r := 0; r < rows; r++ {
+		copy(data[r*rb:], pool[r%len(pool)])
+	}
+	return kern.Weights{Type: t, Rows: rows, Cols: cols, Data: data}, true
+}
+
+func BenchmarkMatVec(b *testing.B) {
+	for _, t := range benchTypes {
+		k, err := kern.Select(kern.OpMatVec, t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, sh := range benchShapes {
+			w, ok := benchWeights(t, k, sh.rows, sh.cols)
+			if !ok {
+				continue
+			}
+			x := randomActs(rand.New(rand.NewPCG(1, 1)), sh.cols)
+			dst := make([]float32, sh.rows)
+			for _, threads := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%s/%dx%d/%s/threads=%d", t, sh.rows, sh.cols, k.Key.ISA, threads), func(b *testing.B) {
+					pool := kern.NewPool(threads)
+					defer pool.Close()
+					var s kern.Scratch
+					b.SetBytes(int64(len(w.Data)))
+					b.ReportAllocs()
+					for b.Loop() {
+						if err := k.Mul(pool, &s, dst, w, x, 1); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+			if sh.rows <= 4864 {
+				b.Run(fmt.Sprintf("%s/%dx%d/naive/threads=1", t, sh.rows, sh.cols), func(b *testing.B) {
+					b.SetBytes(int64(len(w.Data)))
+					row := make([]float32, sh.cols)
+					rb := len(w.Data) / w.Rows
+					for b.Loop() {
+						for r := 0; r < w.Rows; r++ {
+							if err := quant.Dequantize(t, w.Data[r*rb:(r+1)*rb], row); err != nil {
+								b.Fatal(err)
+							}
+							var s float32
+							for c, v := range row {
+								s += v * x[c]
+							}
+							dst[r] = s
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkMatMul is prefill: 512 activation rows against each shape.
+// rows/s is activation rows (tokens) per second through this one matrix.
+func BenchmarkMatMul(b *testing.B) {
+	const m = 512
+	for _, t := range benchTypes {
+		k, err := kern.Select(kern.OpMatMul, t)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, sh := range benchShapes {
+			w, ok := benchWeights(t, k, sh.rows, sh.cols)
+			if !ok {
+				continue
+			}
+			x := randomActs(rand.New(rand.NewPCG(2, 2)), m*sh.cols)
+			dst := make([]float32, m*sh.rows)
+			for _, threads := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%s/%dx%d/m=%d/%s/threads=%d", t, sh.rows, sh.cols, m, k.Key.ISA, threads), func(b *testing.B) {
+					pool := kern.NewPool(threads)
+					defer pool.Close()
+					var s kern.Scratch
+					b.SetBytes(int64(len(w.Data)))
+					b.ReportAllocs()
+					for b.Loop() {
+						if err := k.Mul(pool, &s, dst, w, x, m); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(float64(m)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+					b.ReportMetric(2*float64(m)*float64(sh.rows)*float64(sh.cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkStreamRead sums a 512 MiB buffer (far beyond the caches): the
+// memory bandwidth decode is reported against.
+func BenchmarkStreamRead(b *testing.B) {
+	buf := make([]byte, 512<<20)
+	for i := 0; i < len(buf); i += 8 {
+		binary.LittleEndian.PutUint64(buf[i:], uint64(i))
+	}
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			b.SetBytes(int64(len(buf)))
+			chunk := len(buf) / threads
+			var sink uint64
+			var mu sync.Mutex
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for i := 0; i < threads; i++ {
+					wg.Add(1)
+					go func(p []byte) {
+						defer wg.Done()
+						s := kern.StreamSum(p)
+						mu.Lock()
+						sink += s
+						mu.Unlock()
+					}(buf[i*chunk : (i+1)*chunk])
+				}
+				wg.Wait()
+			}
+			_ = sink
+		})
+	}
+}
