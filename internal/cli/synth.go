@@ -18,6 +18,7 @@ type synthOptions struct {
 	Seed   uint64
 	Out    string
 	JSON   bool
+	List   bool
 }
 
 func newSynthCmd(env *Env) *cobra.Command {
@@ -25,6 +26,9 @@ func newSynthCmd(env *Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "synth --arch ARCH --preset NAME [--type T] -o FILE",
 		Short: "Write a random-weight model in a real architecture's shape",
+		Example: `  apr synth --arch llama --preset tiny -o tiny.gguf
+  apr synth --arch qwen2 --preset qwen2.5-0.5b --type Q4_K -o q05b.gguf
+  apr synth --list`,
 		Long: `synth writes a GGUF model with seeded random weights, llama.cpp's tensor
 names and metadata keys, and a byte-level BPE tokenizer with a ChatML chat
 template, so that apr can be run and measured with nothing downloaded.
@@ -38,11 +42,22 @@ tensors stay F32.`,
 	c.Flags().StringVar(&opts.Type, "type", "F32", "weight type of the matrices (ggml name, e.g. F32, F16, Q8_0, Q4_K)")
 	c.Flags().Uint64Var(&opts.Seed, "seed", 1, "random seed")
 	c.Flags().StringVarP(&opts.Out, "output", "o", "", "output file (required)")
+	c.Flags().BoolVar(&opts.List, "list", false, "list the presets and exit")
 	jsonFlag(c, &opts.JSON)
 	return c
 }
 
 func runSynth(env *Env, opts synthOptions) error {
+	if opts.List {
+		ps := synth.Presets()
+		if opts.JSON {
+			return writeJSON(env.Stdout, ps)
+		}
+		for _, p := range ps {
+			fmt.Fprintf(env.Stdout, "%-9s %-14s n_embd %-5d layers %-3d heads %d/%d  %s\n", p.Arch, p.Name, p.NEmbd, p.NLayer, p.NHead, p.NHeadKV, p.Note)
+		}
+		return nil
+	}
 	if opts.Out == "" {
 		return badInputf("synth: -o FILE is required")
 	}
@@ -54,12 +69,24 @@ func runSynth(env *Env, opts synthOptions) error {
 	if err != nil {
 		return badInput(err)
 	}
-	if err := synth.Write(opts.Out, synth.Options{Preset: p, Type: t, Seed: opts.Seed}); err != nil {
+	res, err := synth.Write(opts.Out, synth.Options{Preset: p, Type: t, Seed: opts.Seed})
+	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		return writeJSON(env.Stdout, map[string]any{"path": opts.Out, "arch": p.Arch, "preset": p.Name, "type": t.String(), "seed": opts.Seed})
+	fallbacks := make([]string, len(res.Fallbacks))
+	for i, f := range res.Fallbacks {
+		fallbacks[i] = f.String()
 	}
-	fmt.Fprintf(env.Stderr, "wrote %s (%s %s, %s, seed %d)\n", opts.Out, p.Arch, p.Name, t, opts.Seed)
+	if opts.JSON {
+		return writeJSON(env.Stdout, map[string]any{"path": opts.Out, "arch": p.Arch, "preset": p.Name,
+			"type": t.String(), "seed": opts.Seed, "parameters": res.Params, "fallbacks": fallbacks})
+	}
+	fmt.Fprintf(env.Stderr, "wrote %s (%s %s, %s, seed %d, %d parameters)\n", opts.Out, p.Arch, p.Name, t, opts.Seed, res.Params)
+	if len(fallbacks) > 0 {
+		fmt.Fprintf(env.Stderr, "%d matrices could not be written as %s and use llama.cpp's substitute:\n", len(fallbacks), t)
+		for _, f := range fallbacks {
+			fmt.Fprintf(env.Stderr, "  %s\n", f)
+		}
+	}
 	return nil
 }
