@@ -243,18 +243,28 @@ func (t *Template) execute(ctx context.Context, data map[string]any) (out string
 		}
 	}()
 	var sb strings.Builder
-	if err := t.tpl.Execute(&limitWriter{w: &sb, g: g}, c); err != nil {
-		return "", renderError(t.Name, err)
+	err = t.tpl.Execute(&limitWriter{w: &sb, g: g}, c)
+	if err != nil || g.err != nil {
+		return "", renderError(t.Name, g.err, err)
 	}
 	return sb.String(), nil
 }
 
-// renderError keeps the causes callers test for (TemplateError, ErrLimit)
-// and says which template failed.
-func renderError(name string, err error) error {
+// renderError keeps the causes callers test for (TemplateError, ErrLimit),
+// which gonja's error chains do not carry, and says which template failed.
+// A limit hit or an exception raised fails the render even where the
+// template went on (gonja's default filter swallows errors).
+func renderError(name string, cause, err error) error {
 	var te *TemplateError
-	if errors.As(err, &te) {
+	switch {
+	case errors.As(cause, &te):
 		return fmt.Errorf("chat: template %s raised: %w", name, te)
+	case cause != nil:
+		return fmt.Errorf("chat: template %s: %w", name, cause)
+	case strings.Contains(err.Error(), ErrLimit.Error()):
+		// A limit hit inside a method, which sees no guard: keep the text.
+		msg := err.Error()
+		return fmt.Errorf("chat: template %s: %w%s", name, ErrLimit, msg[strings.Index(msg, ErrLimit.Error())+len(ErrLimit.Error()):])
 	}
 	return fmt.Errorf("chat: template %s: %w", name, err)
 }

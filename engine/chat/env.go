@@ -150,16 +150,16 @@ func (l *oneShotLoader) Inherit(from string) (loaders.Loader, error) { return l,
 var _ loaders.Loader = (*oneShotLoader)(nil)
 
 // raiseException is transformers' raise_exception global.
-func raiseException(va *exec.VarArgs) (*exec.Value, error) {
+func raiseException(e *exec.Evaluator, va *exec.VarArgs) (*exec.Value, error) {
 	msg := ""
 	if len(va.Args) > 0 {
 		msg = pyStr(va.Args[0])
 	}
-	return nil, &TemplateError{Message: msg}
+	return nil, failIn(e.Environment.Context, &TemplateError{Message: msg})
 }
 
 // rangeFunc is Python's range, limited as Jinja's sandbox limits it.
-func rangeFunc(va *exec.VarArgs) (*exec.Value, error) {
+func rangeFunc(e *exec.Evaluator, va *exec.VarArgs) (*exec.Value, error) {
 	if len(va.KwArgs) > 0 {
 		return nil, errors.New("range() takes no keyword arguments")
 	}
@@ -192,7 +192,7 @@ func rangeFunc(va *exec.VarArgs) (*exec.Value, error) {
 		n = (start - stop - step - 1) / -step
 	}
 	if n > MaxRange {
-		return nil, fmt.Errorf("%w: range too big (%d items; the sandbox allows %d)", ErrLimit, n, MaxRange)
+		return nil, failIn(e.Environment.Context, fmt.Errorf("%w: range too big (%d items; the sandbox allows %d)", ErrLimit, n, MaxRange))
 	}
 	out := make([]any, n)
 	for i := range n {

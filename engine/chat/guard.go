@@ -44,15 +44,32 @@ type guard struct {
 	steps int
 	depth int
 	out   int
+	err   error // the first limit hit or exception raised; gonja's error chains lose it
+}
+
+// fail records err as the render's cause (the first one wins) and returns it.
+func (g *guard) fail(err error) error {
+	if g.err == nil {
+		g.err = err
+	}
+	return err
+}
+
+// failIn records err in the guard of context c, if any.
+func failIn(c *exec.Context, err error) error {
+	if g := guardOf(c); g != nil {
+		return g.fail(err)
+	}
+	return err
 }
 
 func (g *guard) step() error {
 	g.steps++
 	if g.steps > MaxSteps {
-		return fmt.Errorf("%w: more than %d statements executed", ErrLimit, MaxSteps)
+		return g.fail(fmt.Errorf("%w: more than %d statements executed", ErrLimit, MaxSteps))
 	}
 	if err := g.ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrLimit, err)
+		return g.fail(fmt.Errorf("%w: %w", ErrLimit, err))
 	}
 	return nil
 }
@@ -60,7 +77,7 @@ func (g *guard) step() error {
 func (g *guard) enter() error {
 	g.depth++
 	if g.depth > MaxCallDepth {
-		return fmt.Errorf("%w: macro calls nested deeper than %d", ErrLimit, MaxCallDepth)
+		return g.fail(fmt.Errorf("%w: macro calls nested deeper than %d", ErrLimit, MaxCallDepth))
 	}
 	return g.step()
 }
@@ -90,10 +107,10 @@ type limitWriter struct {
 func (l *limitWriter) Write(p []byte) (int, error) {
 	l.g.out += len(p)
 	if l.g.out > MaxOutputBytes {
-		return 0, fmt.Errorf("%w: output larger than %d bytes", ErrLimit, MaxOutputBytes)
+		return 0, l.g.fail(fmt.Errorf("%w: output larger than %d bytes", ErrLimit, MaxOutputBytes))
 	}
 	if err := l.g.ctx.Err(); err != nil {
-		return 0, fmt.Errorf("%w: %w", ErrLimit, err)
+		return 0, l.g.fail(fmt.Errorf("%w: %w", ErrLimit, err))
 	}
 	return l.w.Write(p)
 }
