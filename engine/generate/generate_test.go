@@ -1,0 +1,179 @@
+package generate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aprqa/apr/engine/generate"
+	_ "github.com/aprqa/apr/engine/ref"
+	"github.com/aprqa/apr/internal/testutil"
+	"github.com/aprqa/apr/refuse"
+)
+
+func stories(t *testing.T) string {
+	return testutil.Fixture(t, "models/stories260K.gguf")
+}
+
+func run(t *testing.T, o generate.Options) generate.Result {
+	t.Helper()
+	res, err := generate.Run(context.Background(), o)
+	if err != nil {
+		t.Fatalf("generate.Run(%+v): %v", o, err)
+	}
+	return res
+}
+
+func TestRunGreedyStories(t *testing.T) {
+	// expect/stories260K.greedy.json, prompt "Once upon a time": the first 12
+	// of its 64 llama.cpp tokens.
+	want := []int32{432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338}
+	res := run(t, generate.Options{Model: stories(t), Backend: "ref", Prompt: "Once upon a time", Raw: true,
+		MaxTokens: len(want), IgnoreEOS: true})
+	if diff := cmp.Diff(want, res.TokenIDs); diff != "" {
+		t.Errorf("token ids (-llama.cpp +ref):\n%s", diff)
+	}
+	if res.PromptTokens != 5 || res.TokensOut != len(want) || res.FinishReason != generate.FinishLength {
+		t.Errorf("PromptTokens %d TokensOut %d FinishReason %q, want 5, %d, length", res.PromptTokens, res.TokensOut, res.FinishReason, len(want))
+	}
+	if res.ModelSHA256 != "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d" {
+		t.Errorf("ModelSHA256 = %s", res.ModelSHA256)
+	}
+	if res.Text == "" || res.H2DMS < 0 || res.LoadMS <= 0 || res.PrefillMS <= 0 || res.DecodeMS <= 0 || res.DecodeTokPerS <= 0 {
+		t.Errorf("implausible result %+v", res)
+	}
+}
+
+func TestRunStopsAtEOG(t *testing.T) {
+	// expect/qwen35-tiny-F32.greedy.json, third prompt: llama.cpp's greedy
+	// generation reaches <|im_end|> (2002, an end-of-generation token) at
+	// step 8.
+	o := generate.Options{Model: testutil.Fixture(t, "models/synth/qwen35-tiny-F32.gguf"), Backend: "ref",
+		Prompt: "<|im_start|>user\nWhat is the meaning of life?<|im_end|>\n<|im_start|>assistant\n", Raw: true, MaxTokens: 32}
+	res := run(t, o)
+	want := []int32{1844, 1012, 1705, 1582, 807, 1361, 1122, 989, 2002}
+	if diff := cmp.Diff(want, res.TokenIDs); diff != "" || res.FinishReason != generate.FinishStop {
+		t.Errorf("finish %q, token ids (-llama.cpp +ref):\n%s", res.FinishReason, diff)
+	}
+	o.IgnoreEOS = true
+	if res := run(t, o); res.TokensOut != 32 || res.FinishReason != generate.FinishLength {
+		t.Errorf("with IgnoreEOS: %d tokens, finish %q; want 32, length", res.TokensOut, res.FinishReason)
+	}
+}
+
+func TestRunRefusals(t *testing.T) {
+	tests := []struct {
+		name string
+		o    generate.Options
+		by   string
+	}{
+		{"unknown backend", generate.Options{Model: stories(t), Backend: "cuda", Prompt: "x", Raw: true, MaxTokens: 1}, "backend"},
+		{"no chat template", generate.Options{Model: stories(t), Backend: "ref", Prompt: "x", MaxTokens: 1}, "chat"},
+		{"context too long", generate.Options{Model: stories(t), Backend: "ref", Prompt: "x", Raw: true, MaxTokens: 5000}, "generate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := generate.Run(context.Background(), tt.o)
+			r, ok := refuse.As(err)
+			if !ok || r.By != tt.by {
+				t.Fatalf("generate.Run = %v, want a refusal by %q", err, tt.by)
+			}
+		})
+	}
+	_, err := generate.Run(context.Background(), generate.Options{Model: testutil.Fixture(t, "models/synth/qwen2-tiny-F32.gguf"),
+		Backend: "ref", Prompt: "", Raw: true, MaxTokens: 1})
+	if !errors.Is(err, generate.ErrEmptyPrompt) {
+		t.Errorf("empty raw prompt: %v, want ErrEmptyPrompt", err)
+	}
+}
+
+func fields(r generate.Result) map[generate.Stage]float64 {
+	return map[generate.Stage]float64{generate.StageLoad: r.LoadMS, generate.StageH2D: r.H2DMS,
+		generate.StagePrefill: r.PrefillMS, generate.StageDecode: r.DecodeMS}
+}
+
+// TestPlantedDelayMovesOnlyItsStage is the timing falsifier: a delay planted
+// in one stage must move that stage's field by the delay (±15%) and no other
+// field by more than 15% of the delay, and the stage fields must sum to
+// wall_ms within 5%. Each planted run is compared with an unplanted run made
+// just before it; on a machine shared with other work a stage can be
+// descheduled, so a stage gets up to three such pairs and passes on the
+// first clean one.
+func TestPlantedDelayMovesOnlyItsStage(t *testing.T) {
+	// A long delay and a short run keep scheduling noise small beside it.
+	const delay = time.Second
+	d := float64(delay) / 1e6
+	base := generate.Options{Model: stories(t), Backend: "ref", Prompt: "Once upon a time", Raw: true, MaxTokens: 3, IgnoreEOS: true}
+	check := func(planted generate.Stage, before, after generate.Result) []string {
+		var bad []string
+		for _, r := range []generate.Result{before, after} {
+			sum := r.LoadMS + r.H2DMS + r.PrefillMS + r.DecodeMS
+			if math.Abs(sum-r.WallMS) > 0.05*r.WallMS {
+				bad = append(bad, fmt.Sprintf("stages sum to %.3f ms, wall_ms %.3f: more than 5%% apart", sum, r.WallMS))
+			}
+		}
+		b := fields(before)
+		for st, v := range fields(after) {
+			moved := v - b[st]
+			if st == planted {
+				if moved < 0.85*d || moved > 1.15*d {
+					bad = append(bad, fmt.Sprintf("delay of %.0f ms planted in %s moved %s_ms by %.1f ms (want %.0f ± 15%%)", d, planted, st, moved, d))
+				}
+			} else if math.Abs(moved) > 0.15*d {
+				bad = append(bad, fmt.Sprintf("delay planted in %s moved %s_ms by %.1f ms (tolerance %.0f ms)", planted, st, moved, 0.15*d))
+			}
+		}
+		return bad
+	}
+	run(t, base) // warm the page cache
+	for _, planted := range generate.Stages() {
+		t.Run(string(planted), func(t *testing.T) {
+			var bad []string
+			for attempt := range 3 {
+				before := run(t, base)
+				o := base
+				o.PlantDelay = map[generate.Stage]time.Duration{planted: delay}
+				after := run(t, o)
+				if bad = check(planted, before, after); len(bad) == 0 {
+					return
+				}
+				t.Logf("attempt %d: %v", attempt+1, bad)
+			}
+			t.Errorf("three attempts failed; last: %v", bad)
+		})
+	}
+}
+
+func TestParsePlantDelays(t *testing.T) {
+	got, err := generate.ParsePlantDelays([]string{"load=10", "decode=2.5", "load=5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[generate.Stage]time.Duration{generate.StageLoad: 15 * time.Millisecond, generate.StageDecode: 2500 * time.Microsecond}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ParsePlantDelays mismatch (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{"load", "lunch=5", "load=-1", "load=5ms", "decode=NaN"} {
+		if _, err := generate.ParsePlantDelays([]string{bad}); err == nil {
+			t.Errorf("ParsePlantDelays(%q) accepted it", bad)
+		}
+	}
+}
+
+func TestLogits(t *testing.T) {
+	res, err := generate.Logits(context.Background(), generate.LogitsOptions{Model: stories(t), Backend: "ref", Tokens: []int32{1, 291, 410}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NVocab != 512 || len(res.Logits) != 3 || len(res.Logits[2]) != 512 {
+		t.Fatalf("Logits: n_vocab %d, %d rows", res.NVocab, len(res.Logits))
+	}
+	if _, err := generate.Logits(context.Background(), generate.LogitsOptions{Model: stories(t), Backend: "ref", Tokens: []int32{512}}); err == nil {
+		t.Errorf("Logits accepted token 512 of a 512-token vocabulary")
+	}
+}

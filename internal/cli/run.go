@@ -1,0 +1,116 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aprqa/apr/engine/generate"
+	_ "github.com/aprqa/apr/engine/ref" // registers the "ref" backend
+	"github.com/aprqa/apr/engine/sample"
+)
+
+func init() { register(30, newRunCmd) }
+
+type runOptions struct {
+	Model      string
+	Prompt     string
+	N          int
+	Backend    string
+	Raw        bool
+	IgnoreEOS  bool
+	Sampling   sample.Params
+	Threads    int
+	PlantDelay []string
+	JSON       bool
+}
+
+func newRunCmd(env *Env) *cobra.Command {
+	var opts runOptions
+	c := &cobra.Command{
+		Use:   "run MODEL -p PROMPT",
+		Short: "Generate a completion and time each stage",
+		Long: `run generates a completion of PROMPT with MODEL on one backend.
+
+The prompt goes through the model's own chat template (one user message and
+the generation prompt) unless --raw; with --raw it is tokenized as written,
+with control tokens such as <|im_start|> parsed as control tokens and BOS
+added as the model's add_bos says. Generation stops at any of the model's
+end-of-generation tokens unless --ignore-eos, or after -n tokens. Sampling is
+greedy unless --temp > 0; seeded sampling is deterministic.
+
+The completion goes to stdout, the statistics to stderr. With --json, stdout
+carries exactly one JSON object: model, model_sha256, backend, prompt_tokens,
+tokens_out, token_ids, text, load_ms, h2d_ms, prefill_ms, decode_ms, wall_ms,
+decode_tok_per_s (decode only) and finish_reason ("stop" or "length").
+
+--plant-delay STAGE=MS (stages load, h2d, prefill, decode) sleeps inside that
+stage: the timing falsifier's hook, to show that each field measures its own
+stage. An unknown or unavailable backend is refused (exit 3), never replaced.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.Model = args[0]
+			if !c.Flags().Changed("prompt") {
+				return badInputf("run: -p PROMPT is required")
+			}
+			return runRun(c.Context(), env, opts)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVarP(&opts.Prompt, "prompt", "p", "", "the prompt")
+	fl.IntVarP(&opts.N, "n", "n", 128, "tokens to generate (at most)")
+	fl.StringVar(&opts.Backend, "backend", "ref", "backend to run on")
+	fl.BoolVar(&opts.Raw, "raw", false, "no chat template; control tokens in the prompt are parsed")
+	fl.BoolVar(&opts.IgnoreEOS, "ignore-eos", false, "do not stop at end-of-generation tokens")
+	fl.Uint64Var(&opts.Sampling.Seed, "seed", 0, "sampling seed")
+	fl.Float64Var(&opts.Sampling.Temp, "temp", 0, "temperature (0: greedy)")
+	fl.IntVar(&opts.Sampling.TopK, "top-k", 0, "keep the K most likely tokens (0: all)")
+	fl.Float64Var(&opts.Sampling.TopP, "top-p", 0, "nucleus sampling threshold (0 or 1: off)")
+	fl.Float64Var(&opts.Sampling.MinP, "min-p", 0, "drop tokens below this fraction of the best one's probability")
+	fl.Float64Var(&opts.Sampling.RepeatPenalty, "repeat-penalty", 0, "repetition penalty (0 or 1: off)")
+	fl.IntVar(&opts.Sampling.RepeatLastN, "repeat-last-n", 64, "tokens the repetition penalty looks back over (0: all)")
+	fl.IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
+	fl.StringArrayVar(&opts.PlantDelay, "plant-delay", nil, "STAGE=MS: sleep MS milliseconds inside STAGE (load, h2d, prefill, decode)")
+	jsonFlag(c, &opts.JSON)
+	return c
+}
+
+func runRun(ctx context.Context, env *Env, opts runOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if opts.N < 1 {
+		return badInputf("run: -n %d must be at least 1", opts.N)
+	}
+	if err := opts.Sampling.Validate(); err != nil {
+		return badInput(err)
+	}
+	delays, err := generate.ParsePlantDelays(opts.PlantDelay)
+	if err != nil {
+		return badInput(err)
+	}
+	g := generate.Options{
+		Model: opts.Model, Backend: opts.Backend, Prompt: opts.Prompt, Raw: opts.Raw,
+		MaxTokens: opts.N, IgnoreEOS: opts.IgnoreEOS, Sampling: opts.Sampling, Threads: opts.Threads,
+		PlantDelay: delays, Log: env.Log,
+	}
+	if !opts.JSON {
+		g.OnText = func(b []byte) { env.Stdout.Write(b) }
+	}
+	res, err := generate.Run(ctx, g)
+	if err != nil {
+		if errors.Is(err, generate.ErrEmptyPrompt) {
+			return badInput(err)
+		}
+		return err
+	}
+	if opts.JSON {
+		return writeJSON(env.Stdout, res)
+	}
+	fmt.Fprintln(env.Stdout)
+	fmt.Fprintf(env.Stderr, "backend %s: prompt %d tokens, %d generated (%s); load %.1f ms, h2d %.1f ms, prefill %.1f ms, decode %.1f ms (%.1f tok/s), wall %.1f ms\n",
+		res.Backend, res.PromptTokens, res.TokensOut, res.FinishReason, res.LoadMS, res.H2DMS, res.PrefillMS, res.DecodeMS, res.DecodeTokPerS, res.WallMS)
+	return nil
+}
