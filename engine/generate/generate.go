@@ -382,4 +382,3 @@ func ParsePlantDelays(specs []string) (map[Stage]time.Duration, error) {
 	}
 	return out, nil
 }
-
