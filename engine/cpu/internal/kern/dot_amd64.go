@@ -51,7 +51,60 @@ func dotQ3_KAVX2(n int, w, a []byte) float32
 //go:noescape
 func dotIQ4_XSAVX2(n int, w, a []byte) float32
 
+//go:noescape
+func dotF32AVX2Main(n int, w, a []byte) float32
+
+//go:noescape
+func dotF16AVX2Main(n int, w, a []byte) float32
+
+//go:noescape
+func dotBF16AVX2Main(n int, w, a []byte) float32
+
+// dotF32AVX2 runs the assembly on the largest multiple of 32 values and the
+// Go twin on the rest; likewise dotF16AVX2 and dotBF16AVX2.
+func dotF32AVX2(n int, w, a []byte) float32 {
+	m := n &^ 31
+	s := dotF32AVX2Main(m, w, a)
+	if m < n {
+		s += dotF32Go(n-m, w[4*m:], a[4*m:])
+	}
+	return s
+}
+
+func dotF16AVX2(n int, w, a []byte) float32 {
+	m := n &^ 31
+	s := dotF16AVX2Main(m, w, a)
+	if m < n {
+		s += dotF16Go(n-m, w[2*m:], a[2*m:])
+	}
+	return s
+}
+
+func dotBF16AVX2(n int, w, a []byte) float32 {
+	m := n &^ 31
+	s := dotBF16AVX2Main(m, w, a)
+	if m < n {
+		s += dotBF16Go(n-m, w[2*m:], a[2*m:])
+	}
+	return s
+}
+
+//go:noescape
+func convertF16AVX2(x []float32, dst []byte)
+
+//go:noescape
+func quantizeQ8_0AVX2(x []float32, dst []byte)
+
+func convertF16Asm(x []float32, dst []byte) {
+	m := len(x) &^ 7
+	convertF16AVX2(x[:m], dst[:2*m])
+	convertF16Go(x[m:], dst[2*m:])
+}
+
 func init() {
+	register(quant.F32, ISAAVX2, quant.F32, dotF32AVX2, nil)
+	register(quant.F16, ISAAVX2, quant.F16, dotF16AVX2, nil)
+	register(quant.BF16, ISAAVX2, quant.BF16, dotBF16AVX2, nil)
 	register(quant.Q8_0, ISAAVX2, quant.Q8_0, dotQ8_0AVX2, dot4Q8_0AVX2)
 	register(quant.Q4_0, ISAAVX2, quant.Q8_0, dotQ4_0AVX2, nil)
 	register(quant.Q5_0, ISAAVX2, quant.Q8_0, dotQ5_0AVX2, nil)
@@ -65,4 +118,8 @@ func init() {
 	register(quant.Q2_K, ISAAVX2, quant.Q8_K, dotQ2_KAVX2, nil)
 	register(quant.Q3_K, ISAAVX2, quant.Q8_K, dotQ3_KAVX2, nil)
 	register(quant.IQ4_XS, ISAAVX2, quant.Q8_K, dotIQ4_XSAVX2, nil)
+	if cpuHas(ISAAVX2) {
+		quantizeQ8_0 = quantizeQ8_0AVX2
+		convertF16 = convertF16Asm
+	}
 }
