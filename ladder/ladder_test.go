@@ -592,3 +592,28 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestReceiptSatisfiesSchema(t *testing.T) {
+	root := modelTree(t, 2)
+	must(t, os.Symlink("nowhere.gguf", filepath.Join(root, "broken.gguf")))
+	rec, err := runWith(t, baseConfig(root), t.TempDir(), &counter{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Validate(); err != nil {
+		t.Errorf("Validate(receipt): %v", err)
+	}
+	merged, err := ladder.Merge([]*ladder.Receipt{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := merged.Validate(); err != nil {
+		t.Errorf("Validate(merged receipt): %v", err)
+	}
+	bad := *rec
+	bad.Cells = slices.Clone(rec.Cells)
+	bad.Cells[0].Verdict = "skipped"
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "verdict") {
+		t.Errorf("Validate(receipt with a skipped cell) = %v, want an error naming verdict", err)
+	}
+}

@@ -93,13 +93,13 @@ var current = sync.OnceValue(func() Identity {
 	exe, err := os.Executable()
 	id := fromBuildInfo(debug.ReadBuildInfo())
 	if err != nil {
-		id.Executable, id.SHA256, id.Error = Unknown, Unknown, err.Error()
+		id.Executable, id.SHA256, id.Error = Unknown, "", err.Error()
 		return id
 	}
 	id.Executable = exe
 	sum, err := FileSHA256(exe)
 	if err != nil {
-		id.SHA256, id.Error = Unknown, err.Error()
+		id.SHA256, id.Error = "", err.Error()
 		return id
 	}
 	id.SHA256 = sum
