@@ -83,7 +83,7 @@ var dequantizers = map[Type]func(src []byte, dst []float32){
 
 func le16(b []byte, i int) uint16  { return binary.LittleEndian.Uint16(b[i:]) }
 func le32(b []byte, i int) uint32  { return binary.LittleEndian.Uint32(b[i:]) }
-func half(b []byte, i int) float32 { return FP16ToFP32(le16(b, i)) }
+func half(b []byte, i int) float32 { return fp16Table[le16(b, i)] }
 
 // ---- plain and integer types --------------------------------------------
 
@@ -93,9 +93,19 @@ func dequantF32(src []byte, dst []float32) {
 	}
 }
 
+// fp16Table maps every half to its float32 (256 KiB, built from FP16ToFP32
+// at package initialisation) for whole F16 rows.
+var fp16Table [1 << 16]float32
+
+func init() {
+	for h := range fp16Table {
+		fp16Table[h] = FP16ToFP32(uint16(h))
+	}
+}
+
 func dequantF16(src []byte, dst []float32) {
 	for i := range dst {
-		dst[i] = FP16ToFP32(le16(src, 2*i))
+		dst[i] = fp16Table[le16(src, 2*i)]
 	}
 }
 
@@ -142,12 +152,11 @@ func dequantI64(src []byte, dst []float32) {
 func dequantQ1_0(src []byte, dst []float32) {
 	for b := 0; len(dst) > 0; b += 18 {
 		blk, y := src[b:b+18], dst[:128]
-		d := half(blk, 0)
-		for j := range 128 {
-			if blk[2+j/8]>>(j%8)&1 != 0 {
-				y[j] = d
-			} else {
-				y[j] = -d
+		db := math.Float32bits(half(blk, 0))
+		for k, bits := range blk[2:18] {
+			for b := range 8 {
+				// bit set: d; clear: -d (ggml's neg_d, a sign flip)
+				y[8*k+b] = math.Float32frombits(db ^ uint32(^bits>>b&1)<<31)
 			}
 		}
 		dst = dst[128:]
