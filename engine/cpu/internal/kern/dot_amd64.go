@@ -101,20 +101,41 @@ func convertF16Asm(x []float32, dst []byte) {
 	convertF16Go(x[m:], dst[2*m:])
 }
 
+//go:noescape
+func dot4Q4_0AVX2(n int, w, a []byte, stride int, out *[4]float32)
+
+//go:noescape
+func dot4Q5_0AVX2(n int, w, a []byte, stride int, out *[4]float32)
+
+//go:noescape
+func dot4IQ4_NLAVX2(n int, w, a []byte, stride int, out *[4]float32)
+
+//go:noescape
+func dot4MXFP4AVX2(n int, w, a []byte, stride int, out *[4]float32)
+
+//go:noescape
+func dot4Q4_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+
+//go:noescape
+func dot4Q5_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+
+//go:noescape
+func dot4Q6_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+
 func init() {
 	register(quant.F32, ISAAVX2, quant.F32, dotF32AVX2, nil)
 	register(quant.F16, ISAAVX2, quant.F16, dotF16AVX2, nil)
 	register(quant.BF16, ISAAVX2, quant.BF16, dotBF16AVX2, nil)
 	register(quant.Q8_0, ISAAVX2, quant.Q8_0, dotQ8_0AVX2, dot4Q8_0AVX2)
-	register(quant.Q4_0, ISAAVX2, quant.Q8_0, dotQ4_0AVX2, nil)
-	register(quant.Q5_0, ISAAVX2, quant.Q8_0, dotQ5_0AVX2, nil)
-	register(quant.IQ4_NL, ISAAVX2, quant.Q8_0, dotIQ4_NLAVX2, nil)
-	register(quant.MXFP4, ISAAVX2, quant.Q8_0, dotMXFP4AVX2, nil)
+	register(quant.Q4_0, ISAAVX2, quant.Q8_0, dotQ4_0AVX2, dot4Q4_0AVX2)
+	register(quant.Q5_0, ISAAVX2, quant.Q8_0, dotQ5_0AVX2, dot4Q5_0AVX2)
+	register(quant.IQ4_NL, ISAAVX2, quant.Q8_0, dotIQ4_NLAVX2, dot4IQ4_NLAVX2)
+	register(quant.MXFP4, ISAAVX2, quant.Q8_0, dotMXFP4AVX2, dot4MXFP4AVX2)
 	register(quant.Q4_1, ISAAVX2, quant.Q8_1, dotQ4_1AVX2, nil)
 	register(quant.Q5_1, ISAAVX2, quant.Q8_1, dotQ5_1AVX2, nil)
-	register(quant.Q4_K, ISAAVX2, quant.Q8_K, dotQ4_KAVX2, nil)
-	register(quant.Q5_K, ISAAVX2, quant.Q8_K, dotQ5_KAVX2, nil)
-	register(quant.Q6_K, ISAAVX2, quant.Q8_K, dotQ6_KAVX2, nil)
+	register(quant.Q4_K, ISAAVX2, quant.Q8_K, dotQ4_KAVX2, dot4Q4_KAVX2)
+	register(quant.Q5_K, ISAAVX2, quant.Q8_K, dotQ5_KAVX2, dot4Q5_KAVX2)
+	register(quant.Q6_K, ISAAVX2, quant.Q8_K, dotQ6_KAVX2, dot4Q6_KAVX2)
 	register(quant.Q2_K, ISAAVX2, quant.Q8_K, dotQ2_KAVX2, nil)
 	register(quant.Q3_K, ISAAVX2, quant.Q8_K, dotQ3_KAVX2, nil)
 	register(quant.IQ4_XS, ISAAVX2, quant.Q8_K, dotIQ4_XSAVX2, nil)

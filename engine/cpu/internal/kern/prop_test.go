@@ -75,3 +75,45 @@ func TestPropertyKernelsWithinContract(t *testing.T) {
 		})
 	}
 }
+
+// TestPropertyMatMulWithinContract: the four-row kernels and the tiling of
+// Mul give, for random activation row counts, every output within the
+// contract tolerance of the reference.
+func TestPropertyMatMulWithinContract(t *testing.T) {
+	seed := *propSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("gopter seed %d (rerun with -kern.seed=%d)", seed, seed)
+	pool := kern.NewPool(2)
+	defer pool.Close()
+	for _, k := range kernels(kern.OpMatMul) {
+		t.Run(k.Contract, func(t *testing.T) {
+			params := gopter.DefaultTestParametersWithSeed(seed)
+			params.MinSuccessfulTests = 10
+			props := gopter.NewProperties(params)
+			props.Property("every output within contract", prop.ForAll(
+				func(dataSeed uint64, units, rows, m int) string {
+					rng := rand.New(rand.NewPCG(dataSeed, 7))
+					n := minCols(k) * units
+					w := kern.Weights{Type: k.Key.Type, Rows: rows, Cols: n, Data: randomWeights(rng, k.Key.Type, rows*n)}
+					x := randomActs(rng, m*n)
+					want, tol := reference(t, k, w, x, m)
+					var s kern.Scratch
+					got := make([]float32, m*rows)
+					if err := k.Mul(pool, &s, got, w, x, m); err != nil {
+						return err.Error()
+					}
+					for i := range got {
+						if d := math.Abs(float64(got[i]) - want[i]); !(d <= tol[i]) {
+							return fmt.Sprintf("n=%d rows=%d m=%d: out[%d] = %g, reference %g ± %.3g", n, rows, m, i, got[i], want[i], tol[i])
+						}
+					}
+					return ""
+				},
+				gen.UInt64(), gen.IntRange(1, 4), gen.IntRange(1, 20), gen.IntRange(2, 11),
+			))
+			props.TestingRun(t)
+		})
+	}
+}
