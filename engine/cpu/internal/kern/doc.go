@@ -1,0 +1,74 @@
+// Package kern holds the quantized matrix kernels of apr's optimized CPU
+// engine: dot products computed directly on ggml's quantized blocks (never
+// by expanding weights to float32), the activation quantizers that feed
+// them, a registry of kernels keyed by (op, weight type, backend,
+// instruction set), and a worker pool that spreads matrix products over
+// threads.
+//
+// # Conventions
+//
+// A weight matrix is ggml's 2-D tensor: Rows rows of Cols values, each row a
+// contiguous run of blocks (ne0 = Cols). Kernel.Mul computes dst = x·Wᵀ for
+// m activation rows, dst row-major (m rows of Rows values), written in place.
+// Every activation row is first converted to the type ggml pairs with the
+// weight type (its vec_dot_type), then each output is an integer dot product
+// per block scaled in float32, as ggml-cpu computes it.
+//
+// # Activation formats
+//
+//	weight type                                   activation  converter
+//	F32                                           F32         ConvertF32 (exact)
+//	F16                                           F16         ConvertF16 (nearest even, as F16C)
+//	BF16                                          BF16        ConvertBF16 (nearest even)
+//	Q4_0 Q5_0 Q8_0 IQ4_NL MXFP4 NVFP4 Q1_0 Q2_0   Q8_0        QuantizeQ8_0
+//	Q4_1 Q5_1                                     Q8_1        QuantizeQ8_1
+//	Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS               Q8_K        QuantizeQ8_K
+//	IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S            Q8_K        QuantizeQ8_K
+//	IQ1_S IQ1_M TQ1_0 TQ2_0                       Q8_K        QuantizeQ8_K
+//
+// NVFP4, Q1_0 and Q2_0 pair with Q8_0 in ggml-cpu's type traits (their
+// vec_dot walks two or four Q8_0 blocks per weight block). QuantizeQ8_0 and
+// QuantizeQ8_1 follow ggml-cpu's x86 quantize_row_q8_0/q8_1 (id = 127/amax,
+// round half to even), the code llama.cpp runs on every AVX machine, not the
+// portable _ref form (id = 1/d, roundf), which differs only at exact ties;
+// QuantizeQ8_K is ggml's quantize_row_q8_K_ref, which ggml-cpu uses on x86
+// too, and reproduces the shared fixture bit for bit.
+//
+// # Kernels
+//
+// Every weight type has a portable Go kernel (instruction set "go",
+// dot_go.go and dot_iq.go): its doc comment states the block arithmetic it
+// computes. On amd64 the assembly kernels ("avx2": AVX2 + FMA + F16C) are
+// registered beside them:
+//
+//	avx2 matvec:            F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4
+//	                        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS
+//	avx2 four-row matmul:   Q8_0 Q4_0 Q5_0 IQ4_NL MXFP4 Q4_K Q5_K Q6_K
+//	go only (for now):      IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M
+//	                        TQ1_0 TQ2_0 NVFP4 Q1_0 Q2_0
+//
+// Unlike gonum's internal/asm, where a build has either the assembly or the
+// Go form, both are compiled into amd64 binaries: the instruction set is
+// chosen at run time from the CPU's features (golang.org/x/sys/cpu), and a
+// CPU without AVX2 must still run (on the "go" kernels, by name). Building
+// with -tags noasm leaves only the Go kernels.
+//
+// # Registry
+//
+// Each key has a contract id, "kernel.<op>.<type>.cpu.<isa>", e.g.
+// "kernel.matvec.Q4_K.cpu.avx2". Lookup of a key that is not registered, or
+// whose instruction set this CPU lacks, is refused (refuse.New, by the key's
+// contract id); it is never routed to a neighbouring kernel. Select picks the
+// most specific runnable instruction set registered for (op, type) and says
+// which in the returned Kernel's key. List is the listing behind
+// `apr kernels`.
+//
+// # Contract
+//
+// For a row of n values in B weight blocks, a kernel's result differs from
+// the float64 dot product of the dequantized weights and the dequantized
+// converted activations by at most (B + 8)·2⁻²³·Σ|wᵢ·aᵢ|; for Q4_1 and Q5_1
+// add Σ_blocks |m_w·s_a|·2⁻¹⁰ (Q8_1 stores s = d·Σq in half precision, from
+// the unrounded d). Assembly and Go kernels differ only in the order of
+// float32 additions, within the same bound.
+package kern
