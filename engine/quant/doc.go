@@ -15,10 +15,13 @@
 // Quantize reproduces ggml_quantize_chunk with no importance matrix, byte for
 // byte, for F16, BF16, Q1_0, Q2_0, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K,
 // Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4 and
-// NVFP4 (CanQuantize reports which). Q8_0, Q8_1 and Q8_K are also what ggml
-// quantizes activations to before quantized dot products, with the same
-// reference semantics. The imatrix-driven i-quants (IQ1, IQ2, IQ3) have no
-// quantizer here and are refused with ErrNoQuantizer.
+// NVFP4 (CanQuantize reports which). The imatrix-driven i-quants (IQ1, IQ2,
+// IQ3) have no quantizer here and are refused with ErrNoQuantizer.
+//
+// QuantizeRowQ8_0, QuantizeRowQ8_1 and QuantizeRowQ8_K quantize activations
+// the way llama.cpp's x86 CPU backend does before quantized dot products
+// (its AVX quantize_row_q8_0/q8_1 round half to even with scale 127/amax,
+// unlike the reference quantizers; Q8_K is the reference).
 //
 // The i-quant lattice grids are data transcribed from ggml's ggml-quants.c
 // (see grids.go).
