@@ -66,15 +66,17 @@ var (
 	// Q2_K: ggml weights its (scale, min) fit by |x|, so zeros in a sparse
 	// sub-block carry no weight and may decode anywhere in that sub-block's
 	// 2-bit range (measured up to 0.64*amax on sparse blocks).
-	BoundQ2_K = errBound{Rel: 1.0, Abs: 64 * fp16Ulp, MaxAbs: 65504}
+	BoundQ2_K = errBound{Rel: 1.0, Abs: 2 * 64 * fp16Ulp, MaxAbs: 65504}
 	// The other k-quants and IQ4 (engineering bounds; 30000 random sparse and
-	// 20000 mixed blocks stayed below about 3/4 of each).
-	BoundQ3_K   = errBound{Rel: 0.375, Abs: 128 * fp16Ulp, MaxAbs: 65504}
-	BoundQ4_K   = errBound{Rel: 0.15, Abs: 2 * 63 * 15 * fp16Ulp, MaxAbs: 65504}
-	BoundQ5_K   = errBound{Rel: 0.09, Abs: 2 * 63 * 31 * fp16Ulp, MaxAbs: 65504}
-	BoundQ6_K   = errBound{Rel: 0.035, Abs: 128 * 32 * fp16Ulp, MaxAbs: 65504}
-	BoundIQ4_NL = errBound{Rel: 0.2, Abs: 127 * fp16Ulp, MaxAbs: 65504}
-	BoundIQ4_XS = errBound{Rel: 0.2, Abs: 32 * 127 * fp16Ulp, MaxAbs: 65504}
+	// 20000 mixed blocks stayed below about 3/4 of each). Abs is twice the
+	// codes times the fp16 scale's subnormal rounding: a block whose scale
+	// rounds to 0 decodes to 0, an error of up to that much.
+	BoundQ3_K   = errBound{Rel: 0.375, Abs: 2 * 128 * fp16Ulp, MaxAbs: 65504}
+	BoundQ4_K   = errBound{Rel: 0.15, Abs: 4 * 63 * 15 * fp16Ulp, MaxAbs: 65504}
+	BoundQ5_K   = errBound{Rel: 0.09, Abs: 4 * 63 * 31 * fp16Ulp, MaxAbs: 65504}
+	BoundQ6_K   = errBound{Rel: 0.035, Abs: 2 * 128 * 33 * fp16Ulp, MaxAbs: 65504}
+	BoundIQ4_NL = errBound{Rel: 0.2, Abs: 2 * 127 * fp16Ulp, MaxAbs: 65504}
+	BoundIQ4_XS = errBound{Rel: 0.2, Abs: 2 * 32 * 127 * fp16Ulp, MaxAbs: 65504}
 )
 
 var bounds = map[quant.Type]errBound{
