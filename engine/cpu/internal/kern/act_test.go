@@ -218,3 +218,51 @@ func TestQuantizersPanicOnBadLengths(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantizersMatchQuantBitExact: engine/quant's QuantizeRowQ8_0/Q8_1/Q8_K
+// implement the same ggml-cpu activation semantics independently; on finite
+// inputs (quant refuses NaN and infinities) every byte must agree.
+func TestQuantizersMatchQuantBitExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	n := 256 * 64
+	inputs := map[string][]float32{}
+	g, ties, tiny, mixed := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range g {
+		g[i] = float32(rng.NormFloat64())
+		ties[i] = float32(rng.IntN(255)-127) / 2
+		tiny[i] = float32(rng.NormFloat64() * 1e-30)
+		mixed[i] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(12)-6)))
+	}
+	inputs["gaussian"], inputs["ties"], inputs["tiny"], inputs["mixed"] = g, ties, tiny, mixed
+	inputs["zeros"] = make([]float32, n)
+	tests := []struct {
+		name string
+		size int
+		kern func([]float32, []byte)
+		ref  func([]float32, []byte) error
+	}{
+		{"Q8_0", 34, kern.QuantizeQ8_0, quant.QuantizeRowQ8_0},
+		{"Q8_1", 36, kern.QuantizeQ8_1, quant.QuantizeRowQ8_1},
+		{"Q8_K", 292, kern.QuantizeQ8_K, quant.QuantizeRowQ8_K},
+	}
+	for _, tc := range tests {
+		for name, x := range inputs {
+			per, blk := 32, tc.size
+			if tc.name == "Q8_K" {
+				per = 256
+			}
+			got := make([]byte, len(x)/per*blk)
+			want := make([]byte, len(got))
+			tc.kern(x, got)
+			if err := tc.ref(x, want); err != nil {
+				t.Fatalf("quant.QuantizeRow%s(%s): %v", tc.name, name, err)
+			}
+			for b := 0; b < len(got)/blk; b++ {
+				if string(got[b*blk:(b+1)*blk]) != string(want[b*blk:(b+1)*blk]) {
+					t.Errorf("kern.Quantize%s(%s) block %d differs from quant.QuantizeRow%s", tc.name, name, b, tc.name)
+					break
+				}
+			}
+		}
+	}
+}

@@ -7,56 +7,132 @@ import (
 )
 
 // Weights is a 2-D weight tensor as ggml stores it: Rows rows of Cols values
-// of Type, each row a contiguous run of blocks (ne0 = Cols, ne1 = Rows).
-// Data is usually a zero-copy view of the mapped GGUF file.
+// of Type, each row a contiguous run of blocks (ne0 = Cols). Data is usually
+// a zero-copy view of the mapped GGUF file.
 type Weights struct {
 	Type       quant.Type
 	Rows, Cols int
 	Data       []byte
 }
 
-// Scratch holds converted activations between calls so that steady-state
-// calls do not allocate. A Scratch is used by one caller at a time.
-type Scratch struct{ act []byte }
+// Acts is a batch of activation rows converted to one activation format
+// (a kernel's Act). Converting once serves every kernel with the same
+// activation format: the q, k and v projections of one input, say.
+type Acts struct {
+	Type       quant.Type // the activation format: Q8_0, Q8_1, Q8_K, F16, BF16 or F32
+	Rows, Cols int
+	Data       []byte // Rows rows of Cols values in Type's blocks
+}
 
-func (s *Scratch) grow(n int) []byte {
-	if cap(s.act) < n {
-		s.act = make([]byte, n)
+// Scratch holds converted activations and the per-call state of Mul between
+// calls, so that steady-state calls do not allocate. A Scratch is used by one
+// caller at a time.
+type Scratch struct {
+	acts Acts
+	st   mulState
+	// Bound once to &st, so that handing them to the pool allocates nothing.
+	convFn, vecFn, matFn func(lo, hi int)
+}
+
+// mulState is one call's operands, read by the pool's workers.
+type mulState struct {
+	k        *Kernel
+	dst      []float32
+	w        Weights
+	x        []float32
+	a        *Acts
+	n        int // values per row
+	wrb, arb int // bytes per weight row, per activation row
+	tile     int // activation rows per tile
+}
+
+func (s *Scratch) bind() {
+	if s.convFn == nil {
+		st := &s.st
+		s.convFn, s.vecFn, s.matFn = st.convert, st.vec, st.mat
 	}
-	return s.act[:n]
 }
 
 // Tiling of the matrix-matrix product: each task takes a chunk of weight rows
-// and runs it over the activation rows in tiles, so a weight row is read
-// from memory once per tile (and from cache for every activation row in it).
+// and runs it over the activation rows in tiles, so that a weight row is read
+// from memory once per tile and from cache for every activation row in it.
 const (
 	mmTileBytes = 96 << 10 // activation bytes per tile (fits a 512 KiB L2 with room)
 	mmChunk     = 16       // weight rows per task
 )
 
-// RowBytes returns the bytes of one weight row of the kernel's type with
+// rowBytes returns the bytes of one weight row and one activation row of
 // cols values, or an error naming the problem.
 func (k *Kernel) rowBytes(cols int) (w, a int, err error) {
 	if cols <= 0 || cols%k.block != 0 || cols%k.actBlock != 0 {
-		return 0, 0, fmt.Errorf("kern: %s: %d columns is not a positive multiple of the block size %d", k.Contract, cols, k.block)
+		return 0, 0, fmt.Errorf("kern: %s: %d columns is not a positive multiple of the block size %d", k.Contract, cols, max(k.block, k.actBlock))
 	}
 	return cols / k.block * k.wBytes, cols / k.actBlock * k.aBytes, nil
 }
 
-// Mul computes dst = x·Wᵀ: for each of the m activation rows x[i·Cols:(i+1)·Cols],
-// dst[i·Rows + r] = Σ_c W[r,c]·x[i·Cols+c], with every row of x first
-// converted to the kernel's activation format (ggml's vec_dot_type) and every
-// dot product computed on the quantized blocks. The work is spread over the
-// pool's threads. A matvec kernel takes m = 1 only.
+// Convert converts m activation rows of cols values (x, row-major) to the
+// kernel's activation format into a, reusing a.Data's storage when it is
+// large enough. Rows are spread over the pool.
+func (k *Kernel) Convert(p *Pool, s *Scratch, a *Acts, x []float32, m, cols int) error {
+	_, arb, err := k.rowBytes(cols)
+	if err != nil {
+		return err
+	}
+	if m < 1 || len(x) != m*cols {
+		return fmt.Errorf("kern: %s: %d activation rows of %d need %d values, got %d", k.Contract, m, cols, m*cols, len(x))
+	}
+	if cap(a.Data) < m*arb {
+		a.Data = make([]byte, m*arb)
+	}
+	*a = Acts{Type: k.Act, Rows: m, Cols: cols, Data: a.Data[:m*arb]}
+	if m == 1 {
+		k.convert(x, a.Data)
+		return nil
+	}
+	s.bind()
+	s.st = mulState{k: k, x: x, a: a, n: cols, arb: arb}
+	p.For(m, max(1, m/(4*p.Threads())), s.convFn)
+	s.st = mulState{}
+	return nil
+}
+
+func (st *mulState) convert(lo, hi int) {
+	st.k.convert(st.x[lo*st.n:hi*st.n], st.a.Data[lo*st.arb:hi*st.arb])
+}
+
+// Mul computes dst = x·Wᵀ: for each of the m activation rows
+// x[i·Cols:(i+1)·Cols], dst[i·Rows + r] = Σ_c W[r,c]·x[i·Cols+c], with every
+// row of x first converted to the kernel's activation format (ggml's
+// vec_dot_type) and every dot product computed on the quantized blocks. The
+// work is spread over the pool's threads. A matvec kernel takes m = 1 only.
 func (k *Kernel) Mul(p *Pool, s *Scratch, dst []float32, w Weights, x []float32, m int) error {
+	if k.Key.Op == OpMatVec && m != 1 {
+		return fmt.Errorf("kern: %s: a matvec kernel takes one activation row, got %d", k.Contract, m)
+	}
+	if err := k.Convert(p, s, &s.acts, x, m, w.Cols); err != nil {
+		return err
+	}
+	return k.MulActs(p, s, dst, w, &s.acts)
+}
+
+// MulActs is Mul on activations already converted by Convert (with this
+// kernel or another of the same activation format).
+func (k *Kernel) MulActs(p *Pool, s *Scratch, dst []float32, w Weights, a *Acts) error {
 	if w.Type != k.Key.Type {
 		return fmt.Errorf("kern: %s: weights are %s", k.Contract, w.Type)
 	}
+	if a.Type != k.Act {
+		return fmt.Errorf("kern: %s: activations are %s, want %s", k.Contract, a.Type, k.Act)
+	}
+	m := a.Rows
 	if k.Key.Op == OpMatVec && m != 1 {
 		return fmt.Errorf("kern: %s: a matvec kernel takes one activation row, got %d", k.Contract, m)
 	}
 	if m < 1 || w.Rows < 1 {
 		return fmt.Errorf("kern: %s: %d activation rows against %d weight rows", k.Contract, m, w.Rows)
+	}
+	if a.Cols != w.Cols {
+		return fmt.Errorf("kern: %s: activation rows of %d against weight rows of %d", k.Contract, a.Cols, w.Cols)
 	}
 	wrb, arb, err := k.rowBytes(w.Cols)
 	if err != nil {
@@ -65,50 +141,51 @@ func (k *Kernel) Mul(p *Pool, s *Scratch, dst []float32, w Weights, x []float32,
 	if len(w.Data) != w.Rows*wrb {
 		return fmt.Errorf("kern: %s: %d×%d weights need %d bytes, got %d", k.Contract, w.Rows, w.Cols, w.Rows*wrb, len(w.Data))
 	}
-	if len(x) != m*w.Cols {
-		return fmt.Errorf("kern: %s: %d activation rows of %d need %d values, got %d", k.Contract, m, w.Cols, m*w.Cols, len(x))
+	if len(a.Data) != m*arb {
+		return fmt.Errorf("kern: %s: %d activation rows need %d bytes, got %d", k.Contract, m, m*arb, len(a.Data))
 	}
 	if len(dst) != m*w.Rows {
 		return fmt.Errorf("kern: %s: dst needs %d values, got %d", k.Contract, m*w.Rows, len(dst))
 	}
-	n := w.Cols
-	act := s.grow(m * arb)
+	s.bind()
+	s.st = mulState{k: k, dst: dst, w: w, a: a, n: w.Cols, wrb: wrb, arb: arb, tile: max(4, mmTileBytes/arb)}
 	if m == 1 {
-		k.convert(x, act)
-		grain := max(4, w.Rows/(8*p.Threads()))
-		p.For(w.Rows, grain, func(lo, hi int) {
-			for r := lo; r < hi; r++ {
-				dst[r] = k.dot(n, w.Data[r*wrb:(r+1)*wrb], act)
-			}
-		})
-		return nil
+		p.For(w.Rows, max(4, w.Rows/(8*p.Threads())), s.vecFn)
+	} else {
+		p.For(w.Rows, mmChunk, s.matFn)
 	}
-	p.For(m, max(1, m/(4*p.Threads())), func(lo, hi int) {
-		k.convert(x[lo*n:hi*n], act[lo*arb:hi*arb])
-	})
-	tile := max(4, mmTileBytes/arb)
-	rows := w.Rows
-	p.For(rows, mmChunk, func(lo, hi int) {
-		var out [4]float32
-		for i0 := 0; i0 < m; i0 += tile {
-			i1 := min(i0+tile, m)
-			for r := lo; r < hi; r++ {
-				wr := w.Data[r*wrb : (r+1)*wrb]
-				i := i0
-				if k.dot4 != nil {
-					for ; i+4 <= i1; i += 4 {
-						k.dot4(n, wr, act[i*arb:(i+4)*arb], arb, &out)
-						dst[i*rows+r] = out[0]
-						dst[(i+1)*rows+r] = out[1]
-						dst[(i+2)*rows+r] = out[2]
-						dst[(i+3)*rows+r] = out[3]
-					}
+	s.st = mulState{}
+	return nil
+}
+
+func (st *mulState) vec(lo, hi int) {
+	k, n, wrb, act := st.k, st.n, st.wrb, st.a.Data
+	for r := lo; r < hi; r++ {
+		st.dst[r] = k.dot(n, st.w.Data[r*wrb:(r+1)*wrb], act)
+	}
+}
+
+func (st *mulState) mat(lo, hi int) {
+	k, n, wrb, arb, act := st.k, st.n, st.wrb, st.arb, st.a.Data
+	m, rows, dst := st.a.Rows, st.w.Rows, st.dst
+	var out [4]float32
+	for i0 := 0; i0 < m; i0 += st.tile {
+		i1 := min(i0+st.tile, m)
+		for r := lo; r < hi; r++ {
+			wr := st.w.Data[r*wrb : (r+1)*wrb]
+			i := i0
+			if k.dot4 != nil {
+				for ; i+4 <= i1; i += 4 {
+					k.dot4(n, wr, act[i*arb:(i+4)*arb], arb, &out)
+					dst[i*rows+r] = out[0]
+					dst[(i+1)*rows+r] = out[1]
+					dst[(i+2)*rows+r] = out[2]
+					dst[(i+3)*rows+r] = out[3]
 				}
-				for ; i < i1; i++ {
-					dst[i*rows+r] = k.dot(n, wr, act[i*arb:(i+1)*arb])
-				}
+			}
+			for ; i < i1; i++ {
+				dst[i*rows+r] = k.dot(n, wr, act[i*arb:(i+1)*arb])
 			}
 		}
-	})
-	return nil
+	}
 }

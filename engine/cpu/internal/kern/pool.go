@@ -12,8 +12,9 @@ import (
 // from several goroutines are serialised.
 type Pool struct {
 	threads int
-	mu      sync.Mutex // one For at a time
+	mu      sync.Mutex // one For at a time; guards j too
 	wake    []chan *job
+	j       job // reused by every For
 	closed  bool
 }
 
@@ -81,13 +82,16 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 	if p.closed {
 		panic("kern: Pool.For after Close")
 	}
-	j := &job{n: n, grain: grain, fn: fn}
+	j := &p.j
+	j.n, j.grain, j.fn = n, grain, fn
+	j.next.Store(0)
 	j.done.Add(helpers)
 	for i := 0; i < helpers; i++ {
 		p.wake[i] <- j
 	}
 	j.run()
 	j.done.Wait()
+	j.fn = nil
 }
 
 func (j *job) run() {
