@@ -1,0 +1,369 @@
+package cpu
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"unsafe"
+
+	"github.com/aprqa/apr/engine/cpu/internal/kern"
+	"github.com/aprqa/apr/engine/graph"
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/refuse"
+)
+
+// backend is the CPU implementation of graph.Backend. Matrix products go
+// through the kernel registry (kern.Select); the weights stay in the file's
+// mapping. Element-wise ops run on the same worker pool as the kernels.
+type backend struct {
+	pool    *kern.Pool
+	threads int
+	scratch kern.Scratch // for top-level products (ops run one at a time)
+	workers chan *worker // per-thread resources for nested work (attention)
+
+	f32mv, f32mm *kern.Kernel // attention's products on the F32 cache
+
+	stageX, stageD []float32 // contiguous copies of strided operands
+
+	mu   sync.Mutex
+	used map[string]int // contract id → tensors prepared with it
+}
+
+// worker is one thread's resources for work nested inside a parallel loop:
+// a pool of one (so kernels run inline) and its own scratch.
+type worker struct {
+	pool    *kern.Pool
+	scratch kern.Scratch
+	f       [5][]float32
+}
+
+// grow returns w.f[i] with at least n values.
+func (w *worker) grow(i, n int) []float32 {
+	if cap(w.f[i]) < n {
+		w.f[i] = make([]float32, n)
+	}
+	return w.f[i][:n]
+}
+
+func newBackend(threads int) (*backend, error) {
+	be := &backend{pool: kern.NewPool(threads), used: map[string]int{}}
+	be.threads = be.pool.Threads()
+	be.workers = make(chan *worker, be.threads)
+	for i := 0; i < be.threads; i++ {
+		be.workers <- &worker{pool: kern.NewPool(1)}
+	}
+	var err error
+	if be.f32mv, err = kern.Select(kern.OpMatVec, quant.F32); err != nil {
+		be.pool.Close()
+		return nil, err
+	}
+	if be.f32mm, err = kern.Select(kern.OpMatMul, quant.F32); err != nil {
+		be.pool.Close()
+		return nil, err
+	}
+	be.note(be.f32mv)
+	be.note(be.f32mm)
+	return be, nil
+}
+
+func (be *backend) close() { be.pool.Close() }
+
+func (be *backend) note(k *kern.Kernel) {
+	be.mu.Lock()
+	be.used[k.Contract]++
+	be.mu.Unlock()
+}
+
+// kernels lists the contract ids of the kernels in use, sorted.
+func (be *backend) kernels() []string {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	out := make([]string, 0, len(be.used))
+	for k := range be.used {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (be *backend) Name() string { return Name }
+
+// buf is a CPU activation buffer or a view: row i is d[i·stride:][:cols].
+type buf struct {
+	d                  []float32
+	rows, cols, stride int
+}
+
+func (b *buf) Rows() int { return b.rows }
+func (b *buf) Cols() int { return b.cols }
+
+func (b *buf) row(i int) []float32 {
+	o := i * b.stride
+	return b.d[o : o+b.cols : o+b.cols]
+}
+
+// flat returns the values as one slice when rows are contiguous.
+func (b *buf) flat() ([]float32, bool) {
+	if b.stride == b.cols || b.rows <= 1 {
+		return b.d[:b.rows*b.cols], true
+	}
+	return nil, false
+}
+
+func asBuf(b graph.Buf) *buf {
+	x, ok := b.(*buf)
+	if !ok {
+		panic(fmt.Sprintf("cpu: buffer of another backend (%T)", b))
+	}
+	return x
+}
+
+func (be *backend) Alloc(rows, cols int) graph.Buf {
+	if rows < 0 || cols < 0 {
+		panic(fmt.Sprintf("cpu: Alloc(%d, %d)", rows, cols))
+	}
+	return &buf{d: make([]float32, rows*cols), rows: rows, cols: cols, stride: cols}
+}
+
+func (be *backend) View(g graph.Buf, r0, r1, c0, c1 int) graph.Buf {
+	b := asBuf(g)
+	if r0 < 0 || r0 > r1 || r1 > b.rows || c0 < 0 || c0 > c1 || c1 > b.cols {
+		panic(fmt.Sprintf("cpu: View [%d:%d, %d:%d] of %d×%d", r0, r1, c0, c1, b.rows, b.cols))
+	}
+	if r1 == r0 {
+		return &buf{rows: 0, cols: c1 - c0, stride: b.stride}
+	}
+	start := r0*b.stride + c0
+	end := (r1-1)*b.stride + c1
+	return &buf{d: b.d[start:end:end], rows: r1 - r0, cols: c1 - c0, stride: b.stride}
+}
+
+func (be *backend) Read(g graph.Buf, r int, dst []float32) {
+	b := asBuf(g)
+	if len(dst) != b.cols {
+		panic("cpu: Read: dst length")
+	}
+	copy(dst, b.row(r))
+}
+
+// matrix is a prepared weight matrix: its kernels and kern views of the
+// file's bytes (one per expert for a 3-D tensor).
+type matrix struct {
+	t      *model.Tensor
+	mv, mm *kern.Kernel
+	w      []kern.Weights
+}
+
+func (m *matrix) Tensor() *model.Tensor { return m.t }
+
+// vector is a small tensor dequantized once.
+type vector struct {
+	t *model.Tensor
+	v []float32
+}
+
+func (v *vector) Tensor() *model.Tensor { return v.t }
+
+func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
+	if t == nil {
+		return nil, refuse.New(By, "no tensor to prepare")
+	}
+	if len(t.Shape) < 2 || len(t.Shape) > 3 {
+		return nil, refuse.New(By, "tensor %q has %d dimensions; a matrix needs 2 or 3", t.Name, len(t.Shape))
+	}
+	mv, err := kern.Select(kern.OpMatVec, t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: tensor %q: %w", t.Name, err) // the kernel contract refused
+	}
+	mm, err := kern.Select(kern.OpMatMul, t.Type)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: tensor %q: %w", t.Name, err) // the kernel contract refused
+	}
+	m := &matrix{t: t, mv: mv, mm: mm}
+	if len(t.Shape) == 2 {
+		m.w = []kern.Weights{{Type: t.Type, Rows: t.Rows(), Cols: t.Cols(), Data: t.Data}}
+	} else {
+		for e := 0; e < int(t.Shape[2]); e++ {
+			x := t.Matrix(e)
+			m.w = append(m.w, kern.Weights{Type: x.Type, Rows: x.Rows(), Cols: x.Cols(), Data: x.Data})
+		}
+	}
+	be.note(mv)
+	be.note(mm)
+	return m, nil
+}
+
+// maxVector bounds what Vector dequantizes into memory (norm weights,
+// biases, convolution kernels are far smaller).
+const maxVector = 1 << 22
+
+func (be *backend) Vector(t *model.Tensor) (graph.Weight, error) {
+	if t == nil {
+		return nil, refuse.New(By, "no tensor to prepare")
+	}
+	n := t.Cols() * t.Rows()
+	if n > maxVector {
+		return nil, refuse.New(By, "tensor %q has %d values, too many for an element-wise weight", t.Name, n)
+	}
+	v := make([]float32, n)
+	for r := 0; r < t.Rows(); r++ {
+		if err := quant.Dequantize(t.Type, t.Row(r), v[r*t.Cols():(r+1)*t.Cols()]); err != nil {
+			return nil, refuse.New(By, "tensor %q of type %s cannot be dequantized: %v", t.Name, t.Type, err)
+		}
+	}
+	return &vector{t: t, v: v}, nil
+}
+
+func asMatrix(w graph.Weight) *matrix {
+	m, ok := w.(*matrix)
+	if !ok {
+		panic(fmt.Sprintf("cpu: %T is not a matrix of this backend", w))
+	}
+	return m
+}
+
+func asVector(w graph.Weight) []float32 {
+	if w == nil {
+		return nil
+	}
+	v, ok := w.(*vector)
+	if !ok {
+		panic(fmt.Sprintf("cpu: %T is not a vector of this backend", w))
+	}
+	return v.v
+}
+
+func (be *backend) GetRows(dst graph.Buf, w graph.Weight, ids []int32) error {
+	d, m := asBuf(dst), asMatrix(w)
+	t := m.t
+	if len(t.Shape) != 2 || d.rows != len(ids) || d.cols != t.Cols() {
+		panic(fmt.Sprintf("cpu: GetRows of %d ids from %q into %d×%d", len(ids), t.Name, d.rows, d.cols))
+	}
+	for r, id := range ids {
+		if id < 0 || int(id) >= t.Rows() {
+			return fmt.Errorf("cpu: GetRows: row %d of %q with %d rows", id, t.Name, t.Rows())
+		}
+		if err := quant.Dequantize(t.Type, t.Row(int(id)), d.row(r)); err != nil {
+			return fmt.Errorf("cpu: GetRows %q: %w", t.Name, err)
+		}
+	}
+	return nil
+}
+
+func (be *backend) MatMul(dst graph.Buf, w graph.Weight, x graph.Buf) error {
+	d, m, xb := asBuf(dst), asMatrix(w), asBuf(x)
+	if len(m.w) != 1 {
+		panic(fmt.Sprintf("cpu: MatMul with the 3-D tensor %q", m.t.Name))
+	}
+	wt := m.w[0]
+	if xb.cols != wt.Cols || d.cols != wt.Rows || d.rows != xb.rows {
+		panic(fmt.Sprintf("cpu: MatMul %d×%d = %q (%d×%d) · %d×%d", d.rows, d.cols, m.t.Name, wt.Rows, wt.Cols, xb.rows, xb.cols))
+	}
+	if d.rows == 0 {
+		return nil
+	}
+	return be.mul(be.pool, &be.scratch, m, wt, d, xb, &be.stageX, &be.stageD)
+}
+
+// mul runs dst = W·x with the matvec kernel for one row and the matmul
+// kernel for more, staging strided operands through contiguous copies.
+func (be *backend) mul(p *kern.Pool, s *kern.Scratch, m *matrix, wt kern.Weights, d, x *buf, stageX, stageD *[]float32) error {
+	k := m.mm
+	if x.rows == 1 {
+		k = m.mv
+	}
+	xs, ok := x.flat()
+	if !ok {
+		xs = grow(stageX, x.rows*x.cols)
+		for r := 0; r < x.rows; r++ {
+			copy(xs[r*x.cols:], x.row(r))
+		}
+	}
+	ds, direct := d.flat()
+	if !direct {
+		ds = grow(stageD, d.rows*d.cols)
+	}
+	if err := k.Mul(p, s, ds, wt, xs, x.rows); err != nil {
+		return fmt.Errorf("cpu: %q: %w", m.t.Name, err)
+	}
+	if !direct {
+		for r := 0; r < d.rows; r++ {
+			copy(d.row(r), ds[r*d.cols:(r+1)*d.cols])
+		}
+	}
+	return nil
+}
+
+func grow(p *[]float32, n int) []float32 {
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	return (*p)[:n]
+}
+
+func (be *backend) MatMulID(dst graph.Buf, w graph.Weight, x graph.Buf, ids []int32, k int) error {
+	d, m, xb := asBuf(dst), asMatrix(w), asBuf(x)
+	if k < 1 || len(ids)%k != 0 || d.rows != len(ids) {
+		panic(fmt.Sprintf("cpu: MatMulID: %d ids, k %d, dst %d rows", len(ids), k, d.rows))
+	}
+	perSlot := xb.rows == len(ids)
+	if !perSlot && xb.rows*k != len(ids) {
+		panic(fmt.Sprintf("cpu: MatMulID: x has %d rows for %d ids with k %d", xb.rows, len(ids), k))
+	}
+	if len(m.w) < 1 || xb.cols != m.w[0].Cols || d.cols != m.w[0].Rows {
+		panic(fmt.Sprintf("cpu: MatMulID %d×%d from %q · %d×%d", d.rows, d.cols, m.t.Name, xb.rows, xb.cols))
+	}
+	// Group the rows by expert; run each chosen expert once over its rows.
+	byExp := make([][]int, len(m.w))
+	for r, e := range ids {
+		if e < 0 || int(e) >= len(m.w) {
+			return fmt.Errorf("cpu: MatMulID: expert %d of %q with %d experts", e, m.t.Name, len(m.w))
+		}
+		byExp[e] = append(byExp[e], r)
+	}
+	for e, rows := range byExp {
+		if len(rows) == 0 {
+			continue
+		}
+		wt := m.w[e]
+		xs := grow(&be.stageX, len(rows)*xb.cols)
+		for i, r := range rows {
+			src := r
+			if !perSlot {
+				src = r / k
+			}
+			copy(xs[i*xb.cols:], xb.row(src))
+		}
+		ds := grow(&be.stageD, len(rows)*d.cols)
+		kn := m.mm
+		if len(rows) == 1 {
+			kn = m.mv
+		}
+		if err := kn.Mul(be.pool, &be.scratch, ds, wt, xs, len(rows)); err != nil {
+			return fmt.Errorf("cpu: %q expert %d: %w", m.t.Name, e, err)
+		}
+		for i, r := range rows {
+			copy(d.row(r), ds[i*d.cols:(i+1)*d.cols])
+		}
+	}
+	return nil
+}
+
+// bytesOf views float32 values as the little-endian bytes kern reads.
+func bytesOf(f []float32) []byte {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(f))), 4*len(f))
+}
+
+// forRows runs fn over [0, n) on the pool when the work (n·cost values) is
+// worth spreading, else inline.
+func (be *backend) forRows(n, cost int, fn func(lo, hi int)) {
+	if be.threads == 1 || n < 2 || n*cost < 1<<14 {
+		fn(0, n)
+		return
+	}
+	be.pool.For(n, max(1, n/(4*be.threads)), fn)
+}

@@ -1,0 +1,11 @@
+// Package cpu is apr's optimized CPU engine: the architectures described
+// once in engine/graph, run on a CPU backend whose matrix products go
+// through the kernel registry of internal/kern (quantized weights read in
+// place from the file's mapping, activations quantized as ggml does),
+// spread over a pool of threads, with the prompt processed as one batch.
+//
+// # Conventions
+//
+// Activations are float32, row-major, one row per token. The KV cache is
+// F32. The engine registers itself as backend "cpu" (model.OpenBackend).
+package cpu

@@ -1,0 +1,84 @@
+package cpu
+
+import (
+	"log/slog"
+
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/graph"
+	"github.com/aprqa/apr/engine/model"
+)
+
+// Name is the backend name the engine registers.
+const Name = "cpu"
+
+// By is the name refusals from the CPU engine carry.
+const By = "engine/cpu"
+
+func init() {
+	model.RegisterBackend(Name, func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
+		return New(f, spec, Options{Threads: o.Threads, Log: o.Log})
+	})
+}
+
+// Options configure an Engine.
+type Options struct {
+	Threads int          // worker threads; 0: every CPU (runtime.NumCPU)
+	Log     *slog.Logger // nil: discard
+}
+
+// Engine is the optimized CPU engine over one loaded model: the shared
+// graph description on the CPU backend. The weights stay in the file's
+// mapping; sessions hold the KV caches and recurrent states.
+type Engine struct {
+	f    *gguf.File
+	spec *model.Spec
+	be   *backend
+	m    *graph.Model
+}
+
+var _ model.Engine = (*Engine)(nil)
+
+// New builds the CPU engine for spec (from model.Load(f)). A weight type
+// without a registered kernel, and a layer kind without a graph
+// description, are refused by name.
+func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	be, err := newBackend(o.Threads)
+	if err != nil {
+		return nil, err
+	}
+	m, err := graph.Build(spec, be)
+	if err != nil {
+		be.close()
+		return nil, err
+	}
+	o.Log.Debug("cpu engine ready", "arch", spec.Arch, "layers", spec.NLayer, "threads", be.threads, "kernels", be.kernels())
+	return &Engine{f: f, spec: spec, be: be, m: m}, nil
+}
+
+// Backend returns "cpu".
+func (e *Engine) Backend() string { return Name }
+
+// NVocab returns the logits row length.
+func (e *Engine) NVocab() int { return e.spec.NVocab }
+
+// Threads returns the number of threads the engine computes on.
+func (e *Engine) Threads() int { return e.be.threads }
+
+// Kernels lists the contract ids of the kernels the engine selected for
+// its weights (and its attention), sorted.
+func (e *Engine) Kernels() []string { return e.be.kernels() }
+
+// NewSession starts an empty sequence with room for maxCtx positions; its
+// F32 KV caches are allocated here.
+func (e *Engine) NewSession(maxCtx int) (model.Session, error) {
+	return e.m.NewSession(maxCtx)
+}
+
+// Close stops the engine's threads. The caller closes the file afterwards.
+func (e *Engine) Close() error {
+	e.be.close()
+	return nil
+}

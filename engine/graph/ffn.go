@@ -1,0 +1,159 @@
+package graph
+
+import (
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/refuse"
+)
+
+func init() {
+	RegisterFFN(model.FFNDense, newDense)
+	RegisterFFN(model.FFNMoE, newMoE)
+}
+
+// dense is the SwiGLU block: down(silu(gate·x) ⊙ up·x), optional biases.
+type dense struct {
+	gate, up, down    Weight
+	gateB, upB, downB Weight
+	ff                int
+}
+
+func newDense(m *Model, l *model.Layer) (FFN, error) {
+	d := &dense{}
+	var err error
+	if d.gate, err = m.Matrix(l, "ffn_gate", l.FFNGate); err != nil {
+		return nil, err
+	}
+	if d.up, err = m.Matrix(l, "ffn_up", l.FFNUp); err != nil {
+		return nil, err
+	}
+	if d.down, err = m.Matrix(l, "ffn_down", l.FFNDown); err != nil {
+		return nil, err
+	}
+	if d.gateB, err = m.OptVector(l.FFNGateB); err != nil {
+		return nil, err
+	}
+	if d.upB, err = m.OptVector(l.FFNUpB); err != nil {
+		return nil, err
+	}
+	if d.downB, err = m.OptVector(l.FFNDownB); err != nil {
+		return nil, err
+	}
+	d.ff = l.FFNGate.Rows()
+	return d, nil
+}
+
+func (d *dense) Forward(c *Ctx, x, out Buf) error {
+	b := c.B
+	g, u := c.Buf("ffn.gate", d.ff), c.Buf("ffn.up", d.ff)
+	if err := b.MatMul(g, d.gate, x); err != nil {
+		return err
+	}
+	if d.gateB != nil {
+		b.AddVec(g, d.gateB)
+	}
+	if err := b.MatMul(u, d.up, x); err != nil {
+		return err
+	}
+	if d.upB != nil {
+		b.AddVec(u, d.upB)
+	}
+	b.SwiGLU(g, g, u)
+	if err := b.MatMul(out, d.down, g); err != nil {
+		return err
+	}
+	if d.downB != nil {
+		b.AddVec(out, d.downB)
+	}
+	return nil
+}
+
+// moe is llama.cpp's build_moe_ffn with softmax gating: router
+// probabilities over all experts, the k most probable, their probabilities
+// as weights (renormalised to sum 1 when the header says so, the sum
+// clamped below by ggml's 6.1e-5, then scaled), each chosen expert's SwiGLU
+// and the weighted sum in slot order.
+type moe struct {
+	router, gate, up, down Weight
+	nExp, k, ff, nEmbd     int
+	norm                   bool
+	scale                  float32
+}
+
+// weightsSumMin is ggml's clamp of the top-k weight sum (the smallest normal
+// F16), which keeps the division finite.
+const weightsSumMin = 6.103515625e-5
+
+func newMoE(m *Model, l *model.Layer) (FFN, error) {
+	s := m.Spec
+	if s.ExpertGating != model.GatingSoftmax {
+		return nil, refuse.New(By, "layer %d: MoE gating %q is not implemented by the graph (softmax only)", l.Index, s.ExpertGating)
+	}
+	if l.ExpProbsB != nil {
+		return nil, refuse.New(By, "layer %d: MoE selection bias (exp_probs_b) is not implemented by the graph", l.Index)
+	}
+	if s.NExpertUsed < 1 || s.NExpertUsed > s.NExpert {
+		return nil, refuse.New(By, "layer %d: %d experts used of %d", l.Index, s.NExpertUsed, s.NExpert)
+	}
+	f := &moe{nExp: s.NExpert, k: s.NExpertUsed, ff: s.NFFExpert, nEmbd: s.NEmbd, norm: s.NormTopKProb, scale: float32(s.ExpertWeightsScale)}
+	var err error
+	if f.router, err = m.Matrix(l, "ffn_gate_inp", l.GateInp); err != nil {
+		return nil, err
+	}
+	if f.gate, err = m.Matrix(l, "ffn_gate_exps", l.GateExps); err != nil {
+		return nil, err
+	}
+	if f.up, err = m.Matrix(l, "ffn_up_exps", l.UpExps); err != nil {
+		return nil, err
+	}
+	if f.down, err = m.Matrix(l, "ffn_down_exps", l.DownExps); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *moe) Forward(c *Ctx, x, out Buf) error {
+	b := c.B
+	n, k := c.N, f.k
+	probs := c.Buf("moe.probs", f.nExp)
+	if err := b.MatMul(probs, f.router, x); err != nil {
+		return err
+	}
+	b.Softmax(probs)
+	c.Emit(model.OpRouter, probs)
+	ids := make([]int32, n*k)
+	w := make([]float32, n*k)
+	b.TopK(probs, k, ids, w)
+	for t := 0; t < n; t++ {
+		wt := w[t*k : (t+1)*k]
+		if f.norm {
+			var sum float32
+			for _, v := range wt {
+				sum += v
+			}
+			sum = max(sum, weightsSumMin)
+			for j := range wt {
+				wt[j] /= sum
+			}
+		}
+		if f.scale != 0 && f.scale != 1 {
+			for j := range wt {
+				wt[j] *= f.scale
+			}
+		}
+	}
+	up := c.BufRows("moe.up", n*k, f.ff)
+	gate := c.BufRows("moe.gate", n*k, f.ff)
+	if err := b.MatMulID(up, f.up, x, ids, k); err != nil {
+		return err
+	}
+	if err := b.MatMulID(gate, f.gate, x, ids, k); err != nil {
+		return err
+	}
+	b.SwiGLU(gate, gate, up)
+	y := c.BufRows("moe.y", n*k, f.nEmbd)
+	if err := b.MatMulID(y, f.down, gate, ids, k); err != nil {
+		return err
+	}
+	b.WeightedSum(out, y, w, k)
+	return nil
+}

@@ -1,0 +1,354 @@
+package graph
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/refuse"
+)
+
+// By is the name refusals from the graph carry.
+const By = "engine/graph"
+
+// Mixer is one layer's sequence mixer (between attn_norm and the first
+// residual add), built once per model by the MixerFunc registered for the
+// layer's Kind.
+type Mixer interface {
+	// NewState returns one session's state in this layer (its KV cache or
+	// recurrent state) for up to maxCtx positions.
+	NewState(maxCtx int) (MixerState, error)
+}
+
+// MixerState is one session's state in one layer.
+type MixerState interface {
+	// Forward reads the normalised inputs x (one row per token, positions
+	// c.Pos…) and writes the block output, after its output projection, to
+	// out, advancing the state.
+	Forward(c *Ctx, x, out Buf) error
+}
+
+// FFN is one layer's feed-forward block (after ffn_norm); it has no state.
+type FFN interface {
+	Forward(c *Ctx, x, out Buf) error
+}
+
+// MixerFunc builds the mixer of layer l of m.
+type MixerFunc func(m *Model, l *model.Layer) (Mixer, error)
+
+// FFNFunc builds the feed-forward block of layer l of m.
+type FFNFunc func(m *Model, l *model.Layer) (FFN, error)
+
+var (
+	regMu  sync.RWMutex
+	mixers = map[string]MixerFunc{}
+	ffns   = map[string]FFNFunc{}
+)
+
+// RegisterMixer makes layers of kind (model.Layer.Kind) runnable on every
+// backend. It panics on a duplicate (a programmer error).
+func RegisterMixer(kind string, fn MixerFunc) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := mixers[kind]; dup {
+		panic("graph: mixer " + kind + " registered twice")
+	}
+	mixers[kind] = fn
+}
+
+// RegisterFFN makes feed-forward blocks of kind (model.Layer.FFN) runnable.
+func RegisterFFN(kind string, fn FFNFunc) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	if _, dup := ffns[kind]; dup {
+		panic("graph: feed-forward " + kind + " registered twice")
+	}
+	ffns[kind] = fn
+}
+
+func kinds[F any](m map[string]F) string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// Model is a model's forward pass bound to one backend.
+type Model struct {
+	Spec *model.Spec
+	B    Backend
+	Eps  float32 // RMS epsilon
+
+	embd, output, outNorm Weight
+	layers                []layer
+}
+
+type layer struct {
+	attnNorm, ffnNorm Weight
+	mixer             Mixer
+	ffn               FFN
+}
+
+// Build prepares every tensor of spec on b and the blocks of every layer.
+// A layer kind or feed-forward kind without a registered description, and
+// a tensor the backend has no kernel for, are refused by name.
+func Build(spec *model.Spec, b Backend) (*Model, error) {
+	m := &Model{Spec: spec, B: b, Eps: float32(spec.RMSEps)}
+	var err error
+	if m.embd, err = b.Matrix(spec.TokEmbd); err != nil {
+		return nil, err
+	}
+	if m.output, err = b.Matrix(spec.Output); err != nil {
+		return nil, err
+	}
+	if m.outNorm, err = b.Vector(spec.OutputNorm); err != nil {
+		return nil, err
+	}
+	regMu.RLock()
+	defer regMu.RUnlock()
+	for i := range spec.Layers {
+		l := &spec.Layers[i]
+		var ly layer
+		mf, ok := mixers[l.Kind]
+		if !ok {
+			return nil, refuse.New(By, "layer %d: kind %q has no graph description (known: %s)", i, l.Kind, kinds(mixers))
+		}
+		ff, ok := ffns[l.FFN]
+		if !ok {
+			return nil, refuse.New(By, "layer %d: feed-forward kind %q has no graph description (known: %s)", i, l.FFN, kinds(ffns))
+		}
+		if ly.attnNorm, err = b.Vector(l.AttnNorm); err != nil {
+			return nil, err
+		}
+		if ly.ffnNorm, err = b.Vector(l.FFNNorm); err != nil {
+			return nil, err
+		}
+		if ly.mixer, err = mf(m, l); err != nil {
+			return nil, err
+		}
+		if ly.ffn, err = ff(m, l); err != nil {
+			return nil, err
+		}
+		m.layers = append(m.layers, ly)
+	}
+	return m, nil
+}
+
+// Matrix prepares t with the model's backend, refusing a missing tensor by
+// role name.
+func (m *Model) Matrix(l *model.Layer, role string, t *model.Tensor) (Weight, error) {
+	if t == nil {
+		return nil, refuse.New(By, "layer %d: tensor %q is not bound", l.Index, role)
+	}
+	return m.B.Matrix(t)
+}
+
+// Vector is Matrix for element-wise tensors.
+func (m *Model) Vector(l *model.Layer, role string, t *model.Tensor) (Weight, error) {
+	if t == nil {
+		return nil, refuse.New(By, "layer %d: tensor %q is not bound", l.Index, role)
+	}
+	return m.B.Vector(t)
+}
+
+// OptMatrix is Matrix for an optional tensor: nil stays nil.
+func (m *Model) OptMatrix(t *model.Tensor) (Weight, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return m.B.Matrix(t)
+}
+
+// OptVector is Vector for an optional tensor: nil stays nil.
+func (m *Model) OptVector(t *model.Tensor) (Weight, error) {
+	if t == nil {
+		return nil, nil
+	}
+	return m.B.Vector(t)
+}
+
+// Ctx is what a block sees during one Eval: the backend, the position of
+// its first row, the trace and the session's reusable buffers.
+type Ctx struct {
+	B     Backend
+	Layer int // -1 outside the layers
+	Pos   int // position of row 0
+	N     int // rows (tokens) in this Eval
+
+	trace model.Trace
+	arena map[arenaKey]Buf
+	tmp   []float32
+}
+
+type arenaKey struct {
+	name       string
+	rows, cols int
+}
+
+// Buf returns the session's buffer called name with N rows and cols
+// columns. Its contents are whatever an earlier use left: ops overwrite
+// their dst fully. Blocks name their buffers ("attn.q"); one name is one
+// buffer, so two live buffers need two names.
+func (c *Ctx) Buf(name string, cols int) Buf { return c.BufRows(name, c.N, cols) }
+
+// BufRows is Buf with an explicit row count (MoE slots: N·k rows).
+func (c *Ctx) BufRows(name string, rows, cols int) Buf {
+	// Keep one allocation per (name, cols) with the largest row count seen
+	// and hand out a view of it.
+	key := arenaKey{name: name, cols: cols}
+	if b, ok := c.arena[key]; ok && b.Rows() >= rows {
+		if b.Rows() == rows {
+			return b
+		}
+		return c.B.View(b, 0, rows, 0, cols)
+	}
+	b := c.B.Alloc(rows, cols)
+	c.arena[key] = b
+	return b
+}
+
+// Tracing reports whether a trace hook is installed.
+func (c *Ctx) Tracing() bool { return c.trace != nil }
+
+// Emit reports every row of b as op (row r at position Pos+r) to the trace
+// hook, if one is installed.
+func (c *Ctx) Emit(op string, b Buf) { c.EmitAt(op, c.Pos, b) }
+
+// EmitAt is Emit with row 0 at position pos.
+func (c *Ctx) EmitAt(op string, pos int, b Buf) {
+	if c.trace == nil {
+		return
+	}
+	if cap(c.tmp) < b.Cols() {
+		c.tmp = make([]float32, b.Cols())
+	}
+	row := c.tmp[:b.Cols()]
+	for r := 0; r < b.Rows(); r++ {
+		c.B.Read(b, r, row)
+		c.trace(c.Layer, op, pos+r, row)
+	}
+}
+
+// Session is one sequence on a Model: a state per layer, the next position
+// and reusable buffers.
+type Session struct {
+	m      *Model
+	maxCtx int
+	pos    int
+	states []MixerState
+	ctx    Ctx
+	broken error
+}
+
+var _ model.Session = (*Session)(nil)
+
+// NewSession starts an empty sequence with room for maxCtx positions.
+func (m *Model) NewSession(maxCtx int) (*Session, error) {
+	if maxCtx <= 0 {
+		return nil, fmt.Errorf("graph: context size %d must be positive", maxCtx)
+	}
+	s := &Session{m: m, maxCtx: maxCtx, ctx: Ctx{B: m.B, arena: map[arenaKey]Buf{}}}
+	for i, ly := range m.layers {
+		st, err := ly.mixer.NewState(maxCtx)
+		if err != nil {
+			return nil, fmt.Errorf("graph: layer %d: %w", i, err)
+		}
+		s.states = append(s.states, st)
+	}
+	return s, nil
+}
+
+// Pos is the number of tokens fed so far.
+func (s *Session) Pos() int { return s.pos }
+
+// SetTrace installs (or, with nil, removes) the trace hook.
+func (s *Session) SetTrace(t model.Trace) { s.ctx.trace = t }
+
+// Eval feeds tokens at positions Pos(), Pos()+1, … as one batch (every
+// matrix product takes all of them at once) and returns one logits row per
+// token when all is true, else only the last token's row. The rows are the
+// caller's.
+func (s *Session) Eval(tokens []int32, all bool) ([][]float32, error) {
+	m, sp := s.m, s.m.Spec
+	b := m.B
+	n := len(tokens)
+	if s.broken != nil {
+		return nil, fmt.Errorf("graph: session unusable after an earlier failure: %w", s.broken)
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("graph: Eval of no tokens")
+	}
+	if s.pos+n > s.maxCtx {
+		return nil, fmt.Errorf("graph: %d positions exceed the session's context of %d", s.pos+n, s.maxCtx)
+	}
+	for i, id := range tokens {
+		if id < 0 || int(id) >= sp.NVocab {
+			return nil, fmt.Errorf("graph: token %d at index %d is outside the vocabulary [0, %d)", id, i, sp.NVocab)
+		}
+	}
+	c := &s.ctx
+	c.Pos, c.N, c.Layer = s.pos, n, -1
+	fail := func(err error) ([][]float32, error) {
+		s.broken = err
+		return nil, err
+	}
+
+	x := c.Buf("x", sp.NEmbd)
+	h := c.Buf("h", sp.NEmbd)
+	out := c.Buf("out", sp.NEmbd)
+	if err := b.GetRows(x, m.embd, tokens); err != nil {
+		return fail(err)
+	}
+	c.Emit(model.OpEmbed, x)
+	for i, ly := range m.layers {
+		c.Layer = i
+		b.RMSNorm(h, x, ly.attnNorm, sp.NEmbd, m.Eps)
+		c.Emit(model.OpAttnNorm, h)
+		if err := s.states[i].Forward(c, h, out); err != nil {
+			return fail(fmt.Errorf("graph: layer %d: %w", i, err))
+		}
+		b.Add(x, out)
+		c.Emit(model.OpFFNInp, x)
+		b.RMSNorm(h, x, ly.ffnNorm, sp.NEmbd, m.Eps)
+		c.Emit(model.OpFFNNorm, h)
+		if err := ly.ffn.Forward(c, h, out); err != nil {
+			return fail(fmt.Errorf("graph: layer %d: %w", i, err))
+		}
+		c.Emit(model.OpFFNOut, out)
+		b.Add(x, out)
+		c.Emit(model.OpLayerOut, x)
+	}
+	c.Layer = -1
+	first := 0
+	if !all {
+		first = n - 1
+	}
+	xs := b.View(x, first, n, 0, sp.NEmbd)
+	hs := b.View(h, first, n, 0, sp.NEmbd)
+	b.RMSNorm(hs, xs, m.outNorm, sp.NEmbd, m.Eps)
+	c.EmitAt(model.OpResultNorm, s.pos+first, hs)
+	// One row is kept for the next Eval; many (all logits) are not, so that
+	// the session does not hold a prompt's worth of vocabulary rows.
+	var logits Buf
+	if n-first == 1 {
+		logits = c.BufRows("logits", 1, sp.NVocab)
+	} else {
+		logits = b.Alloc(n-first, sp.NVocab)
+	}
+	if err := b.MatMul(logits, m.output, hs); err != nil {
+		return fail(err)
+	}
+	c.EmitAt(model.OpLogits, s.pos+first, logits)
+	rows := make([][]float32, n-first)
+	flat := make([]float32, len(rows)*sp.NVocab)
+	for r := range rows {
+		rows[r] = flat[r*sp.NVocab : (r+1)*sp.NVocab : (r+1)*sp.NVocab]
+		b.Read(logits, r, rows[r])
+	}
+	s.pos += n
+	return rows, nil
+}

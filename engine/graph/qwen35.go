@@ -1,0 +1,266 @@
+package graph
+
+import (
+	"fmt"
+
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/refuse"
+)
+
+// The qwen35 (Qwen3.5) mixers: Gated DeltaNet on most layers, gated full
+// attention on every full_attention_interval-th, as llama.cpp's
+// src/models/qwen35.cpp builds them. Their FFN is the dense SwiGLU and
+// post_attention_norm is bound as the layer's FFNNorm, so the layer loop is
+// the common one.
+
+func init() {
+	RegisterMixer(model.LayerGatedDeltaNet, newQ35DeltaNet)
+	RegisterMixer(model.LayerGatedAttention, newQ35Attention)
+}
+
+// Trace op names particular to qwen35, the same strings the reference
+// engine reports.
+const (
+	OpQ35Gate     = "q_gate"       // full attention: output gate from attn_q, before the sigmoid
+	OpQ35AttnPre  = "attn_pregate" // full attention: output before the gate and attn_output
+	OpQ35QKV      = "ssm_qkv"      // DeltaNet: attn_qkv projection, before the convolution
+	OpQ35Z        = "ssm_z"        // DeltaNet: attn_gate projection z
+	OpQ35Beta     = "ssm_beta"     // DeltaNet: sigmoid(beta) per value head
+	OpQ35G        = "ssm_g"        // DeltaNet: log decay per value head
+	OpQ35Conv     = "ssm_conv"     // DeltaNet: after the causal convolution and SiLU
+	OpQ35Delta    = "ssm_delta"    // DeltaNet: delta-rule output, before the gated norm
+	OpQ35GatedOut = "ssm_norm"     // DeltaNet: after the gated RMSNorm, before ssm_out
+)
+
+func q35Of(m *Model) (*model.Qwen35, error) {
+	q, ok := m.Spec.Ext.(*model.Qwen35)
+	if !ok || q == nil {
+		return nil, refuse.New(By, "qwen35 layers need the qwen35 hyper-parameters; the spec of %s carries %T", m.Spec.Arch, m.Spec.Ext)
+	}
+	return q, nil
+}
+
+// q35DeltaNet is one Gated DeltaNet layer.
+type q35DeltaNet struct {
+	q                       *model.Qwen35
+	qkv, gate, beta, alpha  Weight
+	out                     Weight
+	conv, dt, a, norm       Weight
+	nCh, kd, vd, nV, hk, hv int
+	eps                     float32
+}
+
+func newQ35DeltaNet(m *Model, l *model.Layer) (Mixer, error) {
+	q, err := q35Of(m)
+	if err != nil {
+		return nil, err
+	}
+	if q.HeadVDim != q.StateSize || q.NKHeads <= 0 || q.NVHeads%q.NKHeads != 0 || q.ConvKernel < 1 {
+		return nil, refuse.New(By, "layer %d: value head %d ≠ key head %d, %d value heads not a multiple of %d key heads, or conv kernel %d",
+			l.Index, q.HeadVDim, q.StateSize, q.NVHeads, q.NKHeads, q.ConvKernel)
+	}
+	d := &q35DeltaNet{q: q, nCh: q.ConvChannels(), kd: q.KeyDim(), vd: q.InnerSize, nV: q.NVHeads,
+		hk: q.StateSize, hv: q.HeadVDim, eps: m.Eps}
+	mats := []struct {
+		w    *Weight
+		role string
+	}{{&d.qkv, model.RoleSSMQKV}, {&d.gate, model.RoleSSMGate}, {&d.beta, model.RoleSSMBeta},
+		{&d.alpha, model.RoleSSMAlpha}, {&d.out, model.RoleSSMOut}}
+	for _, p := range mats {
+		if *p.w, err = m.Matrix(l, p.role, l.Ext[p.role]); err != nil {
+			return nil, err
+		}
+	}
+	vecs := []struct {
+		w    *Weight
+		role string
+	}{{&d.conv, model.RoleSSMConv}, {&d.dt, model.RoleSSMDt}, {&d.a, model.RoleSSMA}, {&d.norm, model.RoleSSMNorm}}
+	for _, p := range vecs {
+		if *p.w, err = m.Vector(l, p.role, l.Ext[p.role]); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func (d *q35DeltaNet) NewState(int) (MixerState, error) {
+	return &q35DeltaState{d: d}, nil
+}
+
+// q35DeltaState is one session's recurrent state in one DeltaNet layer:
+// the last K−1 convolution inputs and the delta-rule state of every value
+// head. Buffers are allocated on first use.
+type q35DeltaState struct {
+	d     *q35DeltaNet
+	pos   int
+	conv  Buf // (K−1) × channels
+	state Buf // nV × (hv·hk)
+}
+
+func (st *q35DeltaState) Forward(c *Ctx, x, out Buf) error {
+	d, b := st.d, c.B
+	if c.Pos != st.pos {
+		return fmt.Errorf("Gated DeltaNet at position %d but its state has seen %d", c.Pos, st.pos)
+	}
+	if st.state == nil {
+		st.conv = b.Alloc(max(d.q.ConvKernel-1, 1), d.nCh)
+		st.state = b.Alloc(d.nV, d.hv*d.hk)
+	}
+	qkv, z := c.Buf("dn.qkv", d.nCh), c.Buf("dn.z", d.vd)
+	beta, g := c.Buf("dn.beta", d.nV), c.Buf("dn.g", d.nV)
+	for _, p := range []struct {
+		dst Buf
+		w   Weight
+	}{{qkv, d.qkv}, {z, d.gate}, {beta, d.beta}, {g, d.alpha}} {
+		if err := b.MatMul(p.dst, p.w, x); err != nil {
+			return err
+		}
+	}
+	b.Sigmoid(beta)
+	b.SoftplusMul(g, d.dt, d.a)
+	c.Emit(OpQ35QKV, qkv)
+	c.Emit(OpQ35Z, z)
+	c.Emit(OpQ35Beta, beta)
+	c.Emit(OpQ35G, g)
+
+	conv := c.Buf("dn.conv", d.nCh)
+	state := st.conv
+	if d.q.ConvKernel == 1 {
+		state = b.View(st.conv, 0, 0, 0, d.nCh)
+	}
+	b.Conv(conv, qkv, state, d.conv)
+	b.SiLU(conv)
+	c.Emit(OpQ35Conv, conv)
+	qs := b.View(conv, 0, c.N, 0, d.kd)
+	ks := b.View(conv, 0, c.N, d.kd, 2*d.kd)
+	vs := b.View(conv, 0, c.N, 2*d.kd, d.nCh)
+	b.L2Norm(qs, d.hk, d.eps)
+	b.L2Norm(ks, d.hk, d.eps)
+	o := c.Buf("dn.o", d.vd)
+	b.DeltaRule(o, qs, ks, vs, g, beta, st.state, d.hk)
+	c.Emit(OpQ35Delta, o)
+	b.GatedNorm(o, z, d.norm, d.hv, d.eps)
+	c.Emit(OpQ35GatedOut, o)
+	if err := b.MatMul(out, d.out, o); err != nil {
+		return err
+	}
+	c.Emit(model.OpSSMOut, out)
+	st.pos += c.N
+	return nil
+}
+
+// q35Attention is one gated full-attention layer: attn_q yields, per head,
+// hd query values then hd gate values; q/k RMSNorm per head; IMROPE; GQA
+// attention; the output multiplied by sigmoid(gate) before attn_output.
+type q35Attention struct {
+	m                  *Model
+	a                  Attn
+	rope               *Rope
+	wq, wk, wv, wo     Weight
+	qNorm, kNorm       Weight
+	hd, nH, nKV, nEmbd int
+}
+
+func newQ35Attention(m *Model, l *model.Layer) (Mixer, error) {
+	q, err := q35Of(m)
+	if err != nil {
+		return nil, err
+	}
+	s := m.Spec
+	if s.RopeScaling.Type != "none" {
+		return nil, refuse.New(By, "qwen35: RoPE scaling %q is not implemented by the graph", s.RopeScaling.Type)
+	}
+	if s.HeadDimK != s.HeadDimV {
+		return nil, refuse.New(By, "qwen35: key head %d ≠ value head %d", s.HeadDimK, s.HeadDimV)
+	}
+	if l.NHeadKV <= 0 || l.NHead%l.NHeadKV != 0 {
+		return nil, refuse.New(By, "layer %d: %d heads is not a multiple of %d kv heads", l.Index, l.NHead, l.NHeadKV)
+	}
+	at := &q35Attention{m: m, hd: s.HeadDimK, nH: l.NHead, nKV: l.NHeadKV, nEmbd: s.NEmbd,
+		a: Attn{NHead: l.NHead, NKV: l.NHeadKV, HK: s.HeadDimK, HV: s.HeadDimV, Scale: float32(s.AttnScale)}}
+	if at.rope, err = RopeOf(m, model.RopeIMRope); err != nil {
+		return nil, err
+	}
+	at.rope.Sections = q.RopeSections
+	for _, p := range []struct {
+		w    *Weight
+		role string
+		t    *model.Tensor
+	}{{&at.wq, "attn_q", l.Wq}, {&at.wk, "attn_k", l.Wk}, {&at.wv, "attn_v", l.Wv}, {&at.wo, "attn_output", l.Wo}} {
+		if *p.w, err = m.Matrix(l, p.role, p.t); err != nil {
+			return nil, err
+		}
+	}
+	if at.qNorm, err = m.Vector(l, "attn_q_norm", l.QNorm); err != nil {
+		return nil, err
+	}
+	if at.kNorm, err = m.Vector(l, "attn_k_norm", l.KNorm); err != nil {
+		return nil, err
+	}
+	return at, nil
+}
+
+func (at *q35Attention) NewState(maxCtx int) (MixerState, error) {
+	kv, err := at.m.B.NewKV(maxCtx, at.a)
+	if err != nil {
+		return nil, err
+	}
+	return &q35AttnState{at: at, kv: kv, maxCtx: maxCtx}, nil
+}
+
+type q35AttnState struct {
+	at     *q35Attention
+	kv     KV
+	maxCtx int
+	pos    int
+}
+
+func (st *q35AttnState) Forward(c *Ctx, x, out Buf) error {
+	at, b := st.at, c.B
+	if c.Pos != st.pos {
+		return fmt.Errorf("attention at position %d but the cache holds %d", c.Pos, st.pos)
+	}
+	if c.Pos+c.N > st.maxCtx {
+		return fmt.Errorf("%d positions exceed the context of %d", c.Pos+c.N, st.maxCtx)
+	}
+	nq, nkv := at.hd*at.nH, at.hd*at.nKV
+	qg := c.Buf("ga.qg", 2*nq)
+	if err := b.MatMul(qg, at.wq, x); err != nil {
+		return err
+	}
+	q, gate := c.Buf("ga.q", nq), c.Buf("ga.gate", nq)
+	b.Deinterleave(qg, at.hd, q, gate)
+	k, v := c.Buf("ga.k", nkv), c.Buf("ga.v", nkv)
+	if err := b.MatMul(k, at.wk, x); err != nil {
+		return err
+	}
+	if err := b.MatMul(v, at.wv, x); err != nil {
+		return err
+	}
+	eps := at.m.Eps
+	b.RMSNorm(q, q, at.qNorm, at.hd, eps)
+	b.RMSNorm(k, k, at.kNorm, at.hd, eps)
+	c.Emit(model.OpQ, q)
+	c.Emit(model.OpK, k)
+	c.Emit(model.OpV, v)
+	c.Emit(OpQ35Gate, gate)
+	b.Rope(q, c.Pos, at.rope)
+	b.Rope(k, c.Pos, at.rope)
+	c.Emit(model.OpQRope, q)
+	c.Emit(model.OpKRope, k)
+	if err := b.Store(st.kv, k, v, c.Pos); err != nil {
+		return err
+	}
+	o := c.Buf("ga.o", nq)
+	if err := b.Attend(o, q, st.kv, c.Pos); err != nil {
+		return err
+	}
+	c.Emit(OpQ35AttnPre, o)
+	b.MulSigmoid(o, gate)
+	if err := b.MatMul(out, at.wo, o); err != nil {
+		return err
+	}
+	c.Emit(model.OpAttnOut, out)
+	st.pos += c.N
+	return nil
+}
