@@ -167,8 +167,9 @@ func Parse(name, source string, vars map[string]any) (t *Template, err error) {
 var reserved = []string{"messages", "tools", "documents", "add_generation_prompt"}
 
 // Render renders the template with in, as apply_chat_template(tokenize=False)
-// does. An error from raise_exception is a *TemplateError; a render stopped
-// by ctx or a limit wraps ErrLimit.
+// does. An error from raise_exception is a *TemplateError (the template
+// rejects the input); any other render failure is a refusal by "chat", and
+// one stopped by ctx or a limit also wraps ErrLimit.
 func (t *Template) Render(ctx context.Context, in Input) (out string, err error) {
 	data := map[string]any{}
 	for k, v := range t.vars {
@@ -215,7 +216,7 @@ func (t *Template) execute(ctx context.Context, data map[string]any) (out string
 		ctx = context.Background()
 	}
 	if err := ctx.Err(); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrLimit, err)
+		return "", refuse.Wrap(Refuser, fmt.Errorf("%w: %w", ErrLimit, err))
 	}
 	g := &guard{ctx: ctx}
 	now := t.Now
@@ -239,7 +240,7 @@ func (t *Template) execute(ctx context.Context, data map[string]any) (out string
 	defer func() {
 		if p := recover(); p != nil {
 			out = ""
-			err = fmt.Errorf("chat: template %s: Jinja engine panicked: %v", t.Name, p)
+			err = refuse.New(Refuser, "template %s: the Jinja engine panicked: %v", t.Name, p)
 		}
 	}()
 	var sb strings.Builder
@@ -254,17 +255,22 @@ func (t *Template) execute(ctx context.Context, data map[string]any) (out string
 // which gonja's error chains do not carry, and says which template failed.
 // A limit hit or an exception raised fails the render even where the
 // template went on (gonja's default filter swallows errors).
+//
+// raise_exception is the template rejecting its input: a plain error. Every
+// other failure (a limit, the context, an operation the engine cannot do)
+// means apr cannot render this template: a refusal by "chat".
 func renderError(name string, cause, err error) error {
 	var te *TemplateError
 	switch {
 	case errors.As(cause, &te):
 		return fmt.Errorf("chat: template %s raised: %w", name, te)
 	case cause != nil:
-		return fmt.Errorf("chat: template %s: %w", name, cause)
+		return refuse.Wrap(Refuser, fmt.Errorf("template %s: %w", name, cause))
 	case strings.Contains(err.Error(), ErrLimit.Error()):
 		// A limit hit inside a method, which sees no guard: keep the text.
 		msg := err.Error()
-		return fmt.Errorf("chat: template %s: %w%s", name, ErrLimit, msg[strings.Index(msg, ErrLimit.Error())+len(ErrLimit.Error()):])
+		rest := msg[strings.Index(msg, ErrLimit.Error())+len(ErrLimit.Error()):]
+		return refuse.Wrap(Refuser, fmt.Errorf("template %s: %w%s", name, ErrLimit, rest))
 	}
-	return fmt.Errorf("chat: template %s: %w", name, err)
+	return refuse.Wrap(Refuser, fmt.Errorf("template %s cannot be rendered: %w", name, err))
 }

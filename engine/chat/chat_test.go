@@ -41,7 +41,7 @@ func buildModel(tb testing.TB, kv map[string]any) *gguf.File {
 
 func TestFromGGUF(t *testing.T) {
 	f := buildModel(t, map[string]any{
-		chat.KeyTemplate:                   "{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }}{{ eos_token }}{% endfor %}{{ unk_token }}",
+		chat.KeyTemplate:                  "{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }}{{ eos_token }}{% endfor %}{{ unk_token }}",
 		"tokenizer.ggml.bos_token_id":     uint32(0),
 		"tokenizer.ggml.eos_token_id":     uint32(1),
 		"tokenizer.ggml.unknown_token_id": uint32(2),
