@@ -30,7 +30,7 @@ var benchTypes = []quant.Type{
 // benchWeights returns random weights of type t and shape rows×cols, or
 // false when cols is not a multiple of t's kernels' row unit.
 func benchWeights(t quant.Type, k *kern.Kernel, rows, cols int) (kern.Weights, bool) {
-	if cols%minCols(k) != 0 {
+	if cols%rowUnit(k) != 0 {
 		return kern.Weights{}, false
 	}
 	rng := rand.New(rand.NewPCG(uint64(t), uint64(rows*cols)))

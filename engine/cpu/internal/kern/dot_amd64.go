@@ -122,10 +122,34 @@ func dot4Q5_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
 //go:noescape
 func dot4Q6_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
 
+//go:noescape
+func dot4F32AVX2Main(n int, w, a []byte, stride int, out *[4]float32)
+
+//go:noescape
+func dot4F16AVX2Main(n int, w, a []byte, stride int, out *[4]float32)
+
+//go:noescape
+func dot4BF16AVX2Main(n int, w, a []byte, stride int, out *[4]float32)
+
+// dot4Float wraps a four-row float kernel whose assembly takes multiples of
+// 16 values: the tail of each row goes to the Go twin.
+func dot4Float(main dot4Func, tail dotFunc, size int) dot4Func {
+	return func(n int, w, a []byte, stride int, out *[4]float32) {
+		m := n &^ 15
+		main(m, w, a, stride, out)
+		if m < n {
+			for r := range out {
+				row := a[r*stride:]
+				out[r] += tail(n-m, w[size*m:], row[size*m:size*n])
+			}
+		}
+	}
+}
+
 func init() {
-	register(quant.F32, ISAAVX2, quant.F32, dotF32AVX2, nil)
-	register(quant.F16, ISAAVX2, quant.F16, dotF16AVX2, nil)
-	register(quant.BF16, ISAAVX2, quant.BF16, dotBF16AVX2, nil)
+	register(quant.F32, ISAAVX2, quant.F32, dotF32AVX2, dot4Float(dot4F32AVX2Main, dotF32Go, 4))
+	register(quant.F16, ISAAVX2, quant.F16, dotF16AVX2, dot4Float(dot4F16AVX2Main, dotF16Go, 2))
+	register(quant.BF16, ISAAVX2, quant.BF16, dotBF16AVX2, dot4Float(dot4BF16AVX2Main, dotBF16Go, 2))
 	register(quant.Q8_0, ISAAVX2, quant.Q8_0, dotQ8_0AVX2, dot4Q8_0AVX2)
 	register(quant.Q4_0, ISAAVX2, quant.Q8_0, dotQ4_0AVX2, dot4Q4_0AVX2)
 	register(quant.Q5_0, ISAAVX2, quant.Q8_0, dotQ5_0AVX2, dot4Q5_0AVX2)

@@ -236,9 +236,18 @@ func kernels(op kern.Op) []*kern.Kernel {
 	return out
 }
 
-// minCols is the smallest row length kernel k accepts: the least common
-// multiple of its weight and activation block sizes.
+// minCols is the row-length unit of kernel k's tests: rowUnit, or 37 for
+// float types, so that rows exercise both the vector loop and its tail.
 func minCols(k *kern.Kernel) int {
+	if u := rowUnit(k); u > 1 {
+		return u
+	}
+	return 37
+}
+
+// rowUnit is the smallest row length kernel k accepts: the least common
+// multiple of its weight and activation block sizes.
+func rowUnit(k *kern.Kernel) int {
 	wi, _ := quant.Lookup(k.Key.Type)
 	ai, _ := quant.Lookup(k.Act)
 	a, b := wi.BlockSize, ai.BlockSize
