@@ -109,7 +109,13 @@ func (c *SumCache) Save() error {
 // writeFileAtomic writes b to a temporary file beside path, syncs it and
 // renames it over path, so a reader (or a run killed half-way) sees either
 // the old file or the whole new one.
-func writeFileAtomic(path string, b []byte) error {
+func writeFileAtomic(path string, b []byte) error { return writeAtomic(path, b, true) }
+
+// writeAtomic is writeFileAtomic with the fsyncs optional. Without them the
+// rename is still atomic for every process (a killed run leaves the old file
+// or the new one); only a machine crash can leave a torn file, which the
+// cell loader then fails to decode and re-runs the cell.
+func writeAtomic(path string, b []byte, durable bool) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -126,8 +132,10 @@ func writeFileAtomic(path string, b []byte) error {
 	if _, err := tmp.Write(b); err != nil {
 		return err
 	}
-	if err := tmp.Sync(); err != nil {
-		return err
+	if durable {
+		if err := tmp.Sync(); err != nil {
+			return err
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return err
@@ -139,6 +147,9 @@ func writeFileAtomic(path string, b []byte) error {
 		return err
 	}
 	ok = true
+	if !durable {
+		return nil
+	}
 	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync() // make the rename durable where the file system allows it
 		d.Close()
