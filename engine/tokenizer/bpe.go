@@ -1,11 +1,11 @@
 package tokenizer
 
 import (
+	"hash/maphash"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aprqa/apr/engine/gguf"
-	"sync"
-	"unicode/utf8"
 )
 
 // byteToUnicode is GPT-2's byte-level alphabet: printable bytes stand for
@@ -44,16 +44,71 @@ func byteLevel(dst []byte, word string) []byte {
 
 // mergeTable maps a pair of symbols to the rank of their merge and the
 // symbol the merge makes. Symbols are interned strings: ids below
-// len(tokens) are tokens, the others strings that occur only in merges.
+// len(tokens) are tokens, the others strings that occur only in merges. It
+// is an open-addressing hash table (linear probing, at most half full):
+// lookups are the inner loop of BPE.
 type mergeTable struct {
-	m map[uint64]uint64 // left<<32 | right → rank<<32 | result
+	slots []mergeSlot
+	mask  uint64
+	n     int
 }
+
+type mergeSlot struct {
+	key uint64 // left<<32 | right; emptyKey when free
+	val uint64 // rank<<32 | result
+}
+
+const emptyKey = ^uint64(0) // symbol ids are below 2^31, so no pair has this key
 
 func pairKey(l, r int32) uint64 { return uint64(uint32(l))<<32 | uint64(uint32(r)) }
 
+func mix(k uint64) uint64 {
+	k *= 0x9E3779B97F4A7C15
+	return k ^ k>>32
+}
+
+func newMergeTable(n int) mergeTable {
+	size := 16
+	for size < 2*n {
+		size <<= 1
+	}
+	slots := make([]mergeSlot, size)
+	for i := range slots {
+		slots[i].key = emptyKey
+	}
+	return mergeTable{slots: slots, mask: uint64(size - 1)}
+}
+
 func (m *mergeTable) get(l, r int32) (rank, result int32, ok bool) {
-	v, ok := m.m[pairKey(l, r)]
-	return int32(v >> 32), int32(uint32(v)), ok
+	if m.slots == nil {
+		return 0, 0, false
+	}
+	k := pairKey(l, r)
+	for i := mix(k) & m.mask; ; i = (i + 1) & m.mask {
+		s := &m.slots[i]
+		if s.key == k {
+			return int32(s.val >> 32), int32(uint32(s.val)), true
+		}
+		if s.key == emptyKey {
+			return 0, 0, false
+		}
+	}
+}
+
+// add inserts the pair unless it is already there (the first merge counts).
+func (m *mergeTable) add(l, r, rank, result int32) bool {
+	k := pairKey(l, r)
+	for i := mix(k) & m.mask; ; i = (i + 1) & m.mask {
+		s := &m.slots[i]
+		if s.key == k {
+			return false
+		}
+		if s.key == emptyKey {
+			s.key, s.val = k, uint64(uint32(rank))<<32|uint64(uint32(result))
+			m.n++
+			return true
+		}
+	}
 }
 
 // loadMerges reads tokenizer.ggml.merges as llama.cpp does: each entry is
@@ -90,7 +145,7 @@ func (t *Tokenizer) buildMerges(merges []string) {
 		extra[s] = id
 		return id
 	}
-	t.merges.m = make(map[uint64]uint64, len(merges))
+	t.merges = newMergeTable(len(merges))
 	for rank, m := range merges {
 		var first, second string
 		if len(m) > 1 {
@@ -99,12 +154,10 @@ func (t *Tokenizer) buildMerges(merges []string) {
 			}
 		}
 		l, r := intern(first), intern(second)
-		key := pairKey(l, r)
-		if _, dup := t.merges.m[key]; dup {
+		if _, _, dup := t.merges.get(l, r); dup {
 			continue
 		}
-		res := intern(first + second)
-		t.merges.m[key] = uint64(uint32(rank))<<32 | uint64(uint32(res))
+		t.merges.add(l, r, int32(rank), intern(first+second))
 	}
 	t.symTok = make([]int32, int(n)+len(extra))
 	for i := range t.symTok {
@@ -150,6 +203,9 @@ type encoder struct {
 	syms  []bpeSym
 	heap  []bigram
 	buf   []byte
+	ssyms []spmSym
+	sheap []spmBigram
+	cache wordCache
 }
 
 func less(a, b bigram) bool {
@@ -227,7 +283,7 @@ func (t *Tokenizer) bpeWord(e *encoder, word string, out []int32) []int32 {
 			return append(out, t.symTok[id])
 		}
 	}
-	if toks, ok := t.bpeCache.get(word); ok {
+	if toks, ok := e.cache.get(word); ok {
 		return append(out, toks...)
 	}
 	start := len(out)
@@ -274,7 +330,7 @@ func (t *Tokenizer) bpeWord(e *encoder, word string, out []int32) []int32 {
 			}
 		}
 	}
-	t.bpeCache.put(word, out[start:])
+	e.cache.put(word, out[start:])
 	return out
 }
 
@@ -302,36 +358,53 @@ func (t *Tokenizer) bpeFragment(e *encoder, text string, out []int32) []int32 {
 	return out
 }
 
-// wordCache remembers the tokens of recent words. It is bounded: when full
-// it starts over.
+// wordCache remembers the tokens of words (BPE) or chunks (SPM) already
+// encoded. Each encoder owns one, so it takes no lock; words and tokens live
+// in two arenas and the map holds only offsets, so a miss allocates nothing
+// (amortized). It starts over when full.
 type wordCache struct {
-	mu sync.RWMutex
-	m  map[string][]int32
+	seed  maphash.Seed
+	m     map[uint64]cacheRef
+	words []byte
+	toks  []int32
+}
+
+type cacheRef struct {
+	w, wn, t, tn int32
 }
 
 const (
 	wordCacheEntries = 1 << 16
-	wordCacheMaxLen  = 64
+	wordCacheMaxLen  = 256
 )
 
 func (c *wordCache) get(w string) ([]int32, bool) {
-	if len(w) > wordCacheMaxLen {
+	if len(w) > wordCacheMaxLen || c.m == nil {
 		return nil, false
 	}
-	c.mu.RLock()
-	v, ok := c.m[w]
-	c.mu.RUnlock()
-	return v, ok
+	r, ok := c.m[maphash.String(c.seed, w)]
+	if !ok || string(c.words[r.w:r.w+r.wn]) != w {
+		return nil, false
+	}
+	return c.toks[r.t : r.t+r.tn], true
 }
 
 func (c *wordCache) put(w string, toks []int32) {
 	if len(w) > wordCacheMaxLen {
 		return
 	}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= wordCacheEntries {
-		c.m = make(map[string][]int32, 1024)
+	if c.m == nil {
+		c.seed = maphash.MakeSeed()
+		c.m = make(map[uint64]cacheRef, 1024)
 	}
-	c.m[strings.Clone(w)] = append([]int32(nil), toks...)
-	c.mu.Unlock()
+	if len(c.m) >= wordCacheEntries || len(c.words)+len(w) > 1<<30 || len(c.toks)+len(toks) > 1<<30 {
+		clear(c.m)
+		c.words, c.toks = c.words[:0], c.toks[:0]
+	}
+	c.m[maphash.String(c.seed, w)] = cacheRef{
+		w: int32(len(c.words)), wn: int32(len(w)),
+		t: int32(len(c.toks)), tn: int32(len(toks)),
+	}
+	c.words = append(c.words, w...)
+	c.toks = append(c.toks, toks...)
 }

@@ -143,8 +143,61 @@ type spmBigram struct {
 // repeatedly merge the adjacent pair whose concatenation is the token with the
 // highest score (leftmost on ties), then write each symbol as its token or,
 // failing that, as byte tokens.
+//
+// llama.cpp runs this over the whole fragment at once. When no token has a ▁
+// after anything but another ▁ (t.spmChunks, checked at load), no merge can
+// join a symbol to a ▁ that follows a non-▁ symbol, so the text is cut
+// before each such ▁ and the pieces are merged separately (and cached): the
+// merges inside each piece, and their order, are the same as llama.cpp's.
 func (t *Tokenizer) spm(e *encoder, text string, out []int32) ([]int32, error) {
-	syms := make([]spmSym, 0, len(text))
+	if !t.spmChunks {
+		return t.spmChunk(e, text, out)
+	}
+	var err error
+	start, prevSpace := 0, false
+	for off := 0; off < len(text); {
+		n := min(utf8Len(text[off]), len(text)-off)
+		space := n == 3 && text[off:off+3] == "▁"
+		if space && !prevSpace && off > start {
+			if out, err = t.spmCached(e, text[start:off], out); err != nil {
+				return nil, err
+			}
+			start = off
+		}
+		prevSpace = space
+		off += n
+	}
+	return t.spmCached(e, text[start:], out)
+}
+
+func (t *Tokenizer) spmCached(e *encoder, chunk string, out []int32) ([]int32, error) {
+	if toks, ok := e.cache.get(chunk); ok {
+		return append(out, toks...), nil
+	}
+	start := len(out)
+	out, err := t.spmChunk(e, chunk, out)
+	if err != nil {
+		return nil, err
+	}
+	e.cache.put(chunk, out[start:])
+	return out, nil
+}
+
+// spmSplittable reports whether every ▁ in every token is at its start or
+// right after another ▁ (see spm).
+func spmSplittable(tokens []string) bool {
+	for _, s := range tokens {
+		for i := 1; i < len(s); i++ {
+			if strings.HasPrefix(s[i:], "▁") && (i < 3 || s[i-3:i] != "▁") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (t *Tokenizer) spmChunk(e *encoder, text string, out []int32) ([]int32, error) {
+	syms := e.ssyms[:0]
 	for off := 0; off < len(text); {
 		n := min(utf8Len(text[off]), len(text)-off)
 		idx := int32(len(syms))
@@ -155,7 +208,7 @@ func (t *Tokenizer) spm(e *encoder, text string, out []int32) ([]int32, error) {
 		syms = append(syms, spmSym{start: int32(off), n: int32(n), prev: idx - 1, next: next})
 		off += n
 	}
-	var heap []spmBigram
+	heap := e.sheap[:0]
 	try := func(l, r int32) {
 		if l < 0 || r < 0 {
 			return
@@ -186,6 +239,7 @@ func (t *Tokenizer) spm(e *encoder, text string, out []int32) ([]int32, error) {
 		try(l.prev, b.left)
 		try(b.left, l.next)
 	}
+	e.ssyms, e.sheap = syms, heap
 	for i := int32(0); i >= 0 && int(i) < len(syms); i = syms[i].next {
 		s := text[syms[i].start : syms[i].start+syms[i].n]
 		if id, ok := t.ids[s]; ok {

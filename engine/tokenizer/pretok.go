@@ -15,11 +15,16 @@ type cps struct {
 	text string
 	cp   []rune
 	fl   []uint16
-	off  []int // off[i] is the byte offset of cp[i]; off[len(cp)] == len(text)
+	off  []int32 // off[i] is the byte offset of cp[i]; off[len(cp)] == len(text)
 }
 
 func (c *cps) reset(text string) {
 	c.text = text
+	if cap(c.off) < len(text)+1 {
+		c.cp = make([]rune, 0, len(text))
+		c.fl = make([]uint16, 0, len(text))
+		c.off = make([]int32, 0, len(text)+1)
+	}
 	c.cp = c.cp[:0]
 	c.fl = c.fl[:0]
 	c.off = c.off[:0]
@@ -33,10 +38,10 @@ func (c *cps) reset(text string) {
 		}
 		c.cp = append(c.cp, r)
 		c.fl = append(c.fl, flagsOf(r))
-		c.off = append(c.off, i)
+		c.off = append(c.off, int32(i))
 		i += n
 	}
-	c.off = append(c.off, len(text))
+	c.off = append(c.off, int32(len(text)))
 }
 
 // splitFunc splits code points [ini, end) and appends the end index of each

@@ -89,10 +89,10 @@ type Tokenizer struct {
 	byteSym    [256]int32 // symbol of each byte's byte-level character, or none
 	symTok     []int32    // symbol → token id (none for strings that are only merge parts)
 	singleByte [256]int32 // token of the one-byte string (llama.cpp's fallback), or none
-	bpeCache   wordCache
 
 	// SentencePiece
-	byteTok [256]int32 // token for byte fallback (<0xXX>, else the 1-byte string), or none
+	byteTok   [256]int32 // token for byte fallback (<0xXX>, else the 1-byte string), or none
+	spmChunks bool       // the text may be cut before a ▁ that follows a non-▁ (see spm)
 
 	scratch sync.Pool
 }
@@ -185,6 +185,7 @@ func (t *Tokenizer) load(f *gguf.File) error {
 	}
 	if t.kind == kindSPM {
 		t.buildByteTokens()
+		t.spmChunks = spmSplittable(t.tokens)
 	}
 	t.scratch.New = func() any { return new(encoder) }
 	return nil
