@@ -43,7 +43,8 @@
 //
 //	avx2 matvec:            F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4
 //	                        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS
-//	avx2 four-row matmul:   Q8_0 Q4_0 Q5_0 IQ4_NL MXFP4 Q4_K Q5_K Q6_K
+//	avx2 four-row matmul:   F32 F16 BF16 Q8_0 Q4_0 Q5_0 IQ4_NL MXFP4
+//	                        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS
 //	go only (for now):      IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M
 //	                        TQ1_0 TQ2_0 NVFP4 Q1_0 Q2_0
 //

@@ -187,6 +187,111 @@
 	VMULPS       Y12, Y13, Y13     \
 	VFMADD231PS  sum, Y13, acc
 
+
+// QGROUP4 multiplies the 32 quants in Y4 into the four rows' sums with the
+// scale pair s0 (first 16 values) and s1 (last 16) at offset o of each row.
+#define QGROUP4(o, s0, s1) \
+	VPBROADCASTW s0, X12           \
+	VPBROADCASTW s1, X13           \
+	VINSERTI128  $1, X13, Y12, Y12 \
+	Q6ROW(o(DI), Y8)               \
+	Q6ROW(o(DI)(R8*1), Y9)         \
+	Q6ROW(o(DI)(R8*2), Y10)        \
+	Q6ROW(o(DI)(R9*1), Y11)
+
+// Q2MIN subtracts a row's Σ min_sb·bsum_sb times dmin_w·d_a (Y6 = dmin_w,
+// int16 mins at 32(SP)).
+#define Q2MIN(bs, dA, acc) \
+	VMOVDQU      bs, Y12           \
+	VPMADDWD     32(SP), Y12, Y12  \
+	VCVTDQ2PS    Y12, Y12          \
+	VBROADCASTSS dA, Y13           \
+	VMULPS       Y6, Y13, Y13      \
+	VFNMADD231PS Y12, Y13, acc
+
+// Q2HALF4 adds 128 values: 2-bit planes of the 32 bytes at q.
+#define Q2HALF4(q, o, s) \
+	VMOVDQU  q, Y5                 \
+	VPAND    Y14, Y5, Y4           \
+	QGROUP4(o, s(SP), s+2(SP))     \
+	VPSRLW   $2, Y5, Y4            \
+	VPAND    Y14, Y4, Y4           \
+	QGROUP4(o+32, s+4(SP), s+6(SP))  \
+	VPSRLW   $4, Y5, Y4            \
+	VPAND    Y14, Y4, Y4           \
+	QGROUP4(o+64, s+8(SP), s+10(SP)) \
+	VPSRLW   $6, Y5, Y4            \
+	VPAND    Y14, Y4, Y4           \
+	QGROUP4(o+96, s+12(SP), s+14(SP))
+
+// Q3HBIT ORs the next hmask plane of Y7 (one bit per use; Y6 = bytes 0x01)
+// into Y4 as bit 2.
+#define Q3HBIT \
+	VPAND    Y6, Y7, Y13           \
+	VPSLLW   $2, Y13, Y13          \
+	VPOR     Y13, Y4, Y4           \
+	VPSRLW   $1, Y7, Y7
+
+#define Q3HALF4(q, o, s) \
+	VMOVDQU  q, Y5                 \
+	VPAND    Y14, Y5, Y4           \
+	Q3HBIT                         \
+	QGROUP4(o, s(SP), s+2(SP))     \
+	VPSRLW   $2, Y5, Y4            \
+	VPAND    Y14, Y4, Y4           \
+	Q3HBIT                         \
+	QGROUP4(o+32, s+4(SP), s+6(SP))  \
+	VPSRLW   $4, Y5, Y4            \
+	VPAND    Y14, Y4, Y4           \
+	Q3HBIT                         \
+	QGROUP4(o+64, s+8(SP), s+10(SP)) \
+	VPSRLW   $6, Y5, Y4            \
+	VPAND    Y14, Y4, Y4           \
+	Q3HBIT                         \
+	QGROUP4(o+96, s+12(SP), s+14(SP))
+
+// Q3INIT sets sum to −4·Σ_sb scale_sb·bsum_sb of the row whose bsums are at bs.
+#define Q3INIT(bs, sum) \
+	VMOVDQU  bs, Y13               \
+	VPMADDWD 0(SP), Y13, Y13       \
+	VPSLLD   $2, Y13, Y13          \
+	VPXOR    sum, sum, sum         \
+	VPSUBD   Y13, sum, sum
+
+// XSROW adds one row's 32 values: signed codebook values in Y4, |values|
+// in Y5, scale (int16) in Y12.
+#define XSROW(a, sum) \
+	VMOVDQU      a, Y13            \
+	VPSIGNB      Y4, Y13, Y13      \
+	VPMADDUBSW   Y13, Y5, Y13      \
+	VPMADDWD     Y12, Y13, Y13     \
+	VPADDD       Y13, sum, sum
+
+#define XSSUB4(q, o, s) \
+	VMOVDQU      q, X4             \
+	VPSRLW       $4, X4, X5        \
+	VINSERTI128  $1, X5, Y4, Y4    \
+	VPAND        Y14, Y4, Y4       \
+	VPSHUFB      Y4, Y15, Y4       \
+	VPSIGNB      Y4, Y4, Y5        \
+	VPBROADCASTW s, Y12            \
+	XSROW(o(DI), Y8)               \
+	XSROW(o(DI)(R8*1), Y9)         \
+	XSROW(o(DI)(R8*2), Y10)        \
+	XSROW(o(DI)(R9*1), Y11)
+
+#define XSLS(sl, sh, off) \
+	MOVL R10, AX                   \
+	SHRL $sl, AX                   \
+	ANDL $15, AX                   \
+	MOVL R11, BX                   \
+	SHRL $sh, BX                   \
+	ANDL $3, BX                    \
+	SHLL $4, BX                    \
+	ORL  BX, AX                    \
+	SUBL $32, AX                   \
+	MOVW AX, off(SP)
+
 // ---- Q4_K and Q5_K against four Q8_K rows (292-byte blocks) ----------------
 // Per super-block: the scales and mins are decoded once into 0(SP) (int16
 // scales 0..7, then mins 0..7); each row's mins term goes straight into its
@@ -284,4 +389,141 @@ q6k4loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ  q6k4loop
+	STORE4
+
+// func dot4Q2_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+TEXT ·dot4Q2_KAVX2(SB), NOSPLIT, $64-72
+	ARGS4(8)
+	BCASTD($0x03030303, X14, Y14)
+	BCASTD($0x000f000f, X15, Y15)
+
+q2k4loop:
+	VPMOVZXBW 0(SI), Y12
+	VPSRLW    $4, Y12, Y13
+	VPAND     Y15, Y12, Y12
+	VMOVDQU   Y12, 0(SP)
+	VMOVDQU   Y13, 32(SP)
+	VPBROADCASTW 82(SI), X6
+	VCVTPH2PS    X6, Y6
+	Q2MIN(260(DI), (DI), Y0)
+	Q2MIN(260(DI)(R8*1), (DI)(R8*1), Y1)
+	Q2MIN(260(DI)(R8*2), (DI)(R8*2), Y2)
+	Q2MIN(260(DI)(R9*1), (DI)(R9*1), Y3)
+	KZERO
+	Q2HALF4(16(SI), 4, 0)
+	Q2HALF4(48(SI), 132, 16)
+	VPBROADCASTW 80(SI), X12
+	VCVTPH2PS    X12, Y12
+	Q6FIN((DI), Y8, Y0)
+	Q6FIN((DI)(R8*1), Y9, Y1)
+	Q6FIN((DI)(R8*2), Y10, Y2)
+	Q6FIN((DI)(R9*1), Y11, Y3)
+	ADDQ $84, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q2k4loop
+	STORE4
+
+// func dot4Q3_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+TEXT ·dot4Q3_KAVX2(SB), NOSPLIT, $32-72
+	ARGS4(8)
+	BCASTD($0x03030303, X14, Y14)
+	BCASTD($0x01010101, X6, Y6)
+	BCASTD($0x00200020, X15, Y15)
+
+q3k4loop:
+	MOVL 96(SI), R10
+	MOVL 100(SI), R11
+	MOVL 104(SI), R12
+	MOVL R10, AX
+	ANDL $0x0f0f0f0f, AX
+	MOVL R12, BX
+	ANDL $0x03030303, BX
+	SHLL $4, BX
+	ORL  BX, AX
+	VMOVD AX, X7
+	MOVL R11, AX
+	ANDL $0x0f0f0f0f, AX
+	MOVL R12, BX
+	SHRL $2, BX
+	ANDL $0x03030303, BX
+	SHLL $4, BX
+	ORL  BX, AX
+	VPINSRD $1, AX, X7, X7
+	MOVL R10, AX
+	SHRL $4, AX
+	ANDL $0x0f0f0f0f, AX
+	MOVL R12, BX
+	SHRL $4, BX
+	ANDL $0x03030303, BX
+	SHLL $4, BX
+	ORL  BX, AX
+	VPINSRD $2, AX, X7, X7
+	MOVL R11, AX
+	SHRL $4, AX
+	ANDL $0x0f0f0f0f, AX
+	MOVL R12, BX
+	SHRL $6, BX
+	ANDL $0x03030303, BX
+	SHLL $4, BX
+	ORL  BX, AX
+	VPINSRD $3, AX, X7, X7
+	VPMOVZXBW X7, Y7
+	VPSUBW    Y15, Y7, Y7
+	VMOVDQU   Y7, 0(SP)
+	Q3INIT(260(DI), Y8)
+	Q3INIT(260(DI)(R8*1), Y9)
+	Q3INIT(260(DI)(R8*2), Y10)
+	Q3INIT(260(DI)(R9*1), Y11)
+	VMOVDQU 0(SI), Y7
+	Q3HALF4(32(SI), 4, 0)
+	Q3HALF4(64(SI), 132, 16)
+	VPBROADCASTW 108(SI), X12
+	VCVTPH2PS    X12, Y12
+	Q6FIN((DI), Y8, Y0)
+	Q6FIN((DI)(R8*1), Y9, Y1)
+	Q6FIN((DI)(R8*2), Y10, Y2)
+	Q6FIN((DI)(R9*1), Y11, Y3)
+	ADDQ $110, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q3k4loop
+	STORE4
+
+// func dot4IQ4_XSAVX2(n int, w, a []byte, stride int, out *[4]float32)
+TEXT ·dot4IQ4_XSAVX2(SB), NOSPLIT, $32-72
+	ARGS4(8)
+	BCASTD($0x0f0f0f0f, X14, Y14)
+	VBROADCASTI128 ·kvaluesIQ4NL(SB), Y15
+
+iq4xs4loop:
+	MOVL    4(SI), R10
+	MOVWLZX 2(SI), R11
+	XSLS(0, 0, 0)
+	XSLS(4, 2, 2)
+	XSLS(8, 4, 4)
+	XSLS(12, 6, 6)
+	XSLS(16, 8, 8)
+	XSLS(20, 10, 10)
+	XSLS(24, 12, 12)
+	XSLS(28, 14, 14)
+	KZERO
+	XSSUB4(8(SI), 4, 0(SP))
+	XSSUB4(24(SI), 36, 2(SP))
+	XSSUB4(40(SI), 68, 4(SP))
+	XSSUB4(56(SI), 100, 6(SP))
+	XSSUB4(72(SI), 132, 8(SP))
+	XSSUB4(88(SI), 164, 10(SP))
+	XSSUB4(104(SI), 196, 12(SP))
+	XSSUB4(120(SI), 228, 14(SP))
+	VPBROADCASTW 0(SI), X12
+	VCVTPH2PS    X12, Y12
+	Q6FIN((DI), Y8, Y0)
+	Q6FIN((DI)(R8*1), Y9, Y1)
+	Q6FIN((DI)(R8*2), Y10, Y2)
+	Q6FIN((DI)(R9*1), Y11, Y3)
+	ADDQ $136, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  iq4xs4loop
 	STORE4

@@ -146,6 +146,15 @@ func dot4Float(main dot4Func, tail dotFunc, size int) dot4Func {
 	}
 }
 
+//go:noescape
+func dot4Q2_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+
+//go:noescape
+func dot4Q3_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+
+//go:noescape
+func dot4IQ4_XSAVX2(n int, w, a []byte, stride int, out *[4]float32)
+
 func init() {
 	register(quant.F32, ISAAVX2, quant.F32, dotF32AVX2, dot4Float(dot4F32AVX2Main, dotF32Go, 4))
 	register(quant.F16, ISAAVX2, quant.F16, dotF16AVX2, dot4Float(dot4F16AVX2Main, dotF16Go, 2))
@@ -160,9 +169,9 @@ func init() {
 	register(quant.Q4_K, ISAAVX2, quant.Q8_K, dotQ4_KAVX2, dot4Q4_KAVX2)
 	register(quant.Q5_K, ISAAVX2, quant.Q8_K, dotQ5_KAVX2, dot4Q5_KAVX2)
 	register(quant.Q6_K, ISAAVX2, quant.Q8_K, dotQ6_KAVX2, dot4Q6_KAVX2)
-	register(quant.Q2_K, ISAAVX2, quant.Q8_K, dotQ2_KAVX2, nil)
-	register(quant.Q3_K, ISAAVX2, quant.Q8_K, dotQ3_KAVX2, nil)
-	register(quant.IQ4_XS, ISAAVX2, quant.Q8_K, dotIQ4_XSAVX2, nil)
+	register(quant.Q2_K, ISAAVX2, quant.Q8_K, dotQ2_KAVX2, dot4Q2_KAVX2)
+	register(quant.Q3_K, ISAAVX2, quant.Q8_K, dotQ3_KAVX2, dot4Q3_KAVX2)
+	register(quant.IQ4_XS, ISAAVX2, quant.Q8_K, dotIQ4_XSAVX2, dot4IQ4_XSAVX2)
 	if cpuHas(ISAAVX2) {
 		quantizeQ8_0 = quantizeQ8_0AVX2
 		convertF16 = convertF16Asm
