@@ -21,6 +21,7 @@ func filterOverrides() map[string]exec.FilterFunction {
 		"string":   filterString,
 		"dictsort": filterDictsort,
 		"round":    filterRound,
+		"trim":     filterTrim,
 	}
 	for name, f := range opFilters() {
 		fs[name] = f
@@ -315,4 +316,29 @@ func filterRound(e *exec.Evaluator, in *exec.Value, va *exec.VarArgs) *exec.Valu
 		return exec.AsValue(math.Floor(x*p) / p)
 	}
 	return errValue(errors.New("method must be 'common', 'ceil' or 'floor'"))
+}
+
+// filterTrim is Jinja's trim(chars=None): str(value).strip(chars), so a
+// list is trimmed as its Python text.
+func filterTrim(e *exec.Evaluator, in *exec.Value, va *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	a, err := args("trim", va, "chars")
+	if err != nil {
+		return errValue(err)
+	}
+	s := ""
+	if !in.IsNil() {
+		s = pyStr(in)
+	}
+	chars, given, err := optString("trim", a[0])
+	if err != nil {
+		return errValue(err)
+	}
+	cut := pyIsSpace
+	if given {
+		cut = func(r rune) bool { return strings.ContainsRune(chars, r) }
+	}
+	return exec.AsValue(strings.TrimFunc(s, cut))
 }

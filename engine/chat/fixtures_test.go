@@ -134,3 +134,41 @@ func firstDiff(a, b string) int {
 }
 
 var _ = errors.Is
+
+// TestVariations renders the shared fixture templates over message shapes
+// the fixture cases leave out; the expected strings and errors are
+// jinja2's (testdata/gen_variations.py).
+func TestVariations(t *testing.T) {
+	dir := testutil.Fixture(t, "templates")
+	cases := loadCases(t, filepath.Join("testdata", "variations.json"))
+	sources := map[string]*chat.Template{}
+	pass := 0
+	for _, c := range cases {
+		tmpl, ok := sources[c.Template]
+		if !ok {
+			src, err := os.ReadFile(filepath.Join(dir, c.Template))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tmpl, err = chat.Parse(c.Template, string(src), c.Special); err != nil {
+				t.Fatalf("Parse(%s): %v", c.Template, err)
+			}
+			tmpl.Now = frozen
+			sources[c.Template] = tmpl
+		}
+		got, err := tmpl.Render(context.Background(), c.Input)
+		switch {
+		case c.ExpectedError && err == nil:
+			t.Errorf("Render(%s/%s) = %q, want an error", c.Template, c.ID, got)
+		case c.ExpectedError:
+			pass++
+		case err != nil:
+			t.Errorf("Render(%s/%s): %v", c.Template, c.ID, err)
+		case got != c.Expected:
+			t.Errorf("Render(%s/%s) mismatch at byte %d:\n got  %q\n want %q", c.Template, c.ID, firstDiff(got, c.Expected), got, c.Expected)
+		default:
+			pass++
+		}
+	}
+	t.Logf("template variations: %d/%d cases pass", pass, len(cases))
+}
