@@ -183,6 +183,8 @@ type Gate func(m *Model, verb, backend string) *refuse.Error
 type Cell struct {
 	ID              string    `json:"id"` // model key | verb | backend
 	Model           CellModel `json:"model"`
+	Arch            string    `json:"arch,omitempty"`        // the model's general.architecture
+	WeightType      string    `json:"weight_type,omitempty"` // the model's dominant tensor type (Header.DominantType)
 	Verb            string    `json:"verb"`
 	Backend         string    `json:"backend"`
 	Verdict         Verdict   `json:"verdict"`

@@ -307,6 +307,9 @@ func (r *runner) cell(ctx context.Context, m *Model, verb, backend string) (*Cel
 		Binary:          r.binary.SHA256,
 		ContractsDigest: r.ContractsDigest,
 	}
+	if m.Header != nil {
+		base.Arch, base.WeightType = m.Header.Architecture, m.Header.DominantType
+	}
 	if m.Refusal != nil {
 		c := base
 		c.Verdict, c.RemovedBy, c.Reason = Refused, m.Refusal.By, m.Refusal.Reason
