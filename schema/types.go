@@ -76,15 +76,16 @@ type Model struct {
 
 // HParam is a decoded #HParam.
 type HParam struct {
-	Key      string   `json:"key"`
-	Type     string   `json:"type"`
-	Required bool     `json:"required"`
-	LenOf    string   `json:"len_of,omitempty"`
-	Default  any      `json:"default,omitempty"`
-	Min      *float64 `json:"min,omitempty"`
-	Max      *float64 `json:"max,omitempty"`
-	Len      *int     `json:"len,omitempty"`
-	Doc      string   `json:"doc,omitempty"`
+	Key         string   `json:"key"`
+	Type        string   `json:"type"`
+	Required    bool     `json:"required"`
+	LenOf       string   `json:"len_of,omitempty"`
+	Default     any      `json:"default,omitempty"`
+	DefaultExpr string   `json:"default_expr,omitempty"`
+	Min         *float64 `json:"min,omitempty"`
+	Max         *float64 `json:"max,omitempty"`
+	Len         *int     `json:"len,omitempty"`
+	Doc         string   `json:"doc,omitempty"`
 }
 
 // Constraint is a decoded #Constraint.

@@ -1,0 +1,20 @@
+// Package contracts holds apr's contract instances — one per architecture
+// (model.*), per ggml type the engines support (kernel.*), and per verb
+// (verb.*) — embedded in the binary, and loads them (or a contract author's
+// directory) against the embedded schema: unify with #Contracts, validate as
+// concrete, decode into Go types, then check what CUE cannot (duplicate ids,
+// expressions, layouts against the ggml type registry).
+//
+// It also checks a GGUF file against a model contract (CheckModel): the
+// hyper-parameters, their ranges and constraints, and every tensor's presence,
+// shape and type. Engines may use it; it knows nothing of falsifiers' code.
+//
+// # Conventions
+//
+// A Set is plain Go data, safe to share once loaded; no cue.Value outlives
+// Load. Ids are "model.<name>", "kernel.<name>", "verb.<name>"; falsifier
+// ids are unique across the set. The digest is the sha256 of the evaluated
+// contracts (each formatted as canonical CUE: fields sorted, no comments,
+// defaults filled in; in id order; then the named tolerances), so a comment or
+// a file split does not change it and any change of meaning does.
+package contracts
