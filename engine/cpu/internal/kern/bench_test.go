@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aprqa/apr/engine/cpu/internal/kern"
 	"github.com/aprqa/apr/engine/quant"
@@ -68,11 +69,13 @@ func BenchmarkMatVec(b *testing.B) {
 					var s kern.Scratch
 					b.SetBytes(int64(len(w.Data)))
 					b.ReportAllocs()
+					c0 := cpuTime()
 					for b.Loop() {
 						if err := k.Mul(pool, &s, dst, w, x, 1); err != nil {
 							b.Fatal(err)
 						}
 					}
+					reportCPU(b, c0, float64(len(w.Data)))
 				})
 			}
 			if sh.rows <= 4864 {
@@ -121,11 +124,13 @@ func BenchmarkMatMul(b *testing.B) {
 					var s kern.Scratch
 					b.SetBytes(int64(len(w.Data)))
 					b.ReportAllocs()
+					c0 := cpuTime()
 					for b.Loop() {
 						if err := k.Mul(pool, &s, dst, w, x, m); err != nil {
 							b.Fatal(err)
 						}
 					}
+					reportCPU(b, c0, float64(len(w.Data)))
 					b.ReportMetric(float64(m)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 					b.ReportMetric(2*float64(m)*float64(sh.rows)*float64(sh.cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				})
@@ -147,6 +152,7 @@ func BenchmarkStreamRead(b *testing.B) {
 			chunk := len(buf) / threads
 			var sink uint64
 			var mu sync.Mutex
+			c0 := cpuTime()
 			for b.Loop() {
 				var wg sync.WaitGroup
 				for i := 0; i < threads; i++ {
@@ -161,7 +167,20 @@ func BenchmarkStreamRead(b *testing.B) {
 				}
 				wg.Wait()
 			}
+			reportCPU(b, c0, float64(len(buf)))
 			_ = sink
 		})
 	}
+}
+
+// reportCPU adds GB per CPU-second (bytes·N over the process CPU time since
+// c0) and the CPU seconds per op: on a shared machine these say what the
+// kernel does when it runs; wall-clock ns/op and MB/s say what it got.
+func reportCPU(b *testing.B, c0 time.Duration, bytes float64) {
+	cpu := (cpuTime() - c0).Seconds()
+	if cpu <= 0 {
+		return
+	}
+	b.ReportMetric(bytes*float64(b.N)/cpu/1e9, "GB/cpu-s")
+	b.ReportMetric(cpu/float64(b.N)*1e3, "cpu-ms/op")
 }
