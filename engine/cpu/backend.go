@@ -20,6 +20,7 @@ type backend struct {
 	pool    *kern.Pool
 	threads int
 	scratch kern.Scratch // for top-level products (ops run one at a time)
+	acts    kern.Acts    // the input of the current products, converted
 	workers chan *worker // per-thread resources for nested work (attention)
 
 	f32mv, f32mm *kern.Kernel // attention's products on the F32 cache
@@ -252,44 +253,57 @@ func (be *backend) GetRows(dst graph.Buf, w graph.Weight, ids []int32) error {
 }
 
 func (be *backend) MatMul(dst graph.Buf, w graph.Weight, x graph.Buf) error {
-	d, m, xb := asBuf(dst), asMatrix(w), asBuf(x)
-	if len(m.w) != 1 {
-		panic(fmt.Sprintf("cpu: MatMul with the 3-D tensor %q", m.t.Name))
-	}
-	wt := m.w[0]
-	if xb.cols != wt.Cols || d.cols != wt.Rows || d.rows != xb.rows {
-		panic(fmt.Sprintf("cpu: MatMul %d×%d = %q (%d×%d) · %d×%d", d.rows, d.cols, m.t.Name, wt.Rows, wt.Cols, xb.rows, xb.cols))
-	}
-	if d.rows == 0 {
-		return nil
-	}
-	return be.mul(be.pool, &be.scratch, m, wt, d, xb, &be.stageX, &be.stageD)
+	return be.MatMuls(x, []graph.Buf{dst}, []graph.Weight{w})
 }
 
-// mul runs dst = W·x with the matvec kernel for one row and the matmul
-// kernel for more, staging strided operands through contiguous copies.
-func (be *backend) mul(p *kern.Pool, s *kern.Scratch, m *matrix, wt kern.Weights, d, x *buf, stageX, stageD *[]float32) error {
-	k := m.mm
-	if x.rows == 1 {
-		k = m.mv
+// MatMuls converts x once per activation format and multiplies it by every
+// weight (q, k and v of one input, say).
+func (be *backend) MatMuls(x graph.Buf, dst []graph.Buf, w []graph.Weight) error {
+	xb := asBuf(x)
+	if len(dst) != len(w) {
+		panic("cpu: MatMuls: as many dst as weights")
 	}
-	xs, ok := x.flat()
+	if xb.rows == 0 {
+		return nil
+	}
+	xs, ok := xb.flat()
 	if !ok {
-		xs = grow(stageX, x.rows*x.cols)
-		for r := 0; r < x.rows; r++ {
-			copy(xs[r*x.cols:], x.row(r))
+		xs = grow(&be.stageX, xb.rows*xb.cols)
+		for r := 0; r < xb.rows; r++ {
+			copy(xs[r*xb.cols:], xb.row(r))
 		}
 	}
-	ds, direct := d.flat()
-	if !direct {
-		ds = grow(stageD, d.rows*d.cols)
-	}
-	if err := k.Mul(p, s, ds, wt, xs, x.rows); err != nil {
-		return fmt.Errorf("cpu: %q: %w", m.t.Name, err)
-	}
-	if !direct {
-		for r := 0; r < d.rows; r++ {
-			copy(d.row(r), ds[r*d.cols:(r+1)*d.cols])
+	var conv *kern.Kernel // the kernel be.acts was converted with
+	for i := range w {
+		d, m := asBuf(dst[i]), asMatrix(w[i])
+		if len(m.w) != 1 {
+			panic(fmt.Sprintf("cpu: MatMul with the 3-D tensor %q", m.t.Name))
+		}
+		wt := m.w[0]
+		if xb.cols != wt.Cols || d.cols != wt.Rows || d.rows != xb.rows {
+			panic(fmt.Sprintf("cpu: MatMul %d×%d = %q (%d×%d) · %d×%d", d.rows, d.cols, m.t.Name, wt.Rows, wt.Cols, xb.rows, xb.cols))
+		}
+		k := m.mm
+		if xb.rows == 1 {
+			k = m.mv
+		}
+		if conv == nil || conv.Act != k.Act {
+			if err := k.Convert(be.pool, &be.scratch, &be.acts, xs, xb.rows, xb.cols); err != nil {
+				return fmt.Errorf("cpu: %q: %w", m.t.Name, err)
+			}
+			conv = k
+		}
+		ds, direct := d.flat()
+		if !direct {
+			ds = grow(&be.stageD, d.rows*d.cols)
+		}
+		if err := k.MulActs(be.pool, &be.scratch, ds, wt, &be.acts); err != nil {
+			return fmt.Errorf("cpu: %q: %w", m.t.Name, err)
+		}
+		if !direct {
+			for r := 0; r < d.rows; r++ {
+				copy(d.row(r), ds[r*d.cols:(r+1)*d.cols])
+			}
 		}
 	}
 	return nil

@@ -155,13 +155,13 @@ func (st *attnState) Forward(c *Ctx, x, out Buf) error {
 		v = b.View(qkv, 0, c.N, at.nq+at.nk, at.nq+at.nk+at.nv)
 	} else {
 		q, k, v = c.Buf("attn.q", at.nq), c.Buf("attn.k", at.nk), c.Buf("attn.v", at.nv)
+		if err := b.MatMuls(x, []Buf{q, k, v}, []Weight{at.wq, at.wk, at.wv}); err != nil {
+			return err
+		}
 		for _, p := range []struct {
-			dst  Buf
-			w, b Weight
-		}{{q, at.wq, at.bq}, {k, at.wk, at.bk}, {v, at.wv, at.bv}} {
-			if err := b.MatMul(p.dst, p.w, x); err != nil {
-				return err
-			}
+			dst Buf
+			b   Weight
+		}{{q, at.bq}, {k, at.bk}, {v, at.bv}} {
 			if p.b != nil {
 				b.AddVec(p.dst, p.b)
 			}

@@ -77,6 +77,9 @@ type Backend interface {
 	// MatMul writes dst[r] = W·x[r] (dst Rows × W.Rows, x Rows × W.Cols).
 	// dst must not overlap x.
 	MatMul(dst Buf, w Weight, x Buf) error
+	// MatMuls writes dst[i] = W_i·x for every i: several products of one
+	// input (q, k and v), which a backend may convert once.
+	MatMuls(x Buf, dst []Buf, w []Weight) error
 	// MatMulID is ggml's mul_mat_id: w is 3-D (one matrix per expert);
 	// dst row t·k+j = W[ids[t·k+j]]·x[t] when x has len(ids)/k rows, or
 	// W[ids[r]]·x[r] when x has len(ids) rows.

@@ -45,14 +45,11 @@ func newDense(m *Model, l *model.Layer) (FFN, error) {
 func (d *dense) Forward(c *Ctx, x, out Buf) error {
 	b := c.B
 	g, u := c.Buf("ffn.gate", d.ff), c.Buf("ffn.up", d.ff)
-	if err := b.MatMul(g, d.gate, x); err != nil {
+	if err := b.MatMuls(x, []Buf{g, u}, []Weight{d.gate, d.up}); err != nil {
 		return err
 	}
 	if d.gateB != nil {
 		b.AddVec(g, d.gateB)
-	}
-	if err := b.MatMul(u, d.up, x); err != nil {
-		return err
 	}
 	if d.upB != nil {
 		b.AddVec(u, d.upB)

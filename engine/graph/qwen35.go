@@ -108,13 +108,8 @@ func (st *q35DeltaState) Forward(c *Ctx, x, out Buf) error {
 	}
 	qkv, z := c.Buf("dn.qkv", d.nCh), c.Buf("dn.z", d.vd)
 	beta, g := c.Buf("dn.beta", d.nV), c.Buf("dn.g", d.nV)
-	for _, p := range []struct {
-		dst Buf
-		w   Weight
-	}{{qkv, d.qkv}, {z, d.gate}, {beta, d.beta}, {g, d.alpha}} {
-		if err := b.MatMul(p.dst, p.w, x); err != nil {
-			return err
-		}
+	if err := b.MatMuls(x, []Buf{qkv, z, beta, g}, []Weight{d.qkv, d.gate, d.beta, d.alpha}); err != nil {
+		return err
 	}
 	b.Sigmoid(beta)
 	b.SoftplusMul(g, d.dt, d.a)
@@ -224,19 +219,12 @@ func (st *q35AttnState) Forward(c *Ctx, x, out Buf) error {
 		return fmt.Errorf("%d positions exceed the context of %d", c.Pos+c.N, st.maxCtx)
 	}
 	nq, nkv := at.hd*at.nH, at.hd*at.nKV
-	qg := c.Buf("ga.qg", 2*nq)
-	if err := b.MatMul(qg, at.wq, x); err != nil {
+	qg, k, v := c.Buf("ga.qg", 2*nq), c.Buf("ga.k", nkv), c.Buf("ga.v", nkv)
+	if err := b.MatMuls(x, []Buf{qg, k, v}, []Weight{at.wq, at.wk, at.wv}); err != nil {
 		return err
 	}
 	q, gate := c.Buf("ga.q", nq), c.Buf("ga.gate", nq)
 	b.Deinterleave(qg, at.hd, q, gate)
-	k, v := c.Buf("ga.k", nkv), c.Buf("ga.v", nkv)
-	if err := b.MatMul(k, at.wk, x); err != nil {
-		return err
-	}
-	if err := b.MatMul(v, at.wv, x); err != nil {
-		return err
-	}
 	eps := at.m.Eps
 	b.RMSNorm(q, q, at.qNorm, at.hd, eps)
 	b.RMSNorm(k, k, at.kNorm, at.hd, eps)

@@ -1,0 +1,251 @@
+package cpu_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aprqa/apr/engine/cpu"
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/internal/testutil"
+	"github.com/aprqa/apr/refuse"
+)
+
+// feed evaluates tokens in pieces of the given sizes (the last piece takes
+// what is left) and returns every position's logits.
+func feed(tb testing.TB, m *loaded, tokens []int32, pieces []int) [][]float32 {
+	tb.Helper()
+	s, err := m.eng.NewSession(len(tokens))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var rows [][]float32
+	for i := 0; len(rows) < len(tokens); i++ {
+		n := len(tokens) - len(rows)
+		if i < len(pieces) {
+			n = min(n, pieces[i])
+		}
+		got, err := s.Eval(tokens[len(rows):len(rows)+n], true)
+		if err != nil {
+			tb.Fatalf("Eval piece %d: %v", i, err)
+		}
+		rows = append(rows, got...)
+	}
+	if s.Pos() != len(tokens) {
+		tb.Fatalf("Pos() = %d after %d tokens", s.Pos(), len(tokens))
+	}
+	return rows
+}
+
+func ones(n int) []int {
+	p := make([]int, n)
+	for i := range p {
+		p[i] = 1
+	}
+	return p
+}
+
+// Tolerances of feeding the same tokens in other pieces. The products then
+// run through the matvec instead of the matmul kernels (kern's dot and dot4
+// sum in different float32 orders today) and attention in other blocks, so
+// activations move by an ulp. Float models stay within float32 rounding.
+// In quantized models an activation that moves by an ulp across a rounding
+// boundary of ggml's activation quantization (Q8_0/Q8_K) changes one int8,
+// or the block scale, and that moves a position's logits by up to ~1e-4
+// (measured: qwen2-tiny-Q5_K_M 1.3e-4); llama.cpp's own batch and single-token
+// paths differ in the same way. argmax is checked where the batch's margin
+// exceeds what such a flip can move (0.1 quantized, 1e-3 float).
+const (
+	batchTolFloat, batchTolQuant       = 1e-6, 1e-3
+	argmaxMarginFloat, argmaxMarginQnt = 1e-3, 0.1
+)
+
+// TestPrefillThenDecode checks, on every fixture model, that feeding the
+// tokens as one batch, as a prefill followed by single tokens, one token at
+// a time, and in uneven pieces give the same logits within batchTolerance
+// and the same argmax wherever the batch's top-1/top-2 margin is decided.
+func TestPrefillThenDecode(t *testing.T) {
+	dir := testutil.Fixtures(t)
+	var worst []string
+	for _, path := range fixtureModels(t, dir) {
+		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
+		t.Run(name, func(t *testing.T) {
+			m := open(t, path, "cpu", 0)
+			tokens := fixtureTokens(m.spec.NVocab)
+			if ex := readExpect(t, dir, filepath.Base(path)); ex != nil {
+				tokens = ex.Tokens
+			}
+			batch := feed(t, m, tokens, []int{len(tokens)})
+			tol, margin0 := batchTolFloat, argmaxMarginFloat
+			if quantized(m.f) {
+				tol, margin0 = batchTolQuant, argmaxMarginQnt
+			}
+			most := 0.0
+			for _, c := range []struct {
+				name   string
+				pieces []int
+			}{
+				{"prefill 16 then decode", append([]int{16}, ones(8)...)},
+				{"token by token", ones(len(tokens))},
+				{"pieces 1,5,2,9", []int{1, 5, 2, 9}},
+			} {
+				got := feed(t, m, tokens, c.pieces)
+				for pos := range batch {
+					d := 1 - cosine(got[pos], f64(batch[pos]))
+					most = max(most, d)
+					if d > tol {
+						t.Errorf("%s: position %d: 1−cosine %.3g against the batch (tolerance %g)", c.name, pos, d, tol)
+					}
+					if best, margin := top2(batch[pos]); margin >= margin0 && argmax(got[pos]) != best {
+						t.Errorf("%s: position %d: argmax %d, batch %d (margin %.4f)", c.name, pos, argmax(got[pos]), best, margin)
+					}
+				}
+			}
+			worst = append(worst, fmt.Sprintf("%-26s %.2e", name, most))
+		})
+	}
+	t.Logf("largest 1−cosine against the batch per model:\n%s", strings.Join(worst, "\n"))
+}
+
+// TestTraceMatchesReference checks that cpu reports the same (layer, op,
+// position) set as the reference and that each traced vector is close to
+// the reference's, on the F32 models (where both engines compute the same
+// function and differ by rounding only).
+func TestTraceMatchesReference(t *testing.T) {
+	dir := testutil.Fixtures(t)
+	for _, name := range []string{"qwen2-tiny-F32", "qwen35-tiny-F32", "stories260K"} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(dir, "models", "synth", name+".gguf")
+			if name == "stories260K" {
+				path = filepath.Join(dir, "models", name+".gguf")
+			}
+			type key struct {
+				layer int
+				op    string
+				pos   int
+			}
+			collect := func(m *loaded) map[key][]float32 {
+				got := map[key][]float32{}
+				s, err := m.eng.NewSession(8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.SetTrace(func(layer int, op string, pos int, v []float32) {
+					got[key{layer, op, pos}] = append([]float32(nil), v...)
+				})
+				tokens := fixtureTokens(m.spec.NVocab)[:8]
+				if _, err := s.Eval(tokens[:5], true); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Eval(tokens[5:], false); err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			ref := collect(open(t, path, "ref", 0))
+			cpu := collect(open(t, path, "cpu", 0))
+			var missing, extra []string
+			for k := range ref {
+				if _, ok := cpu[k]; !ok {
+					missing = append(missing, fmt.Sprint(k))
+				}
+			}
+			for k := range cpu {
+				if _, ok := ref[k]; !ok {
+					extra = append(extra, fmt.Sprint(k))
+				}
+			}
+			sort.Strings(missing)
+			sort.Strings(extra)
+			if len(missing) > 0 || len(extra) > 0 {
+				t.Errorf("trace sets differ: %d missing from cpu (first %v), %d only in cpu (first %v)",
+					len(missing), first(missing), len(extra), first(extra))
+			}
+			worst, at := 0.0, key{}
+			for k, rv := range ref {
+				cv, ok := cpu[k]
+				if !ok || len(cv) != len(rv) {
+					continue
+				}
+				if d := 1 - cosine(cv, f64(rv)); d > worst {
+					worst, at = d, k
+				}
+			}
+			if worst > 1e-6 {
+				t.Errorf("trace %v: 1−cosine %.3g against the reference", at, worst)
+			}
+			t.Logf("%d traced vectors, largest 1−cosine %.2e at %v", len(ref), worst, at)
+		})
+	}
+}
+
+func first(s []string) []string { return s[:min(3, len(s))] }
+
+// TestRefusals checks that a layer kind without a graph description and a
+// weight type without a kernel are refused by name, never run some other
+// way.
+func TestRefusals(t *testing.T) {
+	dir := testutil.Fixtures(t)
+	path := filepath.Join(dir, "models", "synth", "qwen2-tiny-F32.gguf")
+	cases := []struct {
+		name   string
+		modify func(s *model.Spec)
+		want   string
+	}{
+		{"unknown layer kind", func(s *model.Spec) { s.Layers[1].Kind = "mamba2" }, `"mamba2"`},
+		{"unknown feed-forward kind", func(s *model.Spec) { s.Layers[0].FFN = "sparse" }, `"sparse"`},
+		{"weight type without a kernel", func(s *model.Spec) {
+			t := *s.Layers[0].FFNUp
+			t.Type = quant.Q8_K // an activation format, never a weight type with a kernel
+			s.Layers[0].FFNUp = &t
+		}, "Q8_K"},
+		{"rope mode not implemented", func(s *model.Spec) { s.RopeType = model.RopeMRope }, "mrope"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := open(t, path, "ref", 1) // for its file and a fresh spec
+			spec, err := model.Load(m.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.modify(spec)
+			eng, err := cpu.New(m.f, spec, cpu.Options{Threads: 1})
+			if err == nil {
+				eng.Close()
+				t.Fatalf("cpu.New with %s succeeded", c.name)
+			}
+			if !errors.Is(err, refuse.ErrRefused) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("cpu.New with %s: %v; want a refusal naming %s", c.name, err, c.want)
+			}
+		})
+	}
+}
+
+// TestWeightsStayMapped checks that building the engine copies no matrix:
+// the heap grows by far less than the file's size (only norm weights and
+// biases are dequantized).
+func TestWeightsStayMapped(t *testing.T) {
+	dir := testutil.Fixtures(t)
+	path := filepath.Join(dir, "models", "synth", "qwen2-tiny-F32.gguf")
+	ref := open(t, path, "ref", 1)
+	size := ref.f.Size
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	eng, err := cpu.New(ref.f, ref.spec, cpu.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.TotalAlloc - before.TotalAlloc)
+	if grew > size/20 {
+		t.Errorf("cpu.New allocated %d bytes for a %d-byte file (want < 5%%)", grew, size)
+	}
+	t.Logf("cpu.New allocated %d bytes for a %d-byte file (%.2f%%)", grew, size, 100*float64(grew)/float64(size))
+}
