@@ -80,9 +80,15 @@ func (t *Tokenizer) partition(text string, parseSpecial bool) []fragment {
 	return frags
 }
 
+// MaxText is the longest text Encode takes (offsets are int32).
+const MaxText = 1<<31 - 16
+
 // Encode returns the token ids of text, as llama.cpp's llama_tokenize with
 // add_special = opt.AddSpecial and parse_special = opt.ParseSpecial does.
 func (t *Tokenizer) Encode(text string, opt Options) ([]int32, error) {
+	if len(text) > MaxText {
+		return nil, fmt.Errorf("%w: text of %d bytes is longer than %d", ErrEncode, len(text), MaxText)
+	}
 	e := t.scratch.Get().(*encoder)
 	defer t.scratch.Put(e)
 	frags := t.partition(text, opt.ParseSpecial)

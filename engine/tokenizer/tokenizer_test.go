@@ -3,7 +3,9 @@ package tokenizer_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -399,5 +401,41 @@ func TestStreamDecoderHoldsSplitCharacter(t *testing.T) {
 	// A byte that can never start a character is passed through at once.
 	if got, _ := d.Write(258); !bytes.Equal(got, []byte{0xFF}) {
 		t.Errorf("Write(<0xFF>) = %q, want FF", got)
+	}
+}
+
+// TestConcurrentEncode encodes the qwen2 vectors from several goroutines at
+// once (run with -race): a Tokenizer is safe for concurrent use.
+func TestConcurrentEncode(t *testing.T) {
+	tok := fixtureTokenizer(t, "qwen3-tokenizer.gguf")
+	dir := filepath.Join(testutil.Fixtures(t), "vocab")
+	cases, want := readVectors(t, filepath.Join(dir, "ggml-vocab-qwen2.gguf.inp"), filepath.Join(dir, "ggml-vocab-qwen2.gguf.out"))
+	errs := make(chan string, 64)
+	done := make(chan struct{})
+	const workers = 4
+	for w := range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for round := range 5 {
+				for i := range cases {
+					j := (i + w + round) % len(cases)
+					got, err := tok.Encode(cases[j], tokenizer.Options{})
+					if err != nil || !slices.Equal(got, want[j]) {
+						select {
+						case errs <- fmt.Sprintf("worker %d: Encode(%q) = %v, %v; want %v", w, cases[j], got, err, want[j]):
+						default:
+						}
+						return
+					}
+				}
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
