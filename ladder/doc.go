@@ -27,6 +27,14 @@
 // grace period (a goroutine cannot be killed; the model stays mapped) and
 // recorded as a fail while the rest continue.
 //
+// With Config.Worker set (the CLI's default, --isolate process) the cells of
+// each model run instead in a child process of the same binary (ServeWorker,
+// `apr ladder worker`), which keeps the model resident across its cells. A
+// crash no recover can catch (a fatal runtime error, a driver segfault, an
+// exit) or a hang of the whole process then fails that one cell, with the
+// worker's exit status and first stderr line as the reason, and a fresh
+// worker takes the next cell.
+//
 // Every decided cell is written atomically (temporary file, then rename) to
 // OutDir/cells/. A run interrupted half-way is resumed by running it again:
 // a cell whose result exists with the same binary sha256, model sha256 and

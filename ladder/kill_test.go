@@ -16,9 +16,17 @@ import (
 )
 
 // TestMain lets the test binary act as a ladder process that TestKillAndResume
-// kills with SIGKILL half-way: with APR_LADDER_HELPER_OUT set it runs the
-// ladder (slowly) over APR_LADDER_HELPER_ROOT and exits.
+// kills with SIGKILL half-way (with APR_LADDER_HELPER_OUT set it runs the
+// ladder slowly over APR_LADDER_HELPER_ROOT and exits), or as the worker
+// process of TestProcessIsolation (APR_LADDER_WORKER=1).
 func TestMain(m *testing.M) {
+	if os.Getenv("APR_LADDER_WORKER") == "1" {
+		if err := ladder.ServeWorker(context.Background(), os.Stdin, os.Stdout, crashExecutors(), nil); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if out := os.Getenv("APR_LADDER_HELPER_OUT"); out != "" {
 		cfg := baseConfig(os.Getenv("APR_LADDER_HELPER_ROOT"))
 		cfg.OutDir = out

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -59,6 +60,12 @@ type Config struct {
 	// SumCache remembers model sha256 sums across runs; nil hashes every time.
 	SumCache *SumCache
 
+	// Worker, when set, makes a command that runs `apr ladder worker` (this
+	// same binary, serving ServeWorker): each model's cells then run in a
+	// child process, so a crash the runtime cannot recover or a hard hang
+	// costs one cell. nil runs cells in goroutines.
+	Worker func() *exec.Cmd
+
 	Progress Progress
 	Log      *slog.Logger
 
@@ -106,6 +113,7 @@ type runner struct {
 	binary   buildinfo.Identity
 	host     hostinfo.Host
 	lockFile *os.File
+	session  *workerSession // the current model's worker process, with Worker set
 }
 
 func newRunner(cfg Config) (*runner, error) {
@@ -209,15 +217,20 @@ func (r *runner) run(ctx context.Context) (*Receipt, error) {
 	var infos []ModelInfo
 	for _, m := range mine {
 		info := r.prepare(m)
+		if r.Worker != nil {
+			r.session = &workerSession{r: r, m: m}
+		}
 		infos = append(infos, info)
 		for _, backend := range r.Backends {
 			for _, verb := range r.Verbs {
 				if err := ctx.Err(); err != nil {
+					r.endSession()
 					m.close(r.Log)
 					return nil, &InterruptedError{Done: len(cells), Total: total, Cause: err}
 				}
 				c, reused, err := r.cell(ctx, m, verb, backend)
 				if err != nil {
+					r.endSession()
 					m.close(r.Log)
 					if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 						return nil, &InterruptedError{Done: len(cells), Total: total, Cause: err}
@@ -236,6 +249,7 @@ func (r *runner) run(ctx context.Context) (*Receipt, error) {
 			}
 			m.release(r.Log)
 		}
+		r.endSession()
 		m.close(r.Log)
 	}
 	if err := r.SumCache.Save(); err != nil {
@@ -265,6 +279,13 @@ func (r *runner) run(ctx context.Context) (*Receipt, error) {
 		}
 	}
 	return rec, nil
+}
+
+func (r *runner) endSession() {
+	if r.session != nil {
+		r.session.close()
+		r.session = nil
+	}
 }
 
 // prepare hashes m and reads its header; what fails refuses the model.
@@ -357,11 +378,21 @@ func (r *runner) reusable(prev, want *Cell) bool {
 		(prev.Verdict == Pass || prev.Verdict == Fail || prev.Verdict == Refused)
 }
 
-// execute runs fn under the cell's deadline, turning a panic or a hang into
-// the cell's fail. It returns an error only when ctx itself was cancelled
-// (the run is being interrupted): that cell is then left undecided.
+// execute runs one cell's executor: in the model's worker process when
+// process isolation is on, else in a goroutine (executeCell).
 func (r *runner) execute(ctx context.Context, fn CellFunc, m *Model, verb, backend string) (Result, error) {
-	cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	if r.session != nil {
+		return r.session.exec(ctx, verb, backend)
+	}
+	return executeCell(ctx, fn, m, verb, backend, r.Timeout, r.Grace, r.Log)
+}
+
+// executeCell runs fn under the cell's deadline, turning a panic or a hang
+// into the cell's fail. It returns an error only when ctx itself was
+// cancelled (the run is being interrupted): that cell is then left
+// undecided.
+func executeCell(ctx context.Context, fn CellFunc, m *Model, verb, backend string, timeout, grace time.Duration, log *slog.Logger) (Result, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	done := make(chan Result, 1)
 	go func() {
@@ -378,22 +409,22 @@ func (r *runner) execute(ctx context.Context, fn CellFunc, m *Model, verb, backe
 	case <-cctx.Done():
 		select {
 		case res = <-done:
-		case <-time.After(r.Grace):
+		case <-time.After(grace):
 			m.mu.Lock()
 			m.leaked = true
 			m.mu.Unlock()
 			if err := ctx.Err(); err != nil {
 				return Result{}, err
 			}
-			r.Log.Warn("cell abandoned: its executor ignored the deadline", "cell", CellID(m.Key, verb, backend))
-			return Result{Verdict: Fail, Reason: fmt.Sprintf("timed out after %s and did not return within %s of cancellation (abandoned)", r.Timeout, r.Grace)}, nil
+			log.Warn("cell abandoned: its executor ignored the deadline", "cell", CellID(m.Key, verb, backend))
+			return Result{Verdict: Fail, Reason: fmt.Sprintf("timed out after %s and did not return within %s of cancellation (abandoned)", timeout, grace)}, nil
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
 	if errors.Is(cctx.Err(), context.DeadlineExceeded) {
-		why := fmt.Sprintf("timed out after %s", r.Timeout)
+		why := fmt.Sprintf("timed out after %s", timeout)
 		if res.Reason != "" {
 			why += ": " + res.Reason
 		}

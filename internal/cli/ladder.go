@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -47,6 +48,7 @@ type ladderOptions struct {
 	SumCache string
 	Progress string
 	Fresh    bool
+	Isolate  string
 	JSON     bool
 }
 
@@ -93,8 +95,9 @@ stderr. Exit 0 when no cell failed, 1 when one did.`,
 	f.StringVar(&opts.SumCache, "sum-cache", defaultSumCache(), `file caching model sha256 by path, size and mtime ("" disables)`)
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal, lines otherwise), bar, lines, none")
 	f.BoolVar(&opts.Fresh, "fresh", false, "ignore cell results already in --out")
+	f.StringVar(&opts.Isolate, "isolate", "process", "where cells run: process (a worker process per model; a crash or hard hang costs one cell) or goroutine")
 	jsonFlag(c, &opts.JSON)
-	c.AddCommand(newLadderMergeCmd(env), newLadderMatrixCmd(env))
+	c.AddCommand(newLadderMergeCmd(env), newLadderMatrixCmd(env), newLadderWorkerCmd(env))
 	return c
 }
 
@@ -134,6 +137,21 @@ func runLadder(ctx context.Context, env *Env, opts ladderOptions) error {
 		cfg.ContractsDigest, cfg.Gate = digest, gate
 	}
 	cfg.Executors = ladderExecutors(ladder.ExecOptions{ExpectDir: opts.Expect, Log: env.Log})
+	switch opts.Isolate {
+	case "goroutine":
+	case "process":
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("ladder: --isolate process needs this binary's path: %w", err)
+		}
+		cfg.Worker = func() *exec.Cmd {
+			cmd := exec.Command(exe, "ladder", "worker", "--expect", opts.Expect)
+			cmd.Args[0] = "apr" // the same binary; tests' binaries dispatch on this name
+			return cmd
+		}
+	default:
+		return badInputf("ladder: --isolate %q: want process or goroutine", opts.Isolate)
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -296,6 +314,28 @@ func (p *ladderProgress) End() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
+}
+
+// newLadderWorkerCmd is the child side of --isolate process: it serves the
+// cells of one model that the parent ladder sends on stdin.
+func newLadderWorkerCmd(env *Env) *cobra.Command {
+	var expect string
+	c := &cobra.Command{
+		Use:    "worker",
+		Short:  "Run cells for a parent 'apr ladder' (internal)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			// The parent decides when the worker stops: an interrupt that
+			// reaches the whole process group must not kill a cell here
+			// before the parent knows the run is being interrupted.
+			signal.Ignore(os.Interrupt, syscall.SIGTERM)
+			ex := ladderExecutors(ladder.ExecOptions{ExpectDir: expect, Log: env.Log})
+			return ladder.ServeWorker(context.Background(), env.Stdin, env.Stdout, ex, env.Log)
+		},
+	}
+	c.Flags().StringVar(&expect, "expect", "", "as apr ladder --expect")
+	return c
 }
 
 type ladderMergeOptions struct {

@@ -114,11 +114,12 @@ func TestLadderExitCodes(t *testing.T) {
 		{"missing directory", []string{filepath.Join(root, "nope")}, cli.ExitBadInput, "no such file", ""},
 		{"bad shard", []string{"--shard", "4/3", root}, cli.ExitBadInput, "K must be in", ""},
 		{"bad progress", []string{"--progress", "fancy", root}, cli.ExitBadInput, "--progress", ""},
+		{"bad isolation", []string{"--isolate", "vm", root}, cli.ExitBadInput, "--isolate", ""},
 		{"no directory", []string{}, cli.ExitBadInput, "", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"ladder", "--progress", "none", "--sum-cache", "", "--out", t.TempDir()}, tc.args...)
+			args := append([]string{"ladder", "--isolate", "goroutine", "--progress", "none", "--sum-cache", "", "--out", t.TempDir()}, tc.args...)
 			code, out, errs := apr(t, args...)
 			if code != tc.code || !strings.Contains(errs, tc.stderrHas) || !strings.Contains(out, tc.stdoutHave) {
 				t.Errorf("apr %v = %d\nstdout: %s\nstderr: %s\nwant exit %d, stderr with %q, stdout with %q", args, code, out, errs, tc.code, tc.stderrHas, tc.stdoutHave)
@@ -131,7 +132,7 @@ func TestLadderShardsMergeAndResume(t *testing.T) {
 	plant(t)
 	root := ladderTree(t, 5)
 	dir := t.TempDir()
-	base := []string{"ladder", "--progress", "lines", "--sum-cache", "", "--json"}
+	base := []string{"ladder", "--isolate", "goroutine", "--progress", "lines", "--sum-cache", "", "--json"}
 
 	code, out, errs := apr(t, append(base, "--out", filepath.Join(dir, "whole"), root)...)
 	if code != cli.ExitFail {
@@ -206,7 +207,9 @@ func countReportCells(t *testing.T, path string) int {
 
 // TestLadderFixtures is the acceptance run: every fixture model gets a cell
 // per verb and backend with the real executors, and each is pass, or fail or
-// refused with a reason that names what failed.
+// refused with a reason that names what failed. Cells run in worker
+// processes (--isolate process, the default): this test binary serves them
+// as "apr ladder worker" through testscript.Main's dispatch on argv[0].
 func TestLadderFixtures(t *testing.T) {
 	fx := testutil.Fixtures(t)
 	if testing.Short() {
@@ -269,7 +272,7 @@ func TestLadderFixtures(t *testing.T) {
 func TestLadderJSONIsOneDocument(t *testing.T) {
 	plant(t)
 	root := ladderTree(t, 1)
-	_, out, _ := apr(t, "ladder", "--progress", "lines", "--sum-cache", "", "--json", "--out", t.TempDir(), root)
+	_, out, _ := apr(t, "ladder", "--isolate", "goroutine", "--progress", "lines", "--sum-cache", "", "--json", "--out", t.TempDir(), root)
 	dec := json.NewDecoder(strings.NewReader(out))
 	var v any
 	if err := dec.Decode(&v); err != nil {
