@@ -155,6 +155,39 @@ func dot4Q3_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
 //go:noescape
 func dot4IQ4_XSAVX2(n int, w, a []byte, stride int, out *[4]float32)
 
+//go:noescape
+func dotIQ2_XXSAVX2(n int, w, a []byte) float32
+
+//go:noescape
+func dotIQ2_XSAVX2(n int, w, a []byte) float32
+
+//go:noescape
+func dotIQ2_SAVX2(n int, w, a []byte) float32
+
+//go:noescape
+func dotIQ3_XXSAVX2(n int, w, a []byte) float32
+
+//go:noescape
+func dotIQ3_SAVX2(n int, w, a []byte) float32
+
+//go:noescape
+func dotIQ1_SAVX2(n int, w, a []byte) float32
+
+//go:noescape
+func dotIQ1_MAVX2(n int, w, a []byte) float32
+
+//go:noescape
+func dotTQ2_0AVX2(n int, w, a []byte) float32
+
+//go:noescape
+func dotNVFP4AVX2(n int, w, a []byte) float32
+
+//go:noescape
+func dotQ1_0AVX2(n int, w, a []byte) float32
+
+//go:noescape
+func dotQ2_0AVX2(n int, w, a []byte) float32
+
 func init() {
 	register(quant.F32, ISAAVX2, quant.F32, dotF32AVX2, dot4Float(dot4F32AVX2Main, dotF32Go, 4))
 	register(quant.F16, ISAAVX2, quant.F16, dotF16AVX2, dot4Float(dot4F16AVX2Main, dotF16Go, 2))
@@ -172,6 +205,17 @@ func init() {
 	register(quant.Q2_K, ISAAVX2, quant.Q8_K, dotQ2_KAVX2, dot4Q2_KAVX2)
 	register(quant.Q3_K, ISAAVX2, quant.Q8_K, dotQ3_KAVX2, dot4Q3_KAVX2)
 	register(quant.IQ4_XS, ISAAVX2, quant.Q8_K, dotIQ4_XSAVX2, dot4IQ4_XSAVX2)
+	register(quant.IQ2_XXS, ISAAVX2, quant.Q8_K, dotIQ2_XXSAVX2, nil)
+	register(quant.IQ2_XS, ISAAVX2, quant.Q8_K, dotIQ2_XSAVX2, nil)
+	register(quant.IQ2_S, ISAAVX2, quant.Q8_K, dotIQ2_SAVX2, nil)
+	register(quant.IQ3_XXS, ISAAVX2, quant.Q8_K, dotIQ3_XXSAVX2, nil)
+	register(quant.IQ3_S, ISAAVX2, quant.Q8_K, dotIQ3_SAVX2, nil)
+	register(quant.IQ1_S, ISAAVX2, quant.Q8_K, dotIQ1_SAVX2, nil)
+	register(quant.IQ1_M, ISAAVX2, quant.Q8_K, dotIQ1_MAVX2, nil)
+	register(quant.TQ2_0, ISAAVX2, quant.Q8_K, dotTQ2_0AVX2, nil)
+	register(quant.NVFP4, ISAAVX2, quant.Q8_0, dotNVFP4AVX2, nil)
+	register(quant.Q1_0, ISAAVX2, quant.Q8_0, dotQ1_0AVX2, nil)
+	register(quant.Q2_0, ISAAVX2, quant.Q8_0, dotQ2_0AVX2, nil)
 	if cpuHas(ISAAVX2) {
 		quantizeQ8_0 = quantizeQ8_0AVX2
 		convertF16 = convertF16Asm
