@@ -24,6 +24,7 @@ func WriteReport(w io.Writer, r *Receipt) error {
 type reportData struct {
 	Title    string
 	Summary  Summary
+	Refusers string // "ladder 168 · ladder:universe 9"
 	Binary   string
 	Dirty    string
 	Hosts    []string
@@ -77,6 +78,21 @@ func buildReportData(r *Receipt) reportData {
 		d.Hosts = append(d.Hosts, h)
 	}
 	d.Shards = strings.Join(shards, ", ")
+	by := map[string]int{}
+	for _, c := range r.Cells {
+		if c.Verdict == Refused {
+			by[c.RemovedBy]++
+		}
+	}
+	var refusers []string
+	for k := range by {
+		refusers = append(refusers, k)
+	}
+	slices.Sort(refusers)
+	for i, k := range refusers {
+		refusers[i] = fmt.Sprintf("%s %d", k, by[k])
+	}
+	d.Refusers = strings.Join(refusers, " · ")
 	byID := map[string]int{}
 	for i, c := range r.Cells {
 		byID[c.ID] = i
@@ -236,6 +252,7 @@ pre { white-space: pre-wrap; font-size: .85em; background: #f6f8fa; padding: .5e
 <div class="meta">
 <div>binary: <code>{{.Binary}}</code>{{if ne .Dirty "false"}} (dirty: {{.Dirty}}){{end}}</div>
 <div>contracts: <code>{{.Digest}}</code></div>
+{{if .Refusers}}<div>refused by: {{.Refusers}}</div>{{end}}
 {{range .Hosts}}<div>host {{.}}</div>
 {{end}}</div>
 <p class="legend"><span style="background:#2da44e;color:#fff">pass</span><span style="background:#cf222e;color:#fff">fail</span><span style="background:#eaeef2;color:#57606a">refused</span></p>

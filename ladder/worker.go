@@ -91,6 +91,9 @@ func ServeWorker(ctx context.Context, in io.Reader, out io.Writer, ex *Executors
 			wm := req.Model
 			m = &Model{Key: wm.Key, Path: wm.Path, Target: wm.Target, Bytes: wm.Bytes, SHA256: wm.SHA256, Header: wm.Header}
 			lastBackend = ""
+			// Map the model now and keep it for all its cells; an error
+			// here is each executor's to report when it asks for the file.
+			_, _ = m.File()
 			continue
 		}
 		if m == nil {

@@ -287,7 +287,7 @@ func (p *ladderProgress) Begin(total int) {
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionSetElapsedTime(true),
 		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionClearOnFinish(),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(p.w) }),
 		progressbar.OptionSetWidth(30),
 	)
 }

@@ -272,7 +272,10 @@ func TestLadderFixtures(t *testing.T) {
 func TestLadderJSONIsOneDocument(t *testing.T) {
 	plant(t)
 	root := ladderTree(t, 1)
-	_, out, _ := apr(t, "ladder", "--isolate", "goroutine", "--progress", "lines", "--sum-cache", "", "--json", "--out", t.TempDir(), root)
+	_, out, errs := apr(t, "ladder", "--isolate", "goroutine", "--progress", "bar", "--sum-cache", "", "--json", "--out", t.TempDir(), root)
+	if !strings.Contains(errs, "(9/9)") {
+		t.Errorf("--progress bar drew no bar reaching 9/9 on stderr:\n%q", errs)
+	}
 	dec := json.NewDecoder(strings.NewReader(out))
 	var v any
 	if err := dec.Decode(&v); err != nil {
