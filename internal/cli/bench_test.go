@@ -1,0 +1,134 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aprqa/apr/internal/testutil"
+)
+
+type benchDoc struct {
+	Model      string `json:"model"`
+	FileBytes  int64  `json:"file_bytes"`
+	KVBytesF32 int64  `json:"kv_bytes_f32"`
+	NPrompt    int    `json:"n_prompt"`
+	NGen       int    `json:"n_gen"`
+	Reps       int    `json:"reps"`
+	Runs       []struct {
+		Backend    string   `json:"backend"`
+		Threads    int      `json:"threads"`
+		Kernels    []string `json:"kernels"`
+		LoadMS     float64  `json:"load_ms"`
+		WarmupRuns int      `json:"warmup_runs"`
+		Tests      []struct {
+			Name    string     `json:"name"`
+			Tokens  int        `json:"tokens"`
+			Seconds []float64  `json:"seconds"`
+			TokPerS []float64  `json:"tok_per_s"`
+			Min     float64    `json:"min"`
+			Median  float64    `json:"median"`
+			Max     float64    `json:"max"`
+			CI95    [2]float64 `json:"ci95"`
+		} `json:"tests"`
+		PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	} `json:"runs"`
+	Ratios []struct {
+		Test     string  `json:"test"`
+		Backend  string  `json:"backend"`
+		Baseline string  `json:"baseline"`
+		Ratio    float64 `json:"median_ratio"`
+	} `json:"ratios"`
+}
+
+// TestBenchJSON: apr bench --json prints one document with each test's
+// counted repetitions (warm-ups excluded), consistent statistics, load time
+// and peak RSS; the human table goes to stderr and says the warm-ups were
+// excluded.
+func TestBenchJSON(t *testing.T) {
+	dir := testutil.Fixtures(t)
+	model := filepath.Join(dir, "models", "synth", "qwen2-tiny-Q8_0.gguf")
+	code, stdout, stderr := run(t, "bench", model, "-p", "8", "-n", "4", "--reps", "3", "--warmup", "2", "--threads", "2", "--compare", "ref", "--json")
+	if code != 0 {
+		t.Fatalf("apr bench: exit %d, stderr:\n%s", code, stderr)
+	}
+	var doc benchDoc
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("apr bench --json printed invalid JSON: %v\n%s", err, stdout)
+	}
+	if dec.More() {
+		t.Fatalf("apr bench --json printed more than one document")
+	}
+	if doc.NPrompt != 8 || doc.NGen != 4 || doc.Reps != 3 || doc.FileBytes <= 0 || doc.KVBytesF32 <= 0 {
+		t.Errorf("header: %+v", doc)
+	}
+	if len(doc.Runs) != 2 || doc.Runs[0].Backend != "cpu" || doc.Runs[1].Backend != "ref" {
+		t.Fatalf("runs: want cpu then ref, got %d runs", len(doc.Runs))
+	}
+	if doc.Runs[0].Threads != 2 || len(doc.Runs[0].Kernels) == 0 {
+		t.Errorf("cpu run: threads %d, kernels %v", doc.Runs[0].Threads, doc.Runs[0].Kernels)
+	}
+	for _, r := range doc.Runs {
+		if r.WarmupRuns != 2 || r.LoadMS <= 0 || r.PeakRSSBytes <= 0 {
+			t.Errorf("%s: warmup %d, load %.3f ms, peak RSS %d", r.Backend, r.WarmupRuns, r.LoadMS, r.PeakRSSBytes)
+		}
+		var names []string
+		for _, ts := range r.Tests {
+			names = append(names, ts.Name)
+			if len(ts.TokPerS) != 3 || len(ts.Seconds) != 3 {
+				t.Errorf("%s %s: %d rates and %d times, want the 3 counted repetitions", r.Backend, ts.Name, len(ts.TokPerS), len(ts.Seconds))
+				continue
+			}
+			for i, v := range ts.TokPerS {
+				if want := float64(ts.Tokens) / ts.Seconds[i]; v != want {
+					t.Errorf("%s %s rep %d: %g tok/s, but %d tokens in %g s is %g", r.Backend, ts.Name, i, v, ts.Tokens, ts.Seconds[i], want)
+				}
+			}
+			if !(ts.Min <= ts.Median && ts.Median <= ts.Max && ts.Min <= ts.CI95[0] && ts.CI95[0] <= ts.CI95[1] && ts.CI95[1] <= ts.Max) {
+				t.Errorf("%s %s: min %g median %g max %g CI %v are inconsistent", r.Backend, ts.Name, ts.Min, ts.Median, ts.Max, ts.CI95)
+			}
+		}
+		if strings.Join(names, ",") != "pp8,tg4" {
+			t.Errorf("%s: tests %v, want pp8, tg4", r.Backend, names)
+		}
+	}
+	if len(doc.Ratios) != 2 || doc.Ratios[0].Baseline != "ref" || doc.Ratios[0].Ratio <= 0 {
+		t.Errorf("ratios: %+v", doc.Ratios)
+	}
+	if !strings.Contains(stderr, "warm-up run(s) per test excluded") || !strings.Contains(stderr, "pp8") {
+		t.Errorf("stderr lacks the table or the warm-up note:\n%s", stderr)
+	}
+}
+
+// TestBenchRefusesAndRejects: an unknown backend is refused (exit 3); bad
+// counts are bad usage (exit 2).
+func TestBenchRefusesAndRejects(t *testing.T) {
+	dir := testutil.Fixtures(t)
+	model := filepath.Join(dir, "models", "synth", "qwen2-tiny-Q8_0.gguf")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"unknown backend", []string{"--backend", "tpu"}, 3, `backend "tpu" is not available`},
+		{"unknown compare backend", []string{"--compare", "cuda9"}, 3, `backend "cuda9" is not available`},
+		{"no reps", []string{"--reps", "0"}, 2, "--reps 0"},
+		{"nothing to measure", []string{"-p", "0", "-n", "0"}, 2, "nothing to measure"},
+		{"negative threads", []string{"--threads", "-1"}, 2, "--threads -1"},
+		{"beyond the context", []string{"-p", "5000", "-n", "1", "--reps", "1"}, 3, "context_length 4096"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := run(t, append([]string{"bench", model, "--json"}, c.args...)...)
+			if code != c.code || !strings.Contains(stderr, c.want) {
+				t.Errorf("apr bench %v: exit %d (want %d), stderr %q (want %q)", c.args, code, c.code, stderr, c.want)
+			}
+			if stdout != "" {
+				t.Errorf("apr bench %v printed to stdout on failure: %q", c.args, stdout)
+			}
+		})
+	}
+}
