@@ -1,0 +1,69 @@
+package falsify
+
+import (
+	"context"
+
+	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/refuse"
+)
+
+func init() {
+	RegisterBuiltins(Default)
+}
+
+// RegisterBuiltins registers this package's falsifier code in r: what
+// Default holds before any wiring. Tests use it to build a registry of their
+// own.
+func RegisterBuiltins(r *Registry) {
+	r.Register("tensor_contract", KindShape, modelCheck(contracts.TensorRules...),
+		Needs(NeedModel), Thresholds("violations"), Refs("model contract"),
+		Doc("a GGUF's tensors: present, with the shapes its hyper-parameters imply, of allowed types, nothing else"))
+	r.Register("metadata_plausibility", KindShape, modelCheck(contracts.MetadataRules...),
+		Needs(NeedModel), Thresholds("violations"), Refs("model contract"),
+		Doc("a GGUF's hyper-parameters: present, of their types, in range, consistent"))
+	registerKernelBuiltins(r)
+	r.Register("failclosed", KindFailClosed, failClosed,
+		Thresholds("non_refusals"), Params("target"), VetWith(vetFailClosed), AppliesWhen(failClosedApplies),
+		Doc("the target falsifier refuses when its reference is unavailable or errors"))
+	r.Register("timing", KindTiming, timingFromGenerate,
+		Needs(NeedModel), Thresholds("max_leak_ms", "max_shortfall_ms"), Params("delay_ms"), VetWith(vetTiming),
+		Doc("a delay planted in one stage of apr run moves that stage's field only"))
+	r.Register("greedy_golden", KindGolden, greedyGolden,
+		Needs(NeedModel), Thresholds("mismatched_cases"), Params("golden"), Refs("golden file"),
+		AppliesWhen(goldenApplies), VetWith(vetGolden),
+		Doc("greedy generation equals the reviewed golden token ids for that model object"))
+	r.Register("logits_parity", KindCosine, logitsParity,
+		Needs(NeedModel, NeedFixtures), Thresholds("min_cosine", "mean_cosine"), Refs("llama.cpp logits"),
+		AppliesWhen(parityApplies),
+		Doc("an engine's logits against llama.cpp's recorded logits for the same model object, per position"))
+}
+
+// modelCheck checks the model against the bound model contract and counts
+// the violations of rules.
+func modelCheck(rules ...string) Func {
+	return func(ctx context.Context, c *Check) error {
+		f, err := c.Model()
+		if err != nil {
+			return err
+		}
+		if err := c.Ref("model contract"); err != nil {
+			return err
+		}
+		m, ok := c.Set.ModelByID(c.F.Binds)
+		if !ok {
+			return c.Refuse("binds %s, which is not a model contract", c.F.Binds)
+		}
+		r, err := contracts.CheckModel(m, f)
+		if err != nil {
+			return refuse.Wrap(c.By(), err)
+		}
+		vs := r.Filter(rules...)
+		for _, v := range vs {
+			c.Note("%s", v)
+		}
+		c.Measure("violations", float64(len(vs)))
+		c.Measure("tensors_checked", float64(r.TensorsChecked))
+		c.Measure("constraints_checked", float64(r.ConstraintsChecked))
+		return nil
+	}
+}

@@ -1,0 +1,355 @@
+package falsify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/schema"
+)
+
+// Verdict is how a falsifier ended. There is no "skipped".
+type Verdict string
+
+// The verdicts.
+const (
+	VerdictPass    Verdict = "pass"
+	VerdictFail    Verdict = "fail"
+	VerdictRefused Verdict = "refused"
+)
+
+// ByRunner is the refuser named when the runner itself refuses a falsifier
+// (no code registered, an input missing for an explicitly named one).
+const ByRunner = "falsify"
+
+// Result is one falsifier's outcome: what apr falsify --json prints per
+// falsifier.
+type Result struct {
+	ID        string  `json:"id"`
+	Code      string  `json:"code"`
+	Kind      Kind    `json:"kind"`
+	Binds     string  `json:"binds"`
+	Verdict   Verdict `json:"verdict"`
+	Reason    string  `json:"reason,omitempty"`
+	RemovedBy string  `json:"removed_by,omitempty"`
+	// Measured holds every finite value measured; NonFinite names the
+	// values that were NaN or Inf (JSON has no such numbers), each a fail.
+	Measured   map[string]float64          `json:"measured"`
+	NonFinite  map[string]string           `json:"non_finite,omitempty"`
+	Thresholds map[string]schema.Threshold `json:"thresholds"`
+	Seed       *int64                      `json:"seed,omitempty"`
+	DurationMS float64                     `json:"duration_ms"`
+	Details    []string                    `json:"details,omitempty"`
+	Failure    string                      `json:"failure_means,omitempty"` // the contract's word on what a fail means
+}
+
+// NotRun is a falsifier the inputs gave no occasion to run, and why. It is
+// reported, and never counted as a pass.
+type NotRun struct {
+	ID  string `json:"id"`
+	Why string `json:"why"`
+}
+
+// Report is one run of falsifiers.
+type Report struct {
+	ContractsDigest string   `json:"contracts_digest"`
+	Model           string   `json:"model,omitempty"`
+	Fixtures        string   `json:"fixtures,omitempty"`
+	Seed            int64    `json:"seed"`
+	Results         []Result `json:"results"`
+	NotRun          []NotRun `json:"not_run"`
+	Summary         Summary  `json:"summary"`
+}
+
+// Summary counts verdicts.
+type Summary struct {
+	Pass    int `json:"pass"`
+	Fail    int `json:"fail"`
+	Refused int `json:"refused"`
+}
+
+// Options say what to run on what.
+type Options struct {
+	// IDs are falsifier ids or contract ids (all of a contract's
+	// falsifiers). Empty: every falsifier that applies to the inputs.
+	IDs      []string
+	Model    string // a GGUF file, or ""
+	Fixtures string // apr's shared fixtures directory, or ""
+	Seed     int64  // the seed of property falsifiers (recorded)
+	Set      *contracts.Set
+	Registry *Registry // nil: Default
+	Log      *slog.Logger
+	// OnResult, when set, is called after each falsifier (progress).
+	OnResult func(Result)
+}
+
+// ErrUnknownID is returned for an id that is neither a falsifier nor a
+// contract of the set.
+var ErrUnknownID = errors.New("falsify: unknown id")
+
+type runner struct {
+	opts Options
+	reg  *Registry
+	set  *contracts.Set
+	in   *inputs
+}
+
+// Run runs the selected falsifiers in id order. The error is for bad
+// options (an unknown id); every falsifier's outcome is in the report.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if opts.Set == nil {
+		return nil, errors.New("falsify: Run: no contract set")
+	}
+	if opts.Registry == nil {
+		opts.Registry = Default
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	r := &runner{opts: opts, reg: opts.Registry, set: opts.Set, in: &inputs{modelPath: opts.Model, fixtures: opts.Fixtures}}
+	if opts.Model != "" {
+		r.in.model, r.in.modelErr = gguf.Open(opts.Model)
+		if r.in.model != nil {
+			defer r.in.model.Close()
+		}
+	}
+	named, err := r.expand(opts.IDs)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{ContractsDigest: opts.Set.Digest, Model: opts.Model, Fixtures: opts.Fixtures, Seed: opts.Seed,
+		Results: []Result{}, NotRun: []NotRun{}}
+	for _, f := range opts.Set.Falsifiers {
+		explicit, ok := named[f.ID]
+		if len(opts.IDs) > 0 && !ok {
+			continue
+		}
+		c := r.newCheck(f, faultNone)
+		if apply, why := r.applies(c); !apply {
+			// A falsifier whose code is missing is refused, never quietly
+			// not run: its contract demands it.
+			if !explicit && c.Code.Run != nil {
+				rep.NotRun = append(rep.NotRun, NotRun{ID: f.ID, Why: why})
+				continue
+			}
+			res := r.result(c, time.Now(), refuse.New(ByRunner, "%s", why))
+			rep.add(res, opts.OnResult)
+			continue
+		}
+		rep.add(r.execute(ctx, c), opts.OnResult)
+	}
+	return rep, nil
+}
+
+func (rep *Report) add(res Result, on func(Result)) {
+	rep.Results = append(rep.Results, res)
+	switch res.Verdict {
+	case VerdictPass:
+		rep.Summary.Pass++
+	case VerdictFail:
+		rep.Summary.Fail++
+	default:
+		rep.Summary.Refused++
+	}
+	if on != nil {
+		on(res)
+	}
+}
+
+// expand maps the requested ids to falsifier ids; the value says the
+// falsifier was named itself (true) or through its contract (false).
+func (r *runner) expand(ids []string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, id := range ids {
+		if _, ok := r.set.Falsifier(id); ok {
+			out[id] = true
+			continue
+		}
+		if !r.set.Has(id) {
+			return nil, fmt.Errorf("%w %q: not a falsifier or contract id (apr contracts list shows them)", ErrUnknownID, id)
+		}
+		for _, f := range r.set.Falsifiers {
+			if r.set.Owner(f.ID) == id || f.Binds == id {
+				out[f.ID] = out[f.ID] || false
+			}
+		}
+	}
+	return out, nil
+}
+
+func (r *runner) newCheck(f schema.Falsifier, fl fault) *Check {
+	code, _ := r.reg.Lookup(f.Code)
+	return &Check{F: f, Code: code, Set: r.set, Log: r.opts.Log.With("falsifier", f.ID), in: r.in, run: r,
+		seed: r.opts.Seed, fault: fl, measured: map[string]float64{}}
+}
+
+// applies decides whether falsifier c applies to the inputs: its code
+// exists, its needs are met, its contract covers the model, and its code's
+// own test says so.
+func (r *runner) applies(c *Check) (bool, string) {
+	if c.Code.Run == nil {
+		return false, fmt.Sprintf("no code is registered under %q", c.F.Code)
+	}
+	for _, n := range c.Code.Needs {
+		switch n {
+		case NeedModel:
+			if r.in.modelPath == "" {
+				return false, "needs a model (--model FILE)"
+			}
+		case NeedFixtures:
+			if r.in.fixtures == "" {
+				return false, "needs apr's shared fixtures (--fixtures DIR)"
+			}
+		}
+	}
+	group, _, _ := strings.Cut(c.F.Binds, ".")
+	switch group {
+	case contracts.GroupModel:
+		if r.in.modelPath == "" {
+			return false, fmt.Sprintf("binds %s: needs a model (--model FILE)", c.F.Binds)
+		}
+		if r.in.model != nil {
+			m, ok := r.set.ModelByID(c.F.Binds)
+			if !ok || m.Arch != r.in.model.Architecture() {
+				return false, fmt.Sprintf("binds another architecture (the model is %q)", r.in.model.Architecture())
+			}
+		}
+	case contracts.GroupKernel:
+		if r.in.model != nil {
+			k, ok := r.set.KernelByID(c.F.Binds)
+			if !ok || !hasType(r.in.model, k.Type) {
+				return false, "binds a ggml type the model holds no tensor of"
+			}
+		}
+	}
+	if c.Code.Applies != nil {
+		return c.Code.Applies(c)
+	}
+	return true, ""
+}
+
+func hasType(f *gguf.File, name string) bool {
+	t, err := quant.ParseType(name)
+	if err != nil {
+		return false
+	}
+	for i := range f.Tensors {
+		if f.Tensors[i].Type == t {
+			return true
+		}
+	}
+	return false
+}
+
+// execute runs c's code, recovering a panic as a refusal, and judges it.
+func (r *runner) execute(ctx context.Context, c *Check) (res Result) {
+	start := time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			c.Log.Error("falsifier panicked", "panic", p, "stack", string(debug.Stack()))
+			res = r.result(c, start, refuse.New(c.By(), "the falsifier's code panicked: %v", p))
+		}
+	}()
+	err := c.Code.Run(ctx, c)
+	if err == nil {
+		if cerr := ctx.Err(); cerr != nil {
+			err = refuse.Wrap(c.By(), cerr)
+		}
+	}
+	return r.result(c, start, err)
+}
+
+// result turns c's measurements and err into a Result with its verdict.
+func (r *runner) result(c *Check, start time.Time, err error) Result {
+	res := Result{ID: c.F.ID, Code: c.F.Code, Kind: Kind(c.F.Kind), Binds: c.F.Binds,
+		Measured: map[string]float64{}, Thresholds: c.F.Thresholds, Details: c.details, Failure: c.F.Failure}
+	if c.seedUsed {
+		s := c.seed
+		res.Seed = &s
+	}
+	for _, name := range c.order {
+		v := c.measured[name]
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			if res.NonFinite == nil {
+				res.NonFinite = map[string]string{}
+			}
+			res.NonFinite[name] = nonFinite(v)
+			continue
+		}
+		res.Measured[name] = v
+	}
+	res.DurationMS = float64(time.Since(start).Microseconds()) / 1000
+	var fl *Failure
+	switch {
+	case err == nil:
+		res.Verdict, res.Reason = r.judge(c)
+	case errors.As(err, &fl):
+		res.Verdict, res.Reason = VerdictFail, fl.Reason
+	default:
+		res.Verdict = VerdictRefused
+		if rf, ok := refuse.As(err); ok {
+			res.RemovedBy, res.Reason = rf.By, rf.Reason
+		} else {
+			res.RemovedBy, res.Reason = c.By(), err.Error()
+		}
+	}
+	return res
+}
+
+// judge compares every threshold with its measured value: a threshold with
+// no measurement, or a non-finite one, fails.
+func (r *runner) judge(c *Check) (Verdict, string) {
+	var bad []string
+	for _, name := range sortedKeys(c.F.Thresholds) {
+		th := c.F.Thresholds[name]
+		v, ok := c.measured[name]
+		switch {
+		case !ok:
+			bad = append(bad, fmt.Sprintf("%s was not measured (threshold %s %g)", name, th.Op, th.Value))
+		case math.IsNaN(v) || math.IsInf(v, 0):
+			bad = append(bad, fmt.Sprintf("%s is %s (threshold %s %g)", name, nonFinite(v), th.Op, th.Value))
+		case !th.Holds(v):
+			bad = append(bad, fmt.Sprintf("%s = %g, want %s %g", name, v, th.Op, th.Value))
+		}
+	}
+	if len(c.F.Thresholds) == 0 {
+		bad = append(bad, "the contract gives no threshold: nothing can be judged")
+	}
+	if len(bad) == 0 {
+		return VerdictPass, ""
+	}
+	reason := strings.Join(bad, "; ")
+	if len(c.details) > 0 {
+		reason += ": " + c.details[0]
+	}
+	return VerdictFail, reason
+}
+
+func nonFinite(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "NaN"
+	case v > 0:
+		return "+Inf"
+	}
+	return "-Inf"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

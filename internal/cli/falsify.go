@@ -1,0 +1,442 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/schema"
+)
+
+func init() {
+	register(41, newFalsifyCmd)
+	// verb_fields runs apr's own verbs, so it is registered here, where the
+	// verbs are.
+	falsify.Register("verb_fields", falsify.KindShape, verbFields,
+		falsify.Needs(falsify.NeedModel), falsify.Thresholds("violations"), falsify.Params("args"),
+		falsify.Doc("a verb's --json output carries every field of its contract, of its type, and no other"))
+}
+
+type falsifyOptions struct {
+	IDs       []string
+	Model     string
+	Fixtures  string
+	Contracts string
+	Seed      int64
+	SeedSet   bool
+	JSON      bool
+	JUnit     string
+}
+
+func newFalsifyCmd(env *Env) *cobra.Command {
+	var opts falsifyOptions
+	c := &cobra.Command{
+		Use:   "falsify [ID...]",
+		Short: "Run the contracts' falsifiers and report a verdict for each",
+		Long: `falsify runs falsifiers named by the contracts (apr contracts list): the ids
+given (falsifier or contract ids), or every falsifier that applies to the
+inputs. Model falsifiers apply to --model when its architecture matches,
+kernel falsifiers to the ggml types --model holds (all of them without a
+model), golden falsifiers to the model object their golden was made from, and
+some need apr's shared fixtures (--fixtures). Falsifiers that do not apply are
+listed as not run; a falsifier named explicitly that cannot run is refused.
+
+Each result has a verdict: pass, fail (with the reason) or refused (with who
+refused and why); measured values; thresholds; the seed of randomized
+(property) falsifiers, so that --seed reproduces a failure; and the duration.
+The table goes to stderr; --json prints the report on stdout; --junit FILE
+writes JUnit XML for CI systems.
+
+Exit codes: 0 every falsifier run passed, 1 one failed, 3 none failed but
+one was refused (or none applied), 2 bad usage.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.IDs = args
+			opts.SeedSet = c.Flags().Changed("seed")
+			return runFalsify(c.Context(), env, opts)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&opts.Model, "model", "", "GGUF model the model, kernel and verb falsifiers run on")
+	fl.StringVar(&opts.Fixtures, "fixtures", "", "apr's shared fixtures directory (../shared/fixtures in a checkout)")
+	fl.StringVar(&opts.Contracts, "contracts", "", "load contracts from this directory instead of the embedded ones")
+	fl.Int64Var(&opts.Seed, "seed", 0, "seed of property falsifiers (default: from the clock, and printed)")
+	fl.StringVar(&opts.JUnit, "junit", "", "write JUnit XML results to FILE")
+	jsonFlag(c, &opts.JSON)
+	return c
+}
+
+func runFalsify(ctx context.Context, env *Env, opts falsifyOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	set, err := loadContracts(opts.Contracts)
+	if err != nil {
+		return badInput(err)
+	}
+	if opts.Model != "" {
+		if _, err := os.Stat(opts.Model); err != nil {
+			return badInput(err)
+		}
+	}
+	if opts.Fixtures != "" {
+		if st, err := os.Stat(opts.Fixtures); err != nil || !st.IsDir() {
+			return badInputf("falsify: --fixtures %s is not a directory", opts.Fixtures)
+		}
+	}
+	if !opts.SeedSet {
+		opts.Seed = time.Now().UnixNano()
+	}
+	fmt.Fprintf(env.Stderr, "falsify: contracts %.12s…, seed %d%s\n", set.Digest, opts.Seed, falsifyInputs(opts))
+	start := time.Now()
+	rep, err := falsify.Run(ctx, falsify.Options{
+		IDs: opts.IDs, Model: opts.Model, Fixtures: opts.Fixtures, Seed: opts.Seed, Set: set, Log: env.Log,
+		OnResult: func(r falsify.Result) { printResultLine(env.Stderr, r) },
+	})
+	if err != nil {
+		return badInput(err)
+	}
+	printNotRun(env.Stderr, rep.NotRun)
+	fmt.Fprintf(env.Stderr, "falsify: %d pass, %d fail, %d refused, %d not run (%.1f s)\n",
+		rep.Summary.Pass, rep.Summary.Fail, rep.Summary.Refused, len(rep.NotRun), time.Since(start).Seconds())
+	if opts.JUnit != "" {
+		if err := writeJUnitFile(opts.JUnit, rep, time.Since(start)); err != nil {
+			return err
+		}
+	}
+	if opts.JSON {
+		if err := writeJSON(env.Stdout, rep); err != nil {
+			return err
+		}
+	}
+	switch {
+	case rep.Summary.Fail > 0:
+		return ErrCheckFailed
+	case rep.Summary.Refused > 0:
+		return refuse.New(falsify.ByRunner, "%d falsifier(s) refused; a refusal is not a pass", rep.Summary.Refused)
+	case len(rep.Results) == 0:
+		return refuse.New(falsify.ByRunner, "no falsifier applied to the inputs (%d not run); nothing was checked", len(rep.NotRun))
+	}
+	return nil
+}
+
+func falsifyInputs(o falsifyOptions) string {
+	var b strings.Builder
+	if o.Model != "" {
+		b.WriteString(", model " + o.Model)
+	}
+	if o.Fixtures != "" {
+		b.WriteString(", fixtures " + o.Fixtures)
+	}
+	if o.Contracts != "" {
+		b.WriteString(", contracts from " + o.Contracts)
+	}
+	return b.String()
+}
+
+// printResultLine prints one row of the table: id, kind, verdict, what was
+// measured against which threshold, and the duration; then the reason.
+func printResultLine(w io.Writer, r falsify.Result) {
+	var m []string
+	for _, name := range sortedNames(r.Thresholds) {
+		th := r.Thresholds[name]
+		got := "—"
+		if v, ok := r.Measured[name]; ok {
+			got = strconv.FormatFloat(v, 'g', 6, 64)
+		} else if nf, ok := r.NonFinite[name]; ok {
+			got = nf
+		}
+		m = append(m, fmt.Sprintf("%s=%s (%s %g)", name, got, th.Op, th.Value))
+	}
+	fmt.Fprintf(w, "%-38s %-10s %-7s %8.1f ms  %s\n", r.ID, r.Kind, strings.ToUpper(string(r.Verdict)), r.DurationMS, strings.Join(m, ", "))
+	switch r.Verdict {
+	case falsify.VerdictFail:
+		fmt.Fprintf(w, "    fail: %s\n", r.Reason)
+		if r.Seed != nil {
+			fmt.Fprintf(w, "    reproduce: apr falsify %s --seed %d\n", r.ID, *r.Seed)
+		}
+	case falsify.VerdictRefused:
+		fmt.Fprintf(w, "    refused by %s: %s\n", r.RemovedBy, r.Reason)
+	}
+}
+
+func printNotRun(w io.Writer, nr []falsify.NotRun) {
+	if len(nr) == 0 {
+		return
+	}
+	why := map[string][]string{}
+	for _, n := range nr {
+		why[n.Why] = append(why[n.Why], n.ID)
+	}
+	reasons := make([]string, 0, len(why))
+	for r := range why {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	fmt.Fprintf(w, "not run (%d; never counted as passed):\n", len(nr))
+	for _, r := range reasons {
+		ids := why[r]
+		shown := ids
+		if len(shown) > 4 {
+			shown = append(append([]string(nil), ids[:4]...), fmt.Sprintf("… %d more", len(ids)-4))
+		}
+		fmt.Fprintf(w, "    %s: %s\n", r, strings.Join(shown, ", "))
+	}
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func writeJUnitFile(path string, rep *falsify.Report, d time.Duration) error {
+	var buf bytes.Buffer
+	if err := falsify.WriteJUnit(&buf, rep, d); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("falsify: --junit: %w", err)
+	}
+	return nil
+}
+
+// verbFields runs an apr verb in-process with the falsifier's args ({model}
+// replaced by --model) and checks its --json document against the verb's
+// contract.
+func verbFields(ctx context.Context, c *falsify.Check) error {
+	name, ok := strings.CutPrefix(c.F.Binds, contracts.GroupVerb+".")
+	if !ok {
+		return c.Refuse("binds %s, which is not a verb contract", c.F.Binds)
+	}
+	v, ok := c.Set.Verb(name)
+	if !ok {
+		return c.Refuse("no verb contract %s", c.F.Binds)
+	}
+	args, err := c.ParamStrings("args")
+	if err != nil {
+		return err
+	}
+	for i, a := range args {
+		args[i] = strings.ReplaceAll(a, "{model}", c.ModelPath())
+	}
+	if err := c.Ref("verb contract"); err != nil {
+		return err
+	}
+	var stdout, stderr bytes.Buffer
+	env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Log: slog.New(slog.DiscardHandler)}
+	root := NewRoot(env)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		if _, ok := refuse.As(err); ok {
+			return err
+		}
+		return falsify.Fail("apr %s: %v (stderr: %.200s)", strings.Join(args, " "), err, stderr.String())
+	}
+	violations := CheckVerbOutput(v, stdout.Bytes())
+	for _, s := range violations {
+		c.Note("%s", s)
+	}
+	c.Measure("violations", float64(len(violations)))
+	return nil
+}
+
+// CheckVerbOutput checks out, a verb's stdout under --json, against the
+// verb's contract: exactly one JSON document; every required field present
+// (in every element, for fields under "[]"); every field of its contract
+// type; no field the contract does not describe, at the levels it
+// describes. It returns the violations.
+func CheckVerbOutput(v *schema.Verb, out []byte) []string {
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return []string{fmt.Sprintf("stdout is not a JSON document: %v", err)}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return []string{"stdout holds more than one JSON document"}
+	}
+	var bad []string
+	described := map[string]map[string]bool{} // parent path → child names the contract lists
+	for _, path := range sortedNames(v.Fields) {
+		f := v.Fields[path]
+		if f.Stream != "stdout" {
+			continue
+		}
+		parent, child := splitFieldPath(path)
+		if described[parent] == nil {
+			described[parent] = map[string]bool{}
+		}
+		described[parent][child] = true
+		vals := fieldValues(doc, path)
+		if path == "[]" { // the document itself is an array
+			vals = []fieldValue{{v: doc, present: true}}
+		}
+		for _, val := range vals {
+			if !val.present {
+				if f.Required {
+					bad = append(bad, fmt.Sprintf("%s: required, absent%s", path, val.where))
+				}
+				continue
+			}
+			if !jsonTypeIs(val.v, f.Type) {
+				bad = append(bad, fmt.Sprintf("%s: %s, the contract says %s%s", path, jsonTypeName(val.v), f.Type, val.where))
+			}
+		}
+	}
+	// Fields the contract does not describe, under the objects it does.
+	for parent, kids := range described {
+		for _, val := range fieldValues(doc, parent) {
+			obj, ok := val.v.(map[string]any)
+			if !val.present || !ok {
+				continue
+			}
+			for k := range obj {
+				if !kids[k] {
+					bad = append(bad, fmt.Sprintf("%s: not in the contract%s", joinFieldPath(parent, k), val.where))
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+type fieldValue struct {
+	v       any
+	present bool
+	where   string // " (element 3)" for fields under arrays
+}
+
+// splitFieldPath splits "a.b[].c" into ("a.b[]", "c"); a top-level field
+// has parent "".
+func splitFieldPath(p string) (string, string) {
+	if i := strings.LastIndex(p, "."); i >= 0 {
+		return p[:i], p[i+1:]
+	}
+	if p == "[]" {
+		return "", ""
+	}
+	if strings.HasPrefix(p, "[].") {
+		return "[]", p[3:]
+	}
+	return "", p
+}
+
+func joinFieldPath(parent, child string) string {
+	if parent == "" {
+		return child
+	}
+	return parent + "." + child
+}
+
+// fieldValues returns the values at path in doc: one, or one per array
+// element for every "[]" on the way. Path "" is doc itself.
+func fieldValues(doc any, path string) []fieldValue {
+	cur := []fieldValue{{v: doc, present: true}}
+	if path == "" {
+		return cur
+	}
+	for _, seg := range strings.Split(path, ".") {
+		name, each := strings.CutSuffix(seg, "[]")
+		var next []fieldValue
+		for _, fv := range cur {
+			if !fv.present {
+				next = append(next, fv)
+				continue
+			}
+			v := fv.v
+			if name != "" {
+				obj, ok := v.(map[string]any)
+				x, present := obj[name]
+				if !ok || !present {
+					next = append(next, fieldValue{where: fv.where})
+					continue
+				}
+				v = x
+			}
+			if !each {
+				next = append(next, fieldValue{v: v, present: true, where: fv.where})
+				continue
+			}
+			arr, ok := v.([]any)
+			if !ok {
+				next = append(next, fieldValue{v: v, present: true, where: fv.where + " (not an array)"})
+				continue
+			}
+			for i, e := range arr {
+				next = append(next, fieldValue{v: e, present: true, where: fmt.Sprintf("%s (element %d)", fv.where, i)})
+			}
+		}
+		cur = next
+	}
+	return cur
+}
+
+func jsonTypeIs(v any, typ string) bool {
+	switch typ {
+	case "any":
+		return true
+	case "string":
+		_, ok := v.(string)
+		return ok
+	case "bool":
+		_, ok := v.(bool)
+		return ok
+	case "object":
+		_, ok := v.(map[string]any)
+		return ok
+	case "array":
+		_, ok := v.([]any)
+		return ok
+	case "null":
+		return v == nil
+	case "number":
+		_, ok := v.(json.Number)
+		return ok
+	case "int":
+		n, ok := v.(json.Number)
+		if !ok {
+			return false
+		}
+		_, err := n.Int64()
+		return err == nil
+	}
+	return false
+}
+
+func jsonTypeName(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a bool"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case json.Number:
+		if _, err := x.Int64(); err == nil {
+			return "an int"
+		}
+		return "a number"
+	}
+	return fmt.Sprintf("%T", v)
+}
