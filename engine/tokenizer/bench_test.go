@@ -32,9 +32,9 @@ var (
 )
 
 // benchText returns a deterministic text of about n bytes mixing English,
-// Chinese, code, emoji and numbers.
-func benchText(n int) string {
-	r := rand.New(rand.NewPCG(42, 7))
+// Chinese, code, emoji and numbers; seed picks which.
+func benchText(n int, seed uint64) string {
+	r := rand.New(rand.NewPCG(42, seed))
 	var b strings.Builder
 	ident := func() string {
 		return benchEnglish[r.IntN(len(benchEnglish))] + "_" + benchEnglish[r.IntN(len(benchEnglish))]
@@ -80,29 +80,43 @@ func benchText(n int) string {
 }
 
 // BenchmarkEncode measures encode throughput (MB/s) on a ~1 MB mixed text.
+// text=same encodes one text again and again, so after the first pass every
+// word is in the encoder's word cache (the steady state of re-encoding known
+// text); text=new encodes a text with another seed each time, so most words
+// are new to the cache (closer to a first encode).
 func BenchmarkEncode(b *testing.B) {
-	text := benchText(1 << 20)
+	same := benchText(1<<20, 7)
 	for _, name := range []string{"qwen3-tokenizer.gguf", "ggml-vocab-llama-spm.gguf"} {
-		b.Run("vocab="+strings.TrimSuffix(name, ".gguf"), func(b *testing.B) {
-			tok := fixtureTokenizer(b, name)
-			b.ReportAllocs()
-			b.SetBytes(int64(len(text)))
-			var n int
-			for b.Loop() {
-				ids, err := tok.Encode(text, tokenizer.Options{})
-				if err != nil {
-					b.Fatal(err)
+		tok := fixtureTokenizer(b, name)
+		for _, mode := range []string{"same", "new"} {
+			b.Run("vocab="+strings.TrimSuffix(name, ".gguf")+"/text="+mode, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(same)))
+				var n int
+				seed := uint64(100)
+				for b.Loop() {
+					text := same
+					if mode == "new" {
+						b.StopTimer()
+						seed++
+						text = benchText(1<<20, seed)
+						b.StartTimer()
+					}
+					ids, err := tok.Encode(text, tokenizer.Options{})
+					if err != nil {
+						b.Fatal(err)
+					}
+					n = len(ids)
 				}
-				n = len(ids)
-			}
-			b.ReportMetric(float64(n), "tokens")
-		})
+				b.ReportMetric(float64(n), "tokens")
+			})
+		}
 	}
 }
 
 // BenchmarkDecode measures decode throughput (MB/s of text produced).
 func BenchmarkDecode(b *testing.B) {
-	text := benchText(1 << 20)
+	text := benchText(1<<20, 7)
 	tok := fixtureTokenizer(b, "qwen3-tokenizer.gguf")
 	ids, err := tok.Encode(text, tokenizer.Options{})
 	if err != nil {

@@ -42,25 +42,30 @@ func byteLevel(dst []byte, word string) []byte {
 	return dst
 }
 
-// mergeTable maps a pair of symbols to the rank of their merge and the
-// symbol the merge makes. Symbols are interned strings: ids below
-// len(tokens) are tokens, the others strings that occur only in merges. It
-// is an open-addressing hash table (linear probing, at most half full):
-// lookups are the inner loop of BPE.
+// mergeTable maps a pair of symbols to the rank of their merge; results
+// holds, by rank, the symbol the merge makes. Symbols are interned strings:
+// ids below len(tokens) are tokens, the others strings that occur only in
+// merges. The pairs live in an open-addressing hash table (linear probing, at
+// most half full) of 8-byte slots, left<<44 | right<<24 | rank: lookups are
+// the inner loop of BPE and mostly miss the CPU caches, so the table is kept
+// small.
 type mergeTable struct {
-	slots []mergeSlot
-	mask  uint64
-	n     int
+	slots   []uint64
+	mask    uint64
+	results []int32
 }
 
-type mergeSlot struct {
-	key uint64 // left<<32 | right; emptyKey when free
-	val uint64 // rank<<32 | result
-}
+const (
+	symBits     = 20
+	maxSymbols  = 1<<symBits - 1 // the all-ones pair marks an empty slot
+	rankBits    = 24
+	maxMerges   = 1 << rankBits
+	emptySlot   = ^uint64(0)
+	rankMask    = 1<<rankBits - 1
+	pairKeyMask = ^uint64(0) >> rankBits
+)
 
-const emptyKey = ^uint64(0) // symbol ids are below 2^31, so no pair has this key
-
-func pairKey(l, r int32) uint64 { return uint64(uint32(l))<<32 | uint64(uint32(r)) }
+func pairKey(l, r int32) uint64 { return uint64(l)<<symBits | uint64(r) }
 
 func mix(k uint64) uint64 {
 	k *= 0x9E3779B97F4A7C15
@@ -72,41 +77,41 @@ func newMergeTable(n int) mergeTable {
 	for size < 2*n {
 		size <<= 1
 	}
-	slots := make([]mergeSlot, size)
+	slots := make([]uint64, size)
 	for i := range slots {
-		slots[i].key = emptyKey
+		slots[i] = emptySlot
 	}
-	return mergeTable{slots: slots, mask: uint64(size - 1)}
+	return mergeTable{slots: slots, mask: uint64(size - 1), results: make([]int32, 0, n)}
 }
 
-func (m *mergeTable) get(l, r int32) (rank, result int32, ok bool) {
-	if m.slots == nil {
-		return 0, 0, false
-	}
+// rank returns the rank of merging l and r.
+func (m *mergeTable) rank(l, r int32) (int32, bool) {
 	k := pairKey(l, r)
 	for i := mix(k) & m.mask; ; i = (i + 1) & m.mask {
-		s := &m.slots[i]
-		if s.key == k {
-			return int32(s.val >> 32), int32(uint32(s.val)), true
+		s := m.slots[i]
+		if s>>rankBits == k {
+			return int32(s & rankMask), true
 		}
-		if s.key == emptyKey {
-			return 0, 0, false
+		if s == emptySlot {
+			return 0, false
 		}
 	}
 }
 
-// add inserts the pair unless it is already there (the first merge counts).
-func (m *mergeTable) add(l, r, rank, result int32) bool {
+// add records merge number len(results) of l and r into result, unless the
+// pair is already there (the first merge counts).
+func (m *mergeTable) add(l, r, result int32) {
+	rank := uint64(len(m.results))
+	m.results = append(m.results, result)
 	k := pairKey(l, r)
 	for i := mix(k) & m.mask; ; i = (i + 1) & m.mask {
-		s := &m.slots[i]
-		if s.key == k {
-			return false
+		s := m.slots[i]
+		if s>>rankBits == k {
+			return
 		}
-		if s.key == emptyKey {
-			s.key, s.val = k, uint64(uint32(rank))<<32|uint64(uint32(result))
-			m.n++
-			return true
+		if s == emptySlot {
+			m.slots[i] = k<<rankBits | rank
+			return
 		}
 	}
 }
@@ -124,14 +129,16 @@ func (t *Tokenizer) loadMerges(f *gguf.File) error {
 	if !ok {
 		return vocabErr(key, "not an array of strings (%s)", v.TypeName())
 	}
-	if len(merges) > 1<<30 {
-		return vocabErr(key, "%d merges is more than apr can rank", len(merges))
+	if len(t.tokens) >= maxSymbols {
+		return vocabErr("tokenizer.ggml.tokens", "%d tokens; apr's byte-level BPE takes at most %d", len(t.tokens), maxSymbols-1)
 	}
-	t.buildMerges(merges)
-	return nil
+	if len(merges) >= maxMerges {
+		return vocabErr(key, "%d merges; apr ranks at most %d", len(merges), maxMerges-1)
+	}
+	return t.buildMerges(merges)
 }
 
-func (t *Tokenizer) buildMerges(merges []string) {
+func (t *Tokenizer) buildMerges(merges []string) error {
 	n := int32(len(t.tokens))
 	extra := map[string]int32{}
 	intern := func(s string) int32 {
@@ -142,11 +149,14 @@ func (t *Tokenizer) buildMerges(merges []string) {
 			return id
 		}
 		id := n + int32(len(extra))
+		if id >= maxSymbols {
+			return maxSymbols // reported below
+		}
 		extra[s] = id
 		return id
 	}
 	t.merges = newMergeTable(len(merges))
-	for rank, m := range merges {
+	for _, m := range merges {
 		var first, second string
 		if len(m) > 1 {
 			if i := strings.IndexByte(m[1:], ' '); i >= 0 {
@@ -154,10 +164,14 @@ func (t *Tokenizer) buildMerges(merges []string) {
 			}
 		}
 		l, r := intern(first), intern(second)
-		if _, _, dup := t.merges.get(l, r); dup {
-			continue
+		res := none
+		if _, dup := t.merges.rank(l, r); !dup {
+			res = intern(first + second)
 		}
-		t.merges.add(l, r, int32(rank), intern(first+second))
+		if l == maxSymbols || r == maxSymbols || res == maxSymbols {
+			return vocabErr("tokenizer.ggml.merges", "tokens and merge parts make more than %d symbols", maxSymbols-1)
+		}
+		t.merges.add(l, r, res)
 	}
 	t.symTok = make([]int32, int(n)+len(extra))
 	for i := range t.symTok {
@@ -179,6 +193,7 @@ func (t *Tokenizer) buildMerges(merges []string) {
 			t.singleByte[b] = id
 		}
 	}
+	return nil
 }
 
 // bpeSym is one symbol of a word being merged: the bytes [start, start+n) of
@@ -260,7 +275,7 @@ func (t *Tokenizer) addBigram(e *encoder, left, right int32) {
 	if l < 0 || r < 0 {
 		return
 	}
-	rank, _, ok := t.merges.get(l, r)
+	rank, ok := t.merges.rank(l, r)
 	if !ok {
 		return
 	}
@@ -306,8 +321,7 @@ func (t *Tokenizer) bpeWord(e *encoder, word string, out []int32) []int32 {
 		if l.n == 0 || r.n == 0 || l.id != b.lid || r.id != b.rid {
 			continue
 		}
-		_, res, _ := t.merges.get(b.lid, b.rid)
-		l.id = res
+		l.id = t.merges.results[b.rank]
 		l.n += r.n
 		r.n = 0
 		l.next = r.next
