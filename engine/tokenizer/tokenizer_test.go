@@ -439,3 +439,52 @@ func TestConcurrentEncode(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+// TestIgnoreMerges: with a llama3-type pre-tokenizer, a word that is a token
+// is taken whole even where the merges would not build it (llama.cpp's
+// ignore_merges); other pre-tokenizers merge.
+func TestIgnoreMerges(t *testing.T) {
+	edit := func(pre string) func(b *gguf.Builder) {
+		return func(b *gguf.Builder) {
+			toks := byteLevelAlphabet()
+			toks = append(toks, "he", "ll", "hell", "hello", "Ġw", "Ġwo", "rl", "Ġworl", "Ġworld", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "xyz")
+			types := make([]int32, len(toks))
+			for i := range types {
+				types[i] = 1
+			}
+			b.Set("tokenizer.ggml.tokens", gguf.V(toks))
+			b.Set("tokenizer.ggml.token_type", gguf.V(types))
+			b.Set("tokenizer.ggml.pre", gguf.V(pre))
+		}
+	}
+	tests := []struct {
+		pre  string
+		want []int32
+	}{
+		{"llama-bpe", []int32{269}},
+		{"qwen2", []int32{120, 121, 122}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.pre, func(t *testing.T) {
+			tok, err := tokenizer.New(tinyBPE(t, edit(tc.pre)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tok.Encode("xyz", tokenizer.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("pre %s: Encode(xyz) mismatch (-want +got):\n%s", tc.pre, diff)
+			}
+		})
+	}
+	// llama-bpe adds BOS by default (llama.cpp's LLAMA3 type), qwen2 does not.
+	tok, err := tokenizer.New(tinyBPE(t, edit("llama-bpe")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tok.AddBOS() {
+		t.Error("llama-bpe: AddBOS() = false, want true")
+	}
+}

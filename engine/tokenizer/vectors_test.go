@@ -2,6 +2,8 @@ package tokenizer_test
 
 import (
 	"bytes"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/tokenizer"
@@ -108,5 +111,105 @@ func TestVocabVectors(t *testing.T) {
 			}
 			t.Logf("%s: %d/%d cases give llama.cpp's ids", tc.name, pass, len(cases))
 		})
+	}
+}
+
+// TestExpectPrompts checks the tokenizer of every model in the fixtures
+// against what llama.cpp did with it when it made the expected outputs:
+// the prompt ids (add_special, parse_special), the logits tokens
+// (add_special, no parse_special), the bytes of the generated ids
+// (token_to_piece with special=true, concatenated) and which generated
+// positions were end-of-generation tokens.
+func TestExpectPrompts(t *testing.T) {
+	fx := testutil.Fixtures(t)
+	models := map[string]string{}
+	for _, pattern := range []string{"models/*.gguf", "models/synth/*.gguf"} {
+		paths, _ := filepath.Glob(filepath.Join(fx, pattern))
+		for _, p := range paths {
+			models[strings.TrimSuffix(filepath.Base(p), ".gguf")] = p
+		}
+	}
+	expects, _ := filepath.Glob(filepath.Join(fx, "expect", "*.greedy.json"))
+	if len(expects) == 0 {
+		t.Fatal("no expect/*.greedy.json in the fixtures")
+	}
+	for _, path := range expects {
+		name := strings.TrimSuffix(filepath.Base(path), ".greedy.json")
+		t.Run(name, func(t *testing.T) {
+			model, ok := models[name]
+			if !ok {
+				t.Skipf("SKIP (not a pass): model %s.gguf is not among the fixtures", name)
+			}
+			tok := openTokenizer(t, model)
+			var greedy struct {
+				Results []struct {
+					Prompt       string  `json:"prompt"`
+					PromptIDs    []int32 `json:"prompt_ids"`
+					GeneratedIDs []int32 `json:"generated_ids"`
+					GeneratedHex string  `json:"generated_text_hex"`
+					EOGPositions []int   `json:"eog_positions"`
+				} `json:"results"`
+			}
+			readJSON(t, path, &greedy)
+			for _, r := range greedy.Results {
+				got, err := tok.Encode(r.Prompt, tokenizer.Options{AddSpecial: true, ParseSpecial: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(r.PromptIDs, got); diff != "" {
+					t.Errorf("Encode(%q, add+parse special) mismatch (-want +got):\n%s", r.Prompt, diff)
+				}
+				d := tokenizer.NewStreamDecoder(tok)
+				var text []byte
+				var eog []int
+				for i, id := range r.GeneratedIDs {
+					b, err := d.Write(id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					text = append(text, b...)
+					if tok.IsEOG(id) {
+						eog = append(eog, i)
+					}
+				}
+				text = append(text, d.Flush()...)
+				want, err := hex.DecodeString(r.GeneratedHex)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(want, text) {
+					t.Errorf("stream of the generated ids of %q = %q, want %q", r.Prompt, text, want)
+				}
+				if diff := cmp.Diff(r.EOGPositions, eog, cmpopts.EquateEmpty()); diff != "" {
+					t.Errorf("end-of-generation positions for %q mismatch (-want +got):\n%s", r.Prompt, diff)
+				}
+			}
+			var logits struct {
+				Text   string  `json:"text"`
+				Tokens []int32 `json:"tokens"`
+			}
+			readJSON(t, filepath.Join(fx, "expect", name+".logits.json"), &logits)
+			got, err := tok.Encode(logits.Text, tokenizer.Options{AddSpecial: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) > len(logits.Tokens) {
+				got = got[:len(logits.Tokens)]
+			}
+			if diff := cmp.Diff(logits.Tokens, got); diff != "" {
+				t.Errorf("Encode(%q, add special) mismatch (-want +got):\n%s", logits.Text, diff)
+			}
+		})
+	}
+}
+
+func readJSON(tb testing.TB, path string, v any) {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		tb.Fatalf("%s: %v", path, err)
 	}
 }
