@@ -1,0 +1,327 @@
+package qa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/engine/chat"
+	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/schema"
+)
+
+// maxListed bounds how many violations a reason lists.
+const maxListed = 5
+
+func listViolations(vs []contracts.Violation) string {
+	var parts []string
+	for i, v := range vs {
+		if i == maxListed {
+			parts = append(parts, fmt.Sprintf("… %d more", len(vs)-maxListed))
+			break
+		}
+		parts = append(parts, v.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// tensorContract: the file's tensors against its model contract, and a scan
+// of every tensor's values through the mapping.
+func (m *modelRun) tensorContract(fz schema.Falsifier) outcome {
+	if m.mcErr != nil {
+		return refused(CodeNoContract, m.mc.ID, nil, "the model contract cannot be applied: %v", m.mcErr)
+	}
+	vs := m.mcheck.Filter(contracts.TensorRules...)
+	scan := ScanTensors(m.f)
+	for _, fd := range scan.Findings {
+		vs = append(vs, contracts.Violation{Rule: fd.Kind, Subject: fd.Tensor, Msg: fd.Detail})
+	}
+	c := newCheck(fz)
+	c.hold("violations", float64(len(vs)), "count")
+	c.note("tensors_checked", float64(m.mcheck.TensorsChecked), "count")
+	c.note("tensors_scanned", float64(scan.Tensors), "count")
+	c.note("values_scanned", float64(scan.Values), "count")
+	count := func(kind string) float64 {
+		n := 0
+		for _, fd := range scan.Findings {
+			if fd.Kind == kind {
+				n++
+			}
+		}
+		return float64(n)
+	}
+	c.note("nonfinite_tensors", count("nonfinite"), "count")
+	c.note("zero_tensors", count("all_zero"), "count")
+	return c.outcome(listViolations(vs))
+}
+
+// metadata: the hyper-parameters against the contract's ranges and
+// constraints.
+func (m *modelRun) metadata(fz schema.Falsifier) outcome {
+	if m.mcErr != nil {
+		return refused(CodeNoContract, m.mc.ID, nil, "the model contract cannot be applied: %v", m.mcErr)
+	}
+	vs := m.mcheck.Filter(contracts.MetadataRules...)
+	c := newCheck(fz)
+	c.hold("violations", float64(len(vs)), "count")
+	c.note("constraints_checked", float64(m.mcheck.ConstraintsChecked), "count")
+	for _, name := range []string{"rope_base", "n_ctx", "rms_eps", "n_vocab"} {
+		switch v := m.mcheck.HParams[name].(type) {
+		case float64:
+			c.note(name, v, "")
+		case int64:
+			c.note(name, float64(v), "")
+		}
+	}
+	return c.outcome(listViolations(vs))
+}
+
+// Multilingual is the built-in text the tokenizer gate round-trips: several
+// scripts, combining marks, emoji with joiners, code, digits and
+// whitespace runs.
+var Multilingual = []string{
+	"The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,",
+	"Falsches Üben von Xylophonmusik quält jeden größeren Zwerg.",
+	"Portez ce vieux whisky au juge blond qui fume — déjà vu, naïve, café crème.",
+	"Съешь же ещё этих мягких французских булок, да выпей чаю.",
+	"Ξεσκεπάζω την ψυχοφθόρα βδελυγμία.",
+	"我能吞下玻璃而不伤身体。你好，世界！",
+	"いろはにほへと ちりぬるを。日本語のテキストです。",
+	"다람쥐 헌 쳇바퀴에 타고파.",
+	"نص حكيم له سر قاطع وذو شأن عظيم.",
+	"ऋषियों को सताने वाले दुष्ट राक्षसों के राजा रावण का सर्वनाश।",
+	"emoji 🦙🚀 and 👩‍💻 (ZWJ), flags 🇫🇷; math ∑ x² ≤ ∞; e\u0301 vs é",
+	"func main() {\n\tfmt.Println(\"hi\") // tabs\n}\n",
+	"numbers 3.14159 1,000,000 2+2=4   spaces   and\ttabs\n\n  newlines  ",
+}
+
+// maxControlChecked bounds how many control tokens the tokenizer gate tries.
+const maxControlChecked = 2048
+
+// tokenizerGate: the built-in text round-trips through encode/decode, and
+// each control token written in a prompt between two words stays one token
+// when control tokens are parsed (and is not produced from plain text when
+// they are not).
+func (m *modelRun) tokenizerGate(fz schema.Falsifier) outcome {
+	if m.tokErr != nil {
+		return tokErrOutcome(m.tokErr)
+	}
+	t := m.tok
+	c := newCheck(fz)
+	var mismatches []string
+	for _, text := range Multilingual {
+		ids, err := t.Encode(text, tokenizer.Options{})
+		if err != nil {
+			mismatches = append(mismatches, fmt.Sprintf("%.24q: encode: %v", text, err))
+			continue
+		}
+		dec, err := t.Decode(ids)
+		if err != nil {
+			mismatches = append(mismatches, fmt.Sprintf("%.24q: decode: %v", text, err))
+			continue
+		}
+		if string(dec) != text {
+			mismatches = append(mismatches, fmt.Sprintf("%q decodes to %q", text, string(dec)))
+		}
+	}
+	var split, injected []string
+	checked := 0
+	for id := int32(0); int(id) < t.NVocab() && checked < maxControlChecked; id++ {
+		if !t.IsControl(id) {
+			continue
+		}
+		s, err := t.Text(id)
+		if err != nil || s == "" {
+			continue
+		}
+		checked++
+		prompt := "Hello" + s + "world"
+		ids, err := t.Encode(prompt, tokenizer.Options{ParseSpecial: true})
+		if err != nil || countID(ids, id) != 1 {
+			split = append(split, fmt.Sprintf("%q (id %d) → %v", s, id, ids))
+		}
+		plain, err := t.Encode(prompt, tokenizer.Options{})
+		if err == nil && countID(plain, id) > 0 {
+			injected = append(injected, fmt.Sprintf("%q (id %d) from plain text", s, id))
+		}
+	}
+	c.note("samples", float64(len(Multilingual)), "count")
+	c.hold("roundtrip_mismatches", float64(len(mismatches)), "count")
+	c.note("control_tokens_checked", float64(checked), "count")
+	c.hold("split_control_tokens", float64(len(split)), "count")
+	c.holdIf("injected_control_tokens", float64(len(injected)), "count")
+	return c.outcome(firstN(append(append(mismatches, split...), injected...)))
+}
+
+func tokErrOutcome(err error) outcome {
+	if r, ok := refuse.As(err); ok {
+		return refused(CodeModel, r.By, nil, "the tokenizer refused the model: %s", r.Reason)
+	}
+	return failed(nil, "the tokenizer cannot be built: %v", err)
+}
+
+func countID(ids []int32, id int32) int {
+	n := 0
+	for _, x := range ids {
+		if x == id {
+			n++
+		}
+	}
+	return n
+}
+
+func firstN(items []string) string {
+	if len(items) > maxListed {
+		return strings.Join(items[:maxListed], "; ") + fmt.Sprintf("; … %d more", len(items)-maxListed)
+	}
+	return strings.Join(items, "; ")
+}
+
+// Conversation is what the template gate renders: a system prompt and two
+// user turns with an assistant answer between them. Each content carries a
+// marker so that its presence in the output is unambiguous.
+var Conversation = []map[string]any{
+	{"role": "system", "content": "You are a careful assistant. [sys-7f3a]"},
+	{"role": "user", "content": "What is the capital of France? [u1-2c9d]"},
+	{"role": "assistant", "content": "The capital of France is Paris. [a1-5e61]"},
+	{"role": "user", "content": "And of Germany? [u2-90b4]"},
+}
+
+// templateGate: the model's own chat template renders Conversation with
+// every message's content in the output, and the output tokenizes with
+// every control token intact and decodes back to itself.
+func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) outcome {
+	tmpl, err := chat.FromGGUF(m.f)
+	if err != nil {
+		if _, ok := m.f.Get(chat.KeyTemplate); !ok {
+			return refused(CodeNoTemplate, chat.Refuser, nil, "the model carries no %s (a base model); there is no chat template to gate", chat.KeyTemplate)
+		}
+		return fromError(CodeModel, err, "the chat template cannot be parsed")
+	}
+	if m.tokErr != nil {
+		return tokErrOutcome(m.tokErr)
+	}
+	out, err := tmpl.Render(ctx, chat.Input{Messages: Conversation, AddGenerationPrompt: true})
+	if err != nil {
+		var te *chat.TemplateError
+		if errors.As(err, &te) {
+			return failed(nil, "the template rejects a system + two-turn conversation: %v", err)
+		}
+		return fromError(CodeModel, err, "rendering the conversation")
+	}
+	c := newCheck(fz)
+	var missing []string
+	for _, msg := range Conversation {
+		if s := msg["content"].(string); !strings.Contains(out, s) {
+			missing = append(missing, fmt.Sprintf("the %s message %q is not in the rendered prompt", msg["role"], s))
+		}
+	}
+	// The text as written, control tokens parsed; the BOS or EOS a
+	// tokenizer adds around it is generate's business, not the template's.
+	t := m.tok
+	ids, err := t.Encode(out, tokenizer.Options{ParseSpecial: true})
+	if err != nil {
+		return failed(nil, "the rendered prompt cannot be tokenized: %v", err)
+	}
+	want := specialOccurrences(t, out)
+	got := map[int32]int{}
+	for _, id := range ids {
+		if t.IsControl(id) {
+			got[id]++
+		}
+	}
+	var split []string
+	for _, id := range unionKeys(want, got) {
+		if want[id] != got[id] {
+			s, _ := t.Text(id)
+			split = append(split, fmt.Sprintf("%q occurs %d times in the text but is %d tokens", s, want[id], got[id]))
+		}
+	}
+	dec, err := t.Decode(ids)
+	roundtrip := 0
+	var rt []string
+	if err != nil || string(dec) != out {
+		roundtrip = 1
+		rt = append(rt, fmt.Sprintf("the rendered prompt does not decode back to itself (first difference at byte %d)", firstDiff(string(dec), out)))
+	}
+	c.note("rendered_bytes", float64(len(out)), "bytes")
+	c.note("prompt_tokens", float64(len(ids)), "tokens")
+	c.note("control_tokens", float64(sumCounts(got)), "count")
+	c.hold("missing_messages", float64(len(missing)), "count")
+	c.hold("split_control_tokens", float64(len(split)), "count")
+	c.holdIf("roundtrip_mismatches", float64(roundtrip), "count")
+	return c.outcome(firstN(append(append(missing, split...), rt...)))
+}
+
+// specialOccurrences counts, scanning text left to right and taking the
+// longest control-token text at each position, how often each control
+// token's text occurs.
+func specialOccurrences(t *tokenizer.Tokenizer, text string) map[int32]int {
+	type special struct {
+		id   int32
+		text string
+	}
+	var specials []special
+	for id := int32(0); int(id) < t.NVocab(); id++ {
+		if !t.IsControl(id) {
+			continue
+		}
+		if s, err := t.Text(id); err == nil && s != "" && strings.Contains(text, s) {
+			specials = append(specials, special{id, s})
+		}
+	}
+	sort.Slice(specials, func(i, j int) bool { return len(specials[i].text) > len(specials[j].text) })
+	out := map[int32]int{}
+	for i := 0; i < len(text); {
+		matched := false
+		for _, s := range specials {
+			if strings.HasPrefix(text[i:], s.text) {
+				out[s.id]++
+				i += len(s.text)
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			i++
+		}
+	}
+	return out
+}
+
+func unionKeys(a, b map[int32]int) []int32 {
+	seen := map[int32]bool{}
+	var out []int32
+	for _, m := range []map[int32]int{a, b} {
+		for k := range m {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func sumCounts(m map[int32]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func firstDiff(a, b string) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}

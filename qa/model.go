@@ -1,0 +1,415 @@
+package qa
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/schema"
+)
+
+// By is the refuser qa names when it refuses a gate itself.
+const By = "qa"
+
+// outcome is what a gate implementation decides.
+type outcome struct {
+	verdict Verdict
+	code    string // refusals
+	by      string
+	reason  string
+	values  []Value
+}
+
+func passed(values ...Value) outcome { return outcome{verdict: Pass, values: values} }
+
+func failed(values []Value, format string, args ...any) outcome {
+	return outcome{verdict: Fail, reason: fmt.Sprintf(format, args...), values: values}
+}
+
+func refused(code, by string, values []Value, format string, args ...any) outcome {
+	return outcome{verdict: Refused, code: code, by: by, reason: fmt.Sprintf(format, args...), values: values}
+}
+
+// fromError turns an error of an engine run into an outcome: a refusal stays
+// a refusal (code given), anything else is a fail.
+func fromError(code string, err error, format string, args ...any) outcome {
+	what := fmt.Sprintf(format, args...)
+	if r, ok := refuse.As(err); ok {
+		return refused(code, r.By, nil, "%s: %s", what, r.Reason)
+	}
+	return failed(nil, "%s: %v", what, err)
+}
+
+// modelRun is the state of gating one model.
+type modelRun struct {
+	opts   *Options
+	rep    *Report
+	mr     *ModelReport
+	path   string
+	sha    string
+	f      *gguf.File
+	arch   string
+	mc     *schema.Model // nil: no contract for the architecture
+	mcheck *contracts.ModelReport
+	mcErr  error
+
+	tok    *tokenizer.Tokenizer
+	tokErr error
+
+	quantized bool // some matrix is stored in a quantized type
+
+	logitsCache map[string]logitsEntry // backend → logits of the probe
+	greedyCache map[string][]greedyCase
+}
+
+type logitsEntry struct {
+	res generate.LogitsResult
+	err error
+}
+
+// gateModel runs every selected gate on one model.
+func gateModel(ctx context.Context, opts *Options, rep *Report, path, synth string) (ModelReport, error) {
+	sha, size, err := fileSHA256(path)
+	if err != nil {
+		return ModelReport{}, err
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return ModelReport{}, err
+	}
+	defer f.Close()
+	mr := ModelReport{Path: path, Name: baseName(path), SHA256: sha, Bytes: size, Arch: f.Architecture(),
+		Synth: synth, Backends: slices.Clone(opts.Backends), Gates: []Gate{}}
+	m := &modelRun{opts: opts, rep: rep, mr: &mr, path: path, sha: sha, f: f, arch: f.Architecture(),
+		logitsCache: map[string]logitsEntry{}, greedyCache: map[string][]greedyCase{}}
+	if mc, ok := opts.Contracts.Model(m.arch); ok {
+		m.mc = mc
+		m.mcheck, m.mcErr = contracts.CheckModel(mc, f)
+	}
+	m.tok, m.tokErr = tokenizer.New(f)
+	m.quantized = isQuantized(f)
+
+	for _, gate := range Gates() {
+		if opts.Gates != nil && !slices.Contains(opts.Gates, gate) {
+			continue
+		}
+		if !perBackend(gate) {
+			m.record(ctx, gate, "")
+			continue
+		}
+		for _, b := range opts.Backends {
+			if againstReference(gate) && b == opts.Reference {
+				continue
+			}
+			m.record(ctx, gate, b)
+		}
+	}
+	return mr, nil
+}
+
+// record runs one gate and appends its result.
+func (m *modelRun) record(ctx context.Context, gate, backend string) {
+	start := time.Now()
+	fz, o := m.falsifier(gate)
+	if o == nil {
+		switch {
+		case ctx.Err() != nil:
+			r := refused(By, By, nil, "cancelled: %v", ctx.Err())
+			o = &r
+		case backend != "" && !slices.Contains(model.Backends(), backend):
+			r := refused(CodeBackend, "backend", nil, "backend %q is not available in this build (available: %s)", backend, strings.Join(model.Backends(), ", "))
+			o = &r
+		default:
+			r := m.run(ctx, gate, backend, fz)
+			o = &r
+		}
+	}
+	g := Gate{Name: gate, Backend: backend, Falsifier: fz.ID, Verdict: o.verdict, Code: o.code, By: o.by,
+		Reason: o.reason, Values: o.values, DurationMS: ms(time.Since(start))}
+	if g.Values == nil {
+		g.Values = []Value{}
+	}
+	for i := range g.Values {
+		g.Values[i] = finite(g.Values[i])
+	}
+	g.Status = string(g.Verdict)
+	if g.Verdict == Refused && slices.Contains(optionalRefusals(fz), g.Code) {
+		g.Optional = true
+		g.Status = StatusRefusedOptional
+	}
+	m.mr.Gates = append(m.mr.Gates, g)
+	m.opts.Log.Info("gate", "model", m.mr.Name, "gate", gate, "backend", backend, "status", g.Status, "reason", g.Reason)
+	if m.opts.Progress != nil {
+		m.opts.Progress(m.mr, g)
+	}
+}
+
+func (m *modelRun) run(ctx context.Context, gate, backend string, fz schema.Falsifier) outcome {
+	switch gate {
+	case GateTensorContract:
+		return m.tensorContract(fz)
+	case GateMetadata:
+		return m.metadata(fz)
+	case GateTokenizer:
+		return m.tokenizerGate(fz)
+	case GateTemplate:
+		return m.templateGate(ctx, fz)
+	case GateGolden:
+		return m.goldenGate(ctx, fz, backend)
+	case GateParity:
+		return m.parityGate(ctx, fz, backend)
+	case GateFailClosed:
+		return m.failClosedGate(ctx, fz, backend)
+	case GateTiming:
+		return m.timingGate(ctx, fz, backend)
+	case GateThroughput:
+		return m.throughputGate(ctx, fz, backend)
+	}
+	panic("qa: no implementation for gate " + gate)
+}
+
+// falsifier finds the contract falsifier a gate is held to: in the model
+// contract of the file's architecture by code (timing: in the run verb's
+// contract), for failclosed the one whose params.target is the parity
+// falsifier. A missing one refuses the gate.
+func (m *modelRun) falsifier(gate string) (schema.Falsifier, *outcome) {
+	set := m.opts.Contracts
+	code := gateCode[gate]
+	var list []schema.Falsifier
+	owner := ""
+	if gate == GateTiming {
+		if v, ok := set.Verb("run"); ok {
+			list, owner = v.Falsifiers, v.ID
+		} else {
+			r := refused(CodeNoContract, By, nil, "the contract set (digest %.12s) has no contract for verb run", set.Digest)
+			return schema.Falsifier{}, &r
+		}
+	} else {
+		if m.mc == nil {
+			r := refused(CodeNoContract, By, nil, "the contract set (digest %.12s) has no model contract for architecture %q", set.Digest, m.arch)
+			return schema.Falsifier{}, &r
+		}
+		list, owner = m.mc.Falsifiers, m.mc.ID
+	}
+	var parityID string
+	if gate == GateFailClosed {
+		for _, f := range list {
+			if f.Code == gateCode[GateParity] {
+				parityID = f.ID
+			}
+		}
+	}
+	for _, f := range list {
+		if f.Code != code {
+			continue
+		}
+		if gate == GateFailClosed {
+			if t, _ := f.Params["target"].(string); t == "" || t != parityID {
+				continue
+			}
+		}
+		return f, nil
+	}
+	what := fmt.Sprintf("a falsifier with code %s", code)
+	if gate == GateFailClosed {
+		what = fmt.Sprintf("a failclosed falsifier whose target is the parity falsifier (%s)", orNone(parityID))
+	}
+	r := refused(CodeNoContract, By, nil, "contract %s (contracts digest %.12s) has no %s: gate %s is not defined for this model", owner, set.Digest, what, gate)
+	return schema.Falsifier{}, &r
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// optionalRefusals returns the refusal codes the falsifier marks optional.
+func optionalRefusals(f schema.Falsifier) []string {
+	var out []string
+	switch l := f.Params["optional_refusals"].(type) {
+	case []any:
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+	case []string:
+		out = l
+	}
+	return out
+}
+
+// check holds a measured value to the falsifier's threshold name.
+type check struct {
+	fz      schema.Falsifier
+	values  []Value
+	failing []string
+	missing []string
+}
+
+func newCheck(fz schema.Falsifier) *check { return &check{fz: fz} }
+
+// hold records measured against threshold name; a threshold the contract
+// lacks is noted as missing (the gate then refuses, fail closed).
+func (c *check) hold(name string, measured float64, unit string) {
+	t, ok := c.fz.Thresholds[name]
+	if !ok {
+		c.missing = append(c.missing, name)
+		c.values = append(c.values, Value{Name: name, Value: measured, Unit: unit})
+		return
+	}
+	c.values = append(c.values, Value{Name: name, Value: measured, Unit: unit, Threshold: thresholdString(t)})
+	if !t.Holds(measured) {
+		c.failing = append(c.failing, fmt.Sprintf("%s = %s, want %s", name, num(measured), thresholdString(t)))
+	}
+}
+
+// holdIf holds measured to threshold name when the contract has one, and
+// records it as information otherwise.
+func (c *check) holdIf(name string, measured float64, unit string) {
+	if _, ok := c.fz.Thresholds[name]; ok {
+		c.hold(name, measured, unit)
+		return
+	}
+	c.note(name, measured, unit)
+}
+
+// note records a measured value the gate reports without a threshold.
+func (c *check) note(name string, measured float64, unit string) {
+	c.values = append(c.values, Value{Name: name, Value: measured, Unit: unit})
+}
+
+// threshold returns the value of threshold name.
+func (c *check) threshold(name string) (schema.Threshold, bool) {
+	t, ok := c.fz.Thresholds[name]
+	return t, ok
+}
+
+// outcome decides: refused when a threshold is missing, fail when one does
+// not hold (detail explains), else pass.
+func (c *check) outcome(detail string) outcome {
+	if len(c.missing) > 0 {
+		return refused(CodeNoContract, c.fz.ID, c.values, "falsifier %s has no threshold %s", c.fz.ID, strings.Join(c.missing, ", "))
+	}
+	if len(c.failing) > 0 {
+		r := strings.Join(c.failing, "; ")
+		if detail != "" {
+			r += ": " + detail
+		}
+		return failed(c.values, "%s", r)
+	}
+	return passed(c.values...)
+}
+
+func thresholdString(t schema.Threshold) string {
+	s := t.Op + " " + num(t.Value)
+	if t.Unit != "" {
+		s += " " + t.Unit
+	}
+	return s
+}
+
+func num(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+
+// params read typed values from a falsifier's params, with defaults.
+func paramInt(f schema.Falsifier, name string, def int) int {
+	switch v := f.Params[name].(type) {
+	case float64:
+		return int(v)
+	case int:
+		return v
+	case int64:
+		return int(v)
+	}
+	return def
+}
+
+func paramFloat(f schema.Falsifier, name string, def float64) float64 {
+	switch v := f.Params[name].(type) {
+	case float64:
+		return v
+	case int:
+		return float64(v)
+	case int64:
+		return float64(v)
+	}
+	return def
+}
+
+func paramString(f schema.Falsifier, name, def string) string {
+	if s, ok := f.Params[name].(string); ok && s != "" {
+		return s
+	}
+	return def
+}
+
+func paramStrings(f schema.Falsifier, name string, def []string) []string {
+	l, ok := f.Params[name].([]any)
+	if !ok {
+		return def
+	}
+	var out []string
+	for _, x := range l {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return def
+	}
+	return out
+}
+
+// isQuantized reports whether any matrix (≥ 2 dimensions) of f is stored in
+// a quantized type.
+func isQuantized(f *gguf.File) bool {
+	for _, t := range f.Tensors {
+		if len(t.Shape) < 2 {
+			continue
+		}
+		if info, err := quant.Lookup(t.Type); err == nil && info.Quantized {
+			return true
+		}
+	}
+	return false
+}
+
+func fileSHA256(path string) (string, int64, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return "", 0, fmt.Errorf("qa: %w", err)
+	}
+	defer fd.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, fd)
+	if err != nil {
+		return "", 0, fmt.Errorf("qa: %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

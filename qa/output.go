@@ -1,0 +1,217 @@
+package qa
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// WriteHeader writes the line that introduces a model's gates.
+func WriteHeader(w io.Writer, m *ModelReport) {
+	how := ""
+	if m.Synth != "" {
+		how = "; " + m.Synth
+	}
+	fmt.Fprintf(w, "apr qa %s (%s, %d bytes, sha256 %.12s…%s; backends %s)\n", m.Path, m.Arch, m.Bytes, m.SHA256, how, strings.Join(m.Backends, ", "))
+}
+
+// WriteTable writes every model's gates as a table: gate, backend, status,
+// measured values with their thresholds, duration; the reason of every gate
+// that did not pass under its row; then the summary.
+func WriteTable(w io.Writer, r *Report) {
+	for i := range r.Models {
+		m := &r.Models[i]
+		WriteHeader(w, m)
+		rows := [][]string{{"#", "gate", "backend", "verdict", "measured", "threshold", "time"}}
+		for k, g := range m.Gates {
+			meas, thr := Measured(g)
+			b := g.Backend
+			if b == "" {
+				b = "-"
+			}
+			rows = append(rows, []string{fmt.Sprint(k + 1), g.Name, b, g.Status, meas, thr, Duration(g.DurationMS)})
+		}
+		width := make([]int, len(rows[0]))
+		for _, row := range rows {
+			for c, cell := range row {
+				width[c] = max(width[c], utf8.RuneCountInString(cell))
+			}
+		}
+		for k, row := range rows {
+			var b strings.Builder
+			b.WriteString(" ")
+			for c, cell := range row {
+				b.WriteString(" ")
+				b.WriteString(cell)
+				if c < len(row)-1 {
+					b.WriteString(strings.Repeat(" ", width[c]-utf8.RuneCountInString(cell)+1))
+				}
+			}
+			fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+			if k > 0 {
+				if g := m.Gates[k-1]; g.Verdict != Pass || g.Reason != "" {
+					fmt.Fprintf(w, "      ↳ %s\n", GateReason(g))
+				}
+			}
+		}
+	}
+	fmt.Fprintf(w, "qa: %s\n", r.Summary)
+}
+
+// GateReason is the line explaining a gate's verdict.
+func GateReason(g Gate) string {
+	switch g.Verdict {
+	case Refused:
+		return fmt.Sprintf("refused by %s (%s): %s", g.By, g.Code, g.Reason)
+	case Fail:
+		return "fail: " + g.Reason
+	}
+	return g.Reason
+}
+
+// Measured renders a gate's thresholded values and their thresholds; a gate
+// with no thresholded value shows its first values instead.
+func Measured(g Gate) (string, string) {
+	var ms, ts []string
+	for _, v := range g.Values {
+		if v.Threshold == "" {
+			continue
+		}
+		ms = append(ms, v.Name+"="+valueString(v))
+		ts = append(ts, v.Threshold)
+	}
+	if len(ms) == 0 {
+		for i, v := range g.Values {
+			if i == 3 {
+				break
+			}
+			ms = append(ms, v.Name+"="+valueString(v))
+		}
+	}
+	if len(ms) == 0 {
+		return "-", "-"
+	}
+	if len(ts) == 0 {
+		ts = []string{"-"}
+	}
+	return strings.Join(ms, " "), strings.Join(ts, ", ")
+}
+
+func valueString(v Value) string {
+	if v.NonFinite != "" {
+		return v.NonFinite
+	}
+	return strconv.FormatFloat(v.Value, 'g', 4, 64)
+}
+
+// Duration renders milliseconds for the table.
+func Duration(msec float64) string {
+	switch {
+	case msec >= 1000:
+		return fmt.Sprintf("%.1fs", msec/1000)
+	case msec >= 10:
+		return fmt.Sprintf("%.0fms", msec)
+	}
+	return fmt.Sprintf("%.1fms", msec)
+}
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Skipped    int             `xml:"skipped,attr"`
+	Time       string          `xml:"time,attr"`
+	Properties []junitProperty `xml:"properties>property"`
+	Cases      []junitCase     `xml:"testcase"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitMessage `xml:"failure,omitempty"`
+	Error     *junitMessage `xml:"error,omitempty"`
+	Skipped   *junitMessage `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// WriteJUnit writes the report as JUnit XML: a suite per model, a case per
+// gate. A fail is a <failure>; a refusal that counts is an <error> of type
+// "refused" (it did not pass); a refusal the contract marks optional is
+// <skipped> with its reason, so no CI tool reads it as a pass.
+func WriteJUnit(w io.Writer, r *Report) error {
+	out := junitSuites{Name: "apr qa", Time: secs(r.DurationMS)}
+	for _, m := range r.Models {
+		s := junitSuite{Name: "apr qa " + m.Name, Properties: []junitProperty{
+			{"path", m.Path}, {"sha256", m.SHA256}, {"arch", m.Arch}, {"contracts_digest", r.ContractsDigest},
+			{"host", r.Host.Fingerprint}}}
+		var total float64
+		for _, g := range m.Gates {
+			name := g.Name
+			if g.Backend != "" {
+				name += "[" + g.Backend + "]"
+			}
+			meas, thr := Measured(g)
+			c := junitCase{Name: name, Classname: "apr.qa." + m.Arch, Time: secs(g.DurationMS),
+				SystemOut: fmt.Sprintf("falsifier %s; measured %s; threshold %s", orNone(g.Falsifier), meas, thr)}
+			switch {
+			case g.Verdict == Fail:
+				c.Failure = &junitMessage{Message: g.Reason, Type: "fail", Text: GateReason(g)}
+				s.Failures++
+			case g.Verdict == Refused && g.Optional:
+				c.Skipped = &junitMessage{Message: StatusRefusedOptional + ": " + g.Reason, Type: g.Code}
+				s.Skipped++
+			case g.Verdict == Refused:
+				c.Error = &junitMessage{Message: g.Reason, Type: "refused", Text: GateReason(g)}
+				s.Errors++
+			}
+			total += g.DurationMS
+			s.Cases = append(s.Cases, c)
+		}
+		s.Tests = len(m.Gates)
+		s.Time = secs(total)
+		out.Tests += s.Tests
+		out.Failures += s.Failures
+		out.Errors += s.Errors
+		out.Skipped += s.Skipped
+		out.Suites = append(out.Suites, s)
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+func secs(msec float64) string { return fmt.Sprintf("%.3f", msec/1000) }

@@ -1,0 +1,395 @@
+package qa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/model"
+	_ "github.com/aprqa/apr/engine/ref" // the reference every gate compares against
+	"github.com/aprqa/apr/internal/hostinfo"
+	"github.com/aprqa/apr/schema"
+)
+
+// Verdict is how a gate ended.
+type Verdict string
+
+// The three verdicts.
+const (
+	Pass    Verdict = "pass"
+	Fail    Verdict = "fail"
+	Refused Verdict = "refused"
+)
+
+// StatusRefusedOptional is the status of a refused gate whose refusal the
+// contract marks optional.
+const StatusRefusedOptional = "refused-optional"
+
+// The gates, in the order they run.
+const (
+	GateTensorContract = "tensor_contract"
+	GateMetadata       = "metadata_plausibility"
+	GateTokenizer      = "tokenizer"
+	GateTemplate       = "template"
+	GateGolden         = "golden_output"
+	GateParity         = "parity"
+	GateFailClosed     = "failclosed"
+	GateTiming         = "timing"
+	GateThroughput     = "throughput"
+)
+
+// Gates lists every gate in order.
+func Gates() []string {
+	return []string{GateTensorContract, GateMetadata, GateTokenizer, GateTemplate, GateGolden,
+		GateParity, GateFailClosed, GateTiming, GateThroughput}
+}
+
+// The code each gate's contract falsifier carries (schema #Falsifier.code).
+var gateCode = map[string]string{
+	GateTensorContract: "tensor_contract",
+	GateMetadata:       "metadata_plausibility",
+	GateTokenizer:      "tokenizer_roundtrip",
+	GateTemplate:       "chat_template",
+	GateGolden:         "golden_output",
+	GateParity:         "engine_parity",
+	GateFailClosed:     "failclosed",
+	GateTiming:         "timing",
+	GateThroughput:     "throughput",
+}
+
+// perBackend reports whether a gate runs once per backend; refOnly gates
+// skip the reference (they compare against it).
+func perBackend(gate string) bool {
+	switch gate {
+	case GateGolden, GateParity, GateFailClosed, GateTiming, GateThroughput:
+		return true
+	}
+	return false
+}
+
+func againstReference(gate string) bool { return gate == GateParity || gate == GateFailClosed }
+
+// Refusal codes: why a gate did not decide. A contract may list some of them
+// as optional for a gate (params.optional_refusals).
+const (
+	CodeNoContract   = "no_contract"           // the contract set has no falsifier (or threshold) for the gate
+	CodeBackend      = "backend_unavailable"   // the gated backend is not in this build, or refused the model
+	CodeReference    = "reference_unavailable" // the reference could not run or gave unusable output
+	CodeModel        = "model_refused"         // the model (or its tokenizer) was refused before the gate could run
+	CodeNoTemplate   = "no_template"           // the model carries no chat template
+	CodeNoGolden     = "no_golden"             // no reviewed golden for this model (reference backend)
+	CodeNoBaseline   = "no_baseline"           // no comparable throughput baseline for (model, host, backend)
+	CodeBaselineFile = "baseline_unreadable"   // the baseline file exists but cannot be read
+	CodeTooNoisy     = "too_noisy"             // the runs vary more than the contract's bound
+	CodeUndecided    = "undecided"             // the confidence interval straddles the threshold
+)
+
+// Value is one measured number and, where the contract holds it to one, its
+// threshold ("<= 42", ">= 0.9999").
+type Value struct {
+	Name      string  `json:"name"`
+	Value     float64 `json:"value"`
+	Unit      string  `json:"unit,omitempty"`
+	Threshold string  `json:"threshold,omitempty"`
+	// NonFinite holds "NaN", "+Inf" or "-Inf" when the value was not finite
+	// (JSON has no such numbers); Value is 0 then.
+	NonFinite string `json:"non_finite,omitempty"`
+}
+
+// Gate is one gate's result.
+type Gate struct {
+	Name      string  `json:"gate"`
+	Backend   string  `json:"backend,omitempty"`   // per-backend gates
+	Falsifier string  `json:"falsifier,omitempty"` // the contract falsifier it was held to
+	Verdict   Verdict `json:"verdict"`
+	// Status is the verdict as shown: pass, fail, refused or refused-optional.
+	Status     string  `json:"status"`
+	Optional   bool    `json:"optional,omitempty"` // refused, and the contract marks this refusal optional
+	Code       string  `json:"code,omitempty"`     // refusal code
+	By         string  `json:"by,omitempty"`       // who refused
+	Reason     string  `json:"reason,omitempty"`   // what failed, or why it was refused
+	Values     []Value `json:"values"`
+	DurationMS float64 `json:"duration_ms"`
+}
+
+// Passed reports whether the gate counts as passed: pass, or a refusal the
+// contract marks optional.
+func (g Gate) Passed() bool { return g.Verdict == Pass || (g.Verdict == Refused && g.Optional) }
+
+// Executed reports whether the gate ran to a decision (pass or fail).
+func (g Gate) Executed() bool { return g.Verdict == Pass || g.Verdict == Fail }
+
+// ModelReport is every gate of one model.
+type ModelReport struct {
+	Path     string   `json:"path"`
+	Name     string   `json:"name"`
+	SHA256   string   `json:"sha256"`
+	Bytes    int64    `json:"bytes"`
+	Arch     string   `json:"arch"`
+	Synth    string   `json:"synthesized,omitempty"` // how apr made it, for the embedded default models
+	Backends []string `json:"backends"`
+	Gates    []Gate   `json:"gates"`
+}
+
+// Counts tallies gates by status.
+type Counts struct {
+	Pass            int `json:"pass"`
+	Fail            int `json:"fail"`
+	Refused         int `json:"refused"`
+	RefusedOptional int `json:"refused_optional"`
+}
+
+// Report is the outcome of one qa run.
+type Report struct {
+	// Passed is true when every gate passed (refused-optional included)
+	// and at least MinGates gates were executed.
+	Passed          bool          `json:"passed"`
+	Summary         string        `json:"summary"`
+	Counts          Counts        `json:"counts"`
+	Executed        int           `json:"gates_executed"`
+	MinGates        int           `json:"min_gates"`
+	Reference       string        `json:"reference"`
+	ContractsDigest string        `json:"contracts_digest"`
+	Host            HostKey       `json:"host"`
+	BaselineFile    string        `json:"baseline_file"`
+	Models          []ModelReport `json:"models"`
+	DurationMS      float64       `json:"duration_ms"`
+}
+
+// Gates returns every gate of every model, in order.
+func (r *Report) Gates() []Gate {
+	var out []Gate
+	for _, m := range r.Models {
+		out = append(out, m.Gates...)
+	}
+	return out
+}
+
+// Options configure a qa run.
+type Options struct {
+	// Model is the GGUF file to gate; "" gates the embedded default: a tiny
+	// model of every architecture, synthesized into a temporary directory.
+	Model string
+	// Backends are the backends gated; nil means every backend this binary
+	// links (model.Backends()). A named backend that is not available is
+	// gated anyway: each of its gates is refused with the reason.
+	Backends []string
+	// Reference is the backend that judges the others ("" means "ref").
+	Reference string
+	// Gates restricts the run to these gates (nil: all), still in order.
+	Gates []string
+	// Contracts is the contract set the gates are held to (nil: embedded).
+	Contracts *contracts.Set
+	// BaselineFile holds throughput baselines ("" means DefaultBaselineFile).
+	BaselineFile string
+	// AcceptBaseline records a baseline where none exists and raises one
+	// that the runs show to be exceeded; it never lowers one.
+	AcceptBaseline bool
+	// MinGates: fewer executed gates than this is a failure.
+	MinGates int
+	// Threads is passed to every backend (0: its choice).
+	Threads int
+	// Host identifies this machine for baselines (zero value: probed).
+	Host *hostinfo.Host
+	// Progress, when set, is called with each gate as it finishes.
+	Progress func(m *ModelReport, g Gate)
+	Log      *slog.Logger
+
+	hooks *hooks
+}
+
+// ErrNoGates is returned when Options.Gates names no known gate.
+var ErrNoGates = errors.New("qa: no gate selected")
+
+// Run gates opts.Model (or the embedded default models) and returns the
+// report. The error is for inputs qa cannot gate at all (a missing or
+// malformed file, an unknown gate name); everything a gate finds is in the
+// report.
+func Run(ctx context.Context, opts Options) (Report, error) {
+	start := time.Now()
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Reference == "" {
+		opts.Reference = "ref"
+	}
+	if opts.hooks == nil {
+		opts.hooks = &hooks{}
+	}
+	opts.hooks.defaults()
+	for _, g := range opts.Gates {
+		if !slices.Contains(Gates(), g) {
+			return Report{}, fmt.Errorf("qa: unknown gate %q (gates: %s)", g, strings.Join(Gates(), ", "))
+		}
+	}
+	if opts.Gates != nil && len(opts.Gates) == 0 {
+		return Report{}, ErrNoGates
+	}
+	if opts.MinGates < 0 {
+		return Report{}, fmt.Errorf("qa: min gates %d is negative", opts.MinGates)
+	}
+	if opts.Contracts == nil {
+		set, err := contracts.Embedded()
+		if err != nil {
+			return Report{}, err
+		}
+		opts.Contracts = set
+	}
+	if opts.Backends == nil {
+		opts.Backends = model.Backends()
+	}
+	opts.Backends = dedupe(opts.Backends)
+	// The reference first: the other backends are judged against it.
+	sort.SliceStable(opts.Backends, func(i, j int) bool {
+		return opts.Backends[i] == opts.Reference && opts.Backends[j] != opts.Reference
+	})
+	host := hostinfo.Probe()
+	if opts.Host != nil {
+		host = *opts.Host
+	}
+	rep := Report{MinGates: opts.MinGates, Reference: opts.Reference, ContractsDigest: opts.Contracts.Digest,
+		Host: hostKey(host), Models: []ModelReport{}}
+	if opts.BaselineFile == "" {
+		p, err := DefaultBaselineFile()
+		if err != nil {
+			return Report{}, err
+		}
+		opts.BaselineFile = p
+	}
+	rep.BaselineFile = opts.BaselineFile
+
+	type target struct{ path, synth string }
+	var targets []target
+	if opts.Model != "" {
+		targets = append(targets, target{path: opts.Model})
+	} else {
+		dir, err := os.MkdirTemp("", "apr-qa-")
+		if err != nil {
+			return Report{}, fmt.Errorf("qa: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		models, err := SynthDefaults(dir)
+		if err != nil {
+			return Report{}, err
+		}
+		for _, m := range models {
+			targets = append(targets, target{path: m.Path, synth: m.How})
+		}
+	}
+	for _, t := range targets {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		mr, err := gateModel(ctx, &opts, &rep, t.path, t.synth)
+		if err != nil {
+			return Report{}, err
+		}
+		rep.Models = append(rep.Models, mr)
+	}
+	rep.finish()
+	rep.DurationMS = ms(time.Since(start))
+	return rep, nil
+}
+
+// finish computes counts, the executed total and the overall verdict.
+func (r *Report) finish() {
+	r.Counts = Counts{}
+	r.Executed = 0
+	for _, g := range r.Gates() {
+		switch {
+		case g.Verdict == Pass:
+			r.Counts.Pass++
+		case g.Verdict == Fail:
+			r.Counts.Fail++
+		case g.Optional:
+			r.Counts.RefusedOptional++
+		default:
+			r.Counts.Refused++
+		}
+		if g.Executed() {
+			r.Executed++
+		}
+	}
+	r.Passed = r.Counts.Fail == 0 && r.Counts.Refused == 0 && r.Executed >= r.MinGates && r.Executed > 0
+	var why []string
+	if r.Counts.Fail > 0 {
+		why = append(why, fmt.Sprintf("%d failed", r.Counts.Fail))
+	}
+	if r.Counts.Refused > 0 {
+		why = append(why, fmt.Sprintf("%d refused", r.Counts.Refused))
+	}
+	if r.Executed < r.MinGates {
+		why = append(why, fmt.Sprintf("%d gates executed, fewer than --min-gates %d", r.Executed, r.MinGates))
+	}
+	if r.Executed == 0 {
+		why = append(why, "no gate executed")
+	}
+	head := fmt.Sprintf("%d passed, %d failed, %d refused, %d refused-optional; %d executed (min %d)",
+		r.Counts.Pass, r.Counts.Fail, r.Counts.Refused, r.Counts.RefusedOptional, r.Executed, r.MinGates)
+	if r.Passed {
+		r.Summary = head + ": PASS"
+	} else {
+		r.Summary = head + ": NOT PASSED (" + strings.Join(why, "; ") + ")"
+	}
+}
+
+func dedupe(in []string) []string {
+	var out []string
+	for _, s := range in {
+		for _, p := range strings.Split(s, ",") {
+			p = strings.TrimSpace(p)
+			if p != "" && !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// finite turns a value into a Value, recording non-finite values by name.
+func finite(v Value) Value {
+	switch {
+	case math.IsNaN(v.Value):
+		v.NonFinite, v.Value = "NaN", 0
+	case math.IsInf(v.Value, 1):
+		v.NonFinite, v.Value = "+Inf", 0
+	case math.IsInf(v.Value, -1):
+		v.NonFinite, v.Value = "-Inf", 0
+	}
+	return v
+}
+
+// hooks replace how engines are run: tests plant defects through them.
+type hooks struct {
+	run    func(context.Context, generate.Options) (generate.Result, error)
+	logits func(context.Context, generate.LogitsOptions) (generate.LogitsResult, error)
+	// parity replaces the parity gate's implementation (the failclosed
+	// gate's own test plants a parity that passes without its reference).
+	parity func(ctx context.Context, m *modelRun, fz schema.Falsifier, backend string, ref logitsFunc) outcome
+}
+
+func (h *hooks) defaults() {
+	if h.run == nil {
+		h.run = generate.Run
+	}
+	if h.logits == nil {
+		h.logits = generate.Logits
+	}
+	if h.parity == nil {
+		h.parity = parity
+	}
+}
+
+func baseName(p string) string { return filepath.Base(p) }

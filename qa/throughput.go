@@ -1,0 +1,215 @@
+package qa
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"gonum.org/v1/gonum/stat"
+
+	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/schema"
+)
+
+const defaultThroughputPrompt = "Once upon a time, in a small village at the edge of a great forest, there lived a curious little girl who loved to read books about the stars."
+
+// Interval is a bootstrap confidence interval.
+type Interval struct{ Lo, Hi float64 }
+
+// MeanCI is the percentile-bootstrap confidence interval of the mean of x
+// at level conf, from resamples resamples drawn with rng.
+func MeanCI(x []float64, conf float64, resamples int, rng *rand.Rand) Interval {
+	means := make([]float64, resamples)
+	s := make([]float64, len(x))
+	for i := range means {
+		for j := range s {
+			s[j] = x[rng.IntN(len(x))]
+		}
+		means[i] = stat.Mean(s, nil)
+	}
+	return quantiles(means, conf)
+}
+
+// RatioCI is the percentile-bootstrap confidence interval of
+// mean(cur)/mean(base), resampling both independently.
+func RatioCI(cur, base []float64, conf float64, resamples int, rng *rand.Rand) Interval {
+	ratios := make([]float64, resamples)
+	c := make([]float64, len(cur))
+	b := make([]float64, len(base))
+	for i := range ratios {
+		for j := range c {
+			c[j] = cur[rng.IntN(len(cur))]
+		}
+		for j := range b {
+			b[j] = base[rng.IntN(len(base))]
+		}
+		ratios[i] = stat.Mean(c, nil) / stat.Mean(b, nil)
+	}
+	return quantiles(ratios, conf)
+}
+
+func quantiles(v []float64, conf float64) Interval {
+	slices.Sort(v)
+	a := (1 - conf) / 2
+	return Interval{Lo: stat.Quantile(a, stat.Empirical, v, nil), Hi: stat.Quantile(1-a, stat.Empirical, v, nil)}
+}
+
+// CV is the coefficient of variation (sample standard deviation over mean).
+func CV(x []float64) float64 {
+	m, sd := stat.MeanStdDev(x, nil)
+	if m == 0 {
+		return math.Inf(1)
+	}
+	return sd / m
+}
+
+// seededRand returns a generator seeded from the strings, so that the same
+// samples always give the same interval.
+func seededRand(parts ...string) *rand.Rand {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	sum := h.Sum(nil)
+	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(sum[:8]), binary.LittleEndian.Uint64(sum[8:16])))
+}
+
+// throughputGate measures decode and prefill tok/s over params.runs runs
+// (after one warm-up run that is not counted) and compares them with the
+// baseline recorded for (model, host, backend): the bootstrap confidence
+// interval of the ratio current/baseline must lie above the contract's
+// ratio threshold to pass and below it to fail; an interval that straddles
+// it is undecided, and runs whose coefficient of variation exceeds max_cv
+// are too noisy to decide. Both are refusals, never a coin flip.
+func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, backend string) outcome {
+	runs := max(2, paramInt(fz, "runs", 7))
+	n := max(2, paramInt(fz, "tokens", 32))
+	prompt := paramString(fz, "prompt", defaultThroughputPrompt)
+	conf := paramFloat(fz, "confidence", 0.95)
+	resamples := max(100, paramInt(fz, "resamples", 2000))
+	c := newCheck(fz)
+	for _, name := range []string{"decode_ratio", "prefill_ratio", "max_cv"} {
+		if _, ok := c.threshold(name); !ok {
+			return refused(CodeNoContract, fz.ID, nil, "falsifier %s has no threshold %s", fz.ID, name)
+		}
+	}
+	opts := generate.Options{Model: m.path, Backend: backend, Prompt: prompt, Raw: true, MaxTokens: n,
+		IgnoreEOS: true, Threads: m.opts.Threads, Log: m.opts.Log}
+	var decode, prefill []float64
+	for i := 0; i <= runs; i++ {
+		r, err := m.opts.hooks.run(ctx, opts)
+		if err != nil {
+			return fromError(CodeBackend, err, "backend %s", backend)
+		}
+		if i == 0 {
+			continue // warm-up: page cache, allocator, CPU frequency
+		}
+		if r.DecodeTokPerS <= 0 || r.PrefillMS <= 0 || r.PromptTokens < 1 {
+			return failed(nil, "run %d measured decode %.3g tok/s, prefill %d tokens in %.3g ms: not a rate", i, r.DecodeTokPerS, r.PromptTokens, r.PrefillMS)
+		}
+		decode = append(decode, r.DecodeTokPerS)
+		prefill = append(prefill, float64(r.PromptTokens)/(r.PrefillMS/1e3))
+	}
+	rng := seededRand(m.sha, backend, m.rep.Host.Fingerprint)
+	dm, pm := stat.Mean(decode, nil), stat.Mean(prefill, nil)
+	dci, pci := MeanCI(decode, conf, resamples, rng), MeanCI(prefill, conf, resamples, rng)
+	cv := math.Max(CV(decode), CV(prefill))
+	c.note("decode_tok_per_s", dm, "tok/s")
+	c.note("decode_ci_lo", dci.Lo, "tok/s")
+	c.note("decode_ci_hi", dci.Hi, "tok/s")
+	c.note("prefill_tok_per_s", pm, "tok/s")
+	c.note("prefill_ci_lo", pci.Lo, "tok/s")
+	c.note("prefill_ci_hi", pci.Hi, "tok/s")
+	c.note("runs", float64(runs), "count")
+	c.hold("max_cv", cv, "")
+	noisy := len(c.failing) > 0
+	c.failing = nil
+
+	key := BaselineKey(m.sha, m.rep.Host.Fingerprint, backend)
+	file := m.opts.BaselineFile
+	bl, err := LoadBaselines(file)
+	if err != nil {
+		return refused(CodeBaselineFile, fz.ID, c.values, "%v (fix or move it; --accept-baseline will not overwrite it)", err)
+	}
+	base, have := bl.Entries[key]
+	if have && (base.Prompt != prompt || base.Tokens != n || base.Threads != m.opts.Threads) {
+		if !m.opts.AcceptBaseline {
+			return refused(CodeNoBaseline, fz.ID, c.values, "the baseline for this model, host and backend in %s was measured with other parameters (prompt, %d tokens, %d threads); --accept-baseline records one for these", file, base.Tokens, base.Threads)
+		}
+		have = false
+	}
+	record := func(why string) outcome {
+		bl.Entries[key] = &Baseline{ModelSHA256: m.sha, Model: m.mr.Name, Host: m.rep.Host, Backend: backend,
+			Prompt: prompt, Tokens: n, Threads: m.opts.Threads, Recorded: time.Now().UTC().Format(time.RFC3339),
+			Decode: decode, Prefill: prefill}
+		if err := bl.Save(file); err != nil {
+			return refused(CodeBaselineFile, fz.ID, c.values, "%v", err)
+		}
+		return outcome{verdict: Pass, values: c.values, reason: why}
+	}
+	tooNoisy := func() outcome {
+		return refused(CodeTooNoisy, fz.ID, c.values, "too noisy: the runs' coefficient of variation is %.3g, above the contract's %s; nothing is decided or recorded", cv, thresholdString(fz.Thresholds["max_cv"]))
+	}
+	if !have {
+		if !m.opts.AcceptBaseline {
+			also := ""
+			if noisy {
+				also = fmt.Sprintf(" (and these runs, cv %.3g, are too noisy to record one: %s)", cv, thresholdString(fz.Thresholds["max_cv"]))
+			}
+			return refused(CodeNoBaseline, fz.ID, c.values, "no baseline for this model, host (%s) and backend in %s; run with --accept-baseline to record one%s", m.rep.Host.Fingerprint, file, also)
+		}
+		if noisy {
+			return tooNoisy()
+		}
+		{
+			return record(fmt.Sprintf("no baseline for this model, host (%s) and backend: recorded these runs as the baseline in %s (stable: cv %.3g)", m.rep.Host.Fingerprint, file, cv))
+		}
+	}
+	if noisy {
+		return tooNoisy()
+	}
+	dr := RatioCI(decode, base.Decode, conf, resamples, rng)
+	pr := RatioCI(prefill, base.Prefill, conf, resamples, rng)
+	c.note("baseline_decode_tok_per_s", stat.Mean(base.Decode, nil), "tok/s")
+	c.note("baseline_prefill_tok_per_s", stat.Mean(base.Prefill, nil), "tok/s")
+	c.note("decode_ratio_ci_lo", dr.Lo, "")
+	c.note("decode_ratio_ci_hi", dr.Hi, "")
+	c.note("prefill_ratio_ci_lo", pr.Lo, "")
+	c.note("prefill_ratio_ci_hi", pr.Hi, "")
+	var drops, undecided []string
+	for _, r := range []struct {
+		name string
+		ci   Interval
+		cur  float64
+		base []float64
+	}{{"decode_ratio", dr, dm, base.Decode}, {"prefill_ratio", pr, pm, base.Prefill}} {
+		t := fz.Thresholds[r.name]
+		point := r.cur / stat.Mean(r.base, nil)
+		c.values = append(c.values, Value{Name: r.name, Value: point, Threshold: thresholdString(t)})
+		lo, hi := t.Holds(r.ci.Lo), t.Holds(r.ci.Hi)
+		switch {
+		case lo && hi:
+		case !lo && !hi:
+			drops = append(drops, fmt.Sprintf("%s %.3f (%.0f%% CI [%.3f, %.3f]) is outside %s", r.name, point, conf*100, r.ci.Lo, r.ci.Hi, thresholdString(t)))
+		default:
+			undecided = append(undecided, fmt.Sprintf("%s %.3f: its %.0f%% CI [%.3f, %.3f] straddles %s", r.name, point, conf*100, r.ci.Lo, r.ci.Hi, thresholdString(t)))
+		}
+	}
+	switch {
+	case len(drops) > 0:
+		return failed(c.values, "slower than the baseline recorded %s: %s", base.Recorded, firstN(drops))
+	case len(undecided) > 0:
+		return refused(CodeUndecided, fz.ID, c.values, "undecided: %s; more runs or a quieter machine are needed", firstN(undecided))
+	}
+	// The ratchet: the baseline only moves up, and only when asked.
+	if m.opts.AcceptBaseline && dr.Lo > 1 && pr.Lo > 1 {
+		return record(fmt.Sprintf("faster than the baseline (decode ×%.3f, prefill ×%.3f, both CIs above 1): raised the baseline", dm/stat.Mean(base.Decode, nil), pm/stat.Mean(base.Prefill, nil)))
+	}
+	return passed(c.values...)
+}
