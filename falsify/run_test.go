@@ -1,0 +1,186 @@
+package falsify_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/internal/testutil"
+	"github.com/aprqa/apr/refuse"
+)
+
+// TestVerdicts pins how a code's outcome becomes a verdict: nothing that
+// did not measure what its thresholds judge, or could not run, passes.
+func TestVerdicts(t *testing.T) {
+	model := testutil.Fixture(t, "models/stories260K.gguf")
+	tests := []struct {
+		name      string
+		fn        falsify.Func
+		verdict   falsify.Verdict
+		removedBy string
+		reason    string
+	}{
+		{"measures within threshold", func(ctx context.Context, c *falsify.Check) error { c.Measure("violations", 0); return nil },
+			falsify.VerdictPass, "", ""},
+		{"measures beyond threshold", func(ctx context.Context, c *falsify.Check) error { c.Measure("violations", 2); return nil },
+			falsify.VerdictFail, "", "violations = 2, want == 0"},
+		{"measures nothing", func(ctx context.Context, c *falsify.Check) error { return nil },
+			falsify.VerdictFail, "", "violations was not measured"},
+		{"measures NaN", func(ctx context.Context, c *falsify.Check) error { c.Measure("violations", math.NaN()); return nil },
+			falsify.VerdictFail, "", "violations is NaN"},
+		{"returns Fail", func(ctx context.Context, c *falsify.Check) error { return falsify.Fail("found a defect") },
+			falsify.VerdictFail, "", "found a defect"},
+		{"refuses", func(ctx context.Context, c *falsify.Check) error { return refuse.New("engine/ref", "no such op") },
+			falsify.VerdictRefused, "engine/ref", "no such op"},
+		{"errors", func(ctx context.Context, c *falsify.Check) error { return errors.New("disk on fire") },
+			falsify.VerdictRefused, "falsifier:llama.tensor_contract", "disk on fire"},
+		{"panics", func(ctx context.Context, c *falsify.Check) error { panic("boom") },
+			falsify.VerdictRefused, "falsifier:llama.tensor_contract", "panicked: boom"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := falsify.NewRegistry()
+			reg.Register("tensor_contract", falsify.KindShape, tt.fn)
+			r := runOne(t, reg, embedded(t), "llama.tensor_contract", model, "")
+			got := [3]string{string(r.Verdict), r.RemovedBy, r.Reason}
+			if r.Verdict != tt.verdict || r.RemovedBy != tt.removedBy || !strings.Contains(r.Reason, tt.reason) {
+				t.Errorf("Run(llama.tensor_contract) with a code that %s = %q, want verdict %s, removed_by %q, reason ~%q", tt.name, got, tt.verdict, tt.removedBy, tt.reason)
+			}
+		})
+	}
+}
+
+func TestSelection(t *testing.T) {
+	set := embedded(t)
+	model := testutil.Fixture(t, "models/stories260K.gguf")
+	ctx := context.Background()
+
+	// Named explicitly, a falsifier that cannot run is refused, not skipped.
+	r := runOne(t, fullRegistry(), set, "llama.tensor_contract", "", "")
+	if r.Verdict != falsify.VerdictRefused || r.RemovedBy != falsify.ByRunner || !strings.Contains(r.Reason, "--model") {
+		t.Errorf("llama.tensor_contract without a model: %s by %q (%s), want refused by falsify naming --model", r.Verdict, r.RemovedBy, r.Reason)
+	}
+	r = runOne(t, fullRegistry(), set, "qwen3.tensor_contract", model, "")
+	if r.Verdict != falsify.VerdictRefused || !strings.Contains(r.Reason, `the model is "llama"`) {
+		t.Errorf("qwen3.tensor_contract on a llama model: %s (%s), want refused", r.Verdict, r.Reason)
+	}
+
+	// Unknown ids are bad input.
+	if _, err := falsify.Run(ctx, falsify.Options{IDs: []string{"nonesuch"}, Set: set, Registry: fullRegistry()}); !errors.Is(err, falsify.ErrUnknownID) {
+		t.Errorf("Run(nonesuch): error %v, want ErrUnknownID", err)
+	}
+
+	// A falsifier whose code is not registered is refused even when not named.
+	reg := fullRegistry()
+	less := falsify.NewRegistry()
+	for _, c := range reg.Codes() {
+		if c.ID != "greedy_golden" {
+			less.Register(c.ID, c.Kind, c.Run, falsify.Needs(c.Needs...), falsify.AppliesWhen(c.Applies), falsify.Thresholds(c.Thresholds...), falsify.Refs(c.Refs...))
+		}
+	}
+	rep, err := falsify.Run(ctx, falsify.Options{IDs: []string{"model.llama"}, Model: model, Set: set, Registry: less})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotIDs []string
+	for _, res := range rep.Results {
+		gotIDs = append(gotIDs, string(res.Verdict)+" "+res.ID)
+	}
+	want := []string{"pass llama.metadata_plausibility", "pass llama.tensor_contract",
+		"refused stories260k.greedy_golden", "refused stories260k.greedy_golden.failclosed"}
+	if diff := cmp.Diff(want, gotIDs); diff != "" {
+		t.Errorf("Run(model.llama) without greedy_golden's code (-want +got):\n%s", diff)
+	}
+	// A contract id selects its falsifiers; the ones that do not apply are
+	// reported as not run, never as results.
+	if len(rep.NotRun) != 1 || rep.NotRun[0].ID != "llama.logits_parity" {
+		t.Errorf("Run(model.llama) not run = %v, want llama.logits_parity (needs fixtures)", rep.NotRun)
+	}
+	if rep.Summary != (falsify.Summary{Pass: 2, Refused: 2}) {
+		t.Errorf("Run(model.llama) summary = %+v", rep.Summary)
+	}
+}
+
+// TestStoriesAllPass is the acceptance run: everything that applies to
+// stories260K passes.
+func TestStoriesAllPass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("SKIP (not a pass): runs the model; not in -short")
+	}
+	model := testutil.Fixture(t, "models/stories260K.gguf")
+	rep, err := falsify.Run(context.Background(), falsify.Options{Model: model, Seed: time.Now().UnixNano(),
+		Set: embedded(t), Registry: fullRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[falsify.Kind]int{}
+	for _, r := range rep.Results {
+		kinds[r.Kind]++
+		if r.Verdict != falsify.VerdictPass {
+			t.Errorf("%s: %s (%s) %v", r.ID, r.Verdict, r.Reason, r.Details)
+		}
+	}
+	for _, k := range []falsify.Kind{falsify.KindShape, falsify.KindProperty, falsify.KindTiming, falsify.KindGolden, falsify.KindFailClosed} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s falsifier ran on stories260K (ran: %v)", k, kinds)
+		}
+	}
+}
+
+func TestJUnit(t *testing.T) {
+	seed := int64(7)
+	rep := &falsify.Report{ContractsDigest: "d", Seed: seed, Results: []falsify.Result{
+		{ID: "a.pass", Binds: "model.llama", Verdict: falsify.VerdictPass, Measured: map[string]float64{"v": 0}},
+		{ID: "a.fail", Binds: "model.llama", Verdict: falsify.VerdictFail, Reason: "v = 3, want == 0", Seed: &seed},
+		{ID: "k.refused", Binds: "kernel.q4_k", Verdict: falsify.VerdictRefused, RemovedBy: "falsify", Reason: "needs --model"},
+	}}
+	var buf bytes.Buffer
+	if err := falsify.WriteJUnit(&buf, rep, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+		Errors   int `xml:"errors,attr"`
+		Suites   []struct {
+			Name  string `xml:"name,attr"`
+			Cases []struct {
+				Name    string `xml:"name,attr"`
+				Failure *struct {
+					Message string `xml:"message,attr"`
+				} `xml:"failure"`
+				Error *struct {
+					Type string `xml:"type,attr"`
+				} `xml:"error"`
+				Skipped *struct{} `xml:"skipped"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("WriteJUnit output is not XML: %v\n%s", err, buf.String())
+	}
+	if doc.Tests != 3 || doc.Failures != 1 || doc.Errors != 1 || len(doc.Suites) != 2 {
+		t.Fatalf("WriteJUnit counts tests %d failures %d errors %d suites %d, want 3 1 1 2\n%s", doc.Tests, doc.Failures, doc.Errors, len(doc.Suites), buf.String())
+	}
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			if c.Skipped != nil {
+				t.Errorf("case %s is <skipped>: a refusal must not read as a skip", c.Name)
+			}
+			if c.Name == "k.refused" && (c.Error == nil || c.Error.Type != "refused") {
+				t.Errorf("refused case has no <error type=refused>")
+			}
+			if c.Name == "a.fail" && (c.Failure == nil || c.Failure.Message != "v = 3, want == 0") {
+				t.Errorf("failed case has no <failure> with the reason")
+			}
+		}
+	}
+}
