@@ -67,6 +67,19 @@
 // which in the returned Kernel's key. List is the listing behind
 // `apr kernels`.
 //
+// # Order of float32 operations
+//
+// The AVX2 kernels reproduce ggml-cpu's AVX2 vec_dot arithmetic for their
+// type (tinyBLAS's for F32/F16/BF16): the same int32 lane partition (lane k
+// holds values 4k..4k+3 of every 32-value group, offsets and scales folded
+// in per lane as ggml folds them), the same number of float accumulators and
+// the same order of fma/add operations, and hsum_float_8 at the end. The
+// four-row matmul kernels perform, for each row, exactly the single-row
+// kernel's operations, so a matmul row is bit for bit the matvec of that
+// activation row (TestMatMulRowsEqualMatVec): prefill and decode agree. The
+// Go kernels follow ggml's generic C order instead (what ggml runs without
+// SIMD).
+//
 // # Contract
 //
 // For a row of n values in B weight blocks, a kernel's result differs from
@@ -74,5 +87,6 @@
 // converted activations by at most (B + 8)·2⁻²³·Σ|wᵢ·aᵢ|; for Q4_1 and Q5_1
 // add Σ_blocks |m_w·s_a|·2⁻¹⁰ (Q8_1 stores s = d·Σq in half precision, from
 // the unrounded d). Assembly and Go kernels differ only in the order of
-// float32 additions, within the same bound.
+// float32 additions, within the same bound; Mul with m > 1 gives each row
+// exactly what Mul with m = 1 gives for it, on every instruction set.
 package kern

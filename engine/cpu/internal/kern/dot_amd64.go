@@ -60,10 +60,10 @@ func dotF16AVX2Main(n int, w, a []byte) float32
 //go:noescape
 func dotBF16AVX2Main(n int, w, a []byte) float32
 
-// dotF32AVX2 runs the assembly on the largest multiple of 32 values and the
+// dotF32AVX2 runs the assembly on the largest multiple of 8 values and the
 // Go twin on the rest; likewise dotF16AVX2 and dotBF16AVX2.
 func dotF32AVX2(n int, w, a []byte) float32 {
-	m := n &^ 31
+	m := n &^ 7
 	s := dotF32AVX2Main(m, w, a)
 	if m < n {
 		s += dotF32Go(n-m, w[4*m:], a[4*m:])
@@ -72,7 +72,7 @@ func dotF32AVX2(n int, w, a []byte) float32 {
 }
 
 func dotF16AVX2(n int, w, a []byte) float32 {
-	m := n &^ 31
+	m := n &^ 7
 	s := dotF16AVX2Main(m, w, a)
 	if m < n {
 		s += dotF16Go(n-m, w[2*m:], a[2*m:])
@@ -81,7 +81,7 @@ func dotF16AVX2(n int, w, a []byte) float32 {
 }
 
 func dotBF16AVX2(n int, w, a []byte) float32 {
-	m := n &^ 31
+	m := n &^ 7
 	s := dotBF16AVX2Main(m, w, a)
 	if m < n {
 		s += dotBF16Go(n-m, w[2*m:], a[2*m:])
@@ -132,10 +132,10 @@ func dot4F16AVX2Main(n int, w, a []byte, stride int, out *[4]float32)
 func dot4BF16AVX2Main(n int, w, a []byte, stride int, out *[4]float32)
 
 // dot4Float wraps a four-row float kernel whose assembly takes multiples of
-// 16 values: the tail of each row goes to the Go twin.
+// 8 values: the tail of each row goes to the Go twin.
 func dot4Float(main dot4Func, tail dotFunc, size int) dot4Func {
 	return func(n int, w, a []byte, stride int, out *[4]float32) {
-		m := n &^ 15
+		m := n &^ 7
 		main(m, w, a, stride, out)
 		if m < n {
 			for r := range out {

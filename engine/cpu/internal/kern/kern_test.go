@@ -245,3 +245,44 @@ func TestMulRejectsBadShapes(t *testing.T) {
 		})
 	}
 }
+
+// TestMatMulRowsEqualMatVec: a matmul row is bit for bit the matvec result
+// of that activation row (the four-row kernels do each row's float32
+// operations in the single-row kernel's order), so prefill and decode agree
+// exactly. Row lengths cover odd and even block counts.
+func TestMatMulRowsEqualMatVec(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	pool := kern.NewPool(2)
+	defer pool.Close()
+	for _, mm := range kernels(kern.OpMatMul) {
+		key := mm.Key
+		key.Op = kern.OpMatVec
+		mv, err := kern.Lookup(key)
+		if err != nil {
+			t.Fatalf("%s has no matvec twin: %v", mm.Contract, err)
+		}
+		t.Run(mm.Contract, func(t *testing.T) {
+			for _, units := range []int{1, 2, 3, 7} {
+				n, rows, m := minCols(mm)*units, 9, 11
+				w := kern.Weights{Type: key.Type, Rows: rows, Cols: n, Data: randomWeights(rng, key.Type, rows*n)}
+				x := randomActs(rng, m*n)
+				var s kern.Scratch
+				got := make([]float32, m*rows)
+				if err := mm.Mul(pool, &s, got, w, x, m); err != nil {
+					t.Fatal(err)
+				}
+				one := make([]float32, rows)
+				for i := 0; i < m; i++ {
+					if err := mv.Mul(pool, &s, one, w, x[i*n:(i+1)*n], 1); err != nil {
+						t.Fatal(err)
+					}
+					for r := 0; r < rows; r++ {
+						if g, w := got[i*rows+r], one[r]; math.Float32bits(g) != math.Float32bits(w) {
+							t.Fatalf("n=%d: %s.Mul(m=%d) row %d col %d = %g (%#08x), %s.Mul(m=1) = %g (%#08x)", n, mm.Contract, m, i, r, g, math.Float32bits(g), mv.Contract, w, math.Float32bits(w))
+						}
+					}
+				}
+			}
+		})
+	}
+}
