@@ -8,7 +8,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/tokenizer"
 )
 
@@ -40,16 +39,7 @@ func fuzzTokenizers(f *testing.F) map[string]*tokenizer.Tokenizer {
 	dir := filepath.Join("..", "..", "..", "shared", "fixtures", "vocab")
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.gguf"))
 	for _, p := range paths {
-		file, err := gguf.Open(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Cleanup(func() { file.Close() })
-		tok, err := tokenizer.New(file)
-		if err != nil {
-			f.Fatalf("tokenizer.New(%s): %v", p, err)
-		}
-		toks[filepath.Base(p)] = tok
+		toks[filepath.Base(p)] = openTokenizer(f, p)
 	}
 	return toks
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -55,17 +56,26 @@ func readVectors(tb testing.TB, inp, out string) ([]string, [][]int32) {
 	return cases, ids
 }
 
+// loaded keeps the tokenizers the tests build, one per file: a Tokenizer is
+// immutable, and building the qwen one takes a good part of a second. Their
+// files stay mapped until the test binary exits.
+var loaded sync.Map // path → *tokenizer.Tokenizer
+
 func openTokenizer(tb testing.TB, path string) *tokenizer.Tokenizer {
 	tb.Helper()
+	if tok, ok := loaded.Load(path); ok {
+		return tok.(*tokenizer.Tokenizer)
+	}
 	f, err := gguf.Open(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { f.Close() })
 	tok, err := tokenizer.New(f)
 	if err != nil {
+		f.Close()
 		tb.Fatalf("tokenizer.New(%s): %v", filepath.Base(path), err)
 	}
+	loaded.Store(path, tok)
 	return tok
 }
 
