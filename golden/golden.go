@@ -120,8 +120,17 @@ func (f *File) Encode() ([]byte, error) {
 	if err := enc.Encode(&c); err != nil {
 		return nil, fmt.Errorf("golden: encode %s: %w", f.Model, err)
 	}
-	return b.Bytes(), nil
+	return numberLists.ReplaceAllFunc(b.Bytes(), func(m []byte) []byte {
+		return spaces.ReplaceAll(m, []byte(" "))
+	}), nil
 }
+
+// numberLists matches a JSON array of numbers as the indenting encoder
+// writes it, one number per line; Encode puts each on one line.
+var (
+	numberLists = regexp.MustCompile(`\[\s*-?[0-9][0-9.eE+-]*(?:,\s*-?[0-9][0-9.eE+-]*)*\s*\]`)
+	spaces      = regexp.MustCompile(`\s+`)
+)
 
 // Round rounds a margin to six significant digits, as Encode stores it.
 func Round(m float64) float64 {
