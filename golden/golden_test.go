@@ -57,13 +57,13 @@ func specs(t *testing.T) []spec {
 	}
 	for _, m := range models {
 		out = append(out, spec{name: "synth-" + m.Arch + "-tiny-F32", path: m.Path, source: m.How,
-			review: "random weights: no independent implementation has run this file; the cpu engine agrees (apr qa) and the ref engine agrees with llama.cpp on the fixtures of the same architecture",
+			review:  "random weights: no independent implementation has run this file; the cpu engine agrees (apr qa) and the ref engine agrees with llama.cpp on the fixtures of the same architecture",
 			prompts: synthPrompts, n: 16})
 	}
 	if dir, err := testutil.FixturesDir(); err == nil {
 		out = append(out, spec{name: "stories260K", path: filepath.Join(dir, "models/stories260K.gguf"),
-			source: "apr's shared fixtures: models/stories260K.gguf (Karpathy's tinyllamas)",
-			review: "token ids equal llama.cpp's greedy outputs in fixtures expect/stories260K.greedy.json (checked by TestStoriesAgainstLlamaCpp)",
+			source:  "apr's shared fixtures: models/stories260K.gguf (Karpathy's tinyllamas)",
+			review:  "token ids equal llama.cpp's greedy outputs in fixtures expect/stories260K.greedy.json (checked by TestStoriesAgainstLlamaCpp)",
 			prompts: []string{"Once upon a time", "One day, Lily", "The little dog"}, n: 64})
 	} else {
 		t.Logf("SKIP (not a pass) the stories260K golden: %v", err)
