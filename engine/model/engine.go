@@ -54,3 +54,17 @@ const (
 	OpResultNorm = "result_norm"   // final RMSNorm output (layer -1)
 	OpLogits     = "logits"        // output logits (layer -1)
 )
+
+// Trace op names particular to qwen35's mixers, reported by every engine that
+// runs qwen35 (the reference and the optimized engines use these same names).
+const (
+	OpQ35Gate     = "q_gate"       // full attention: output gate from attn_q, before the sigmoid
+	OpQ35AttnPre  = "attn_pregate" // full attention: output before the gate and attn_output
+	OpQ35QKV      = "ssm_qkv"      // DeltaNet: attn_qkv projection, before the convolution
+	OpQ35Z        = "ssm_z"        // DeltaNet: attn_gate projection z
+	OpQ35Beta     = "ssm_beta"     // DeltaNet: sigmoid(beta) per value head
+	OpQ35G        = "ssm_g"        // DeltaNet: log decay per value head
+	OpQ35Conv     = "ssm_conv"     // DeltaNet: after the causal convolution and SiLU
+	OpQ35Delta    = "ssm_delta"    // DeltaNet: delta-rule output, all value heads, before the gated norm
+	OpQ35GatedOut = "ssm_norm"     // DeltaNet: after the gated RMSNorm, before ssm_out
+)

@@ -19,18 +19,6 @@ func init() {
 	RegisterMixer(model.LayerGatedAttention, newQ35Attention)
 }
 
-// Trace op names particular to qwen35 (the shared ones live in engine/model).
-const (
-	OpQ35Gate     = "q_gate"       // full attention: output gate from attn_q, before the sigmoid
-	OpQ35AttnPre  = "attn_pregate" // full attention: output before the gate and attn_output
-	OpQ35QKV      = "ssm_qkv"      // DeltaNet: attn_qkv projection, before the convolution
-	OpQ35Z        = "ssm_z"        // DeltaNet: attn_gate projection z
-	OpQ35Beta     = "ssm_beta"     // DeltaNet: sigmoid(beta) per value head
-	OpQ35G        = "ssm_g"        // DeltaNet: log decay per value head
-	OpQ35Conv     = "ssm_conv"     // DeltaNet: after the causal convolution and SiLU
-	OpQ35Delta    = "ssm_delta"    // DeltaNet: delta-rule output, all value heads, before the gated norm
-	OpQ35GatedOut = "ssm_norm"     // DeltaNet: after the gated RMSNorm, before ssm_out
-)
 
 func q35Ext(e *Engine) (*model.Qwen35, error) {
 	q, ok := e.spec.Ext.(*model.Qwen35)
@@ -112,16 +100,16 @@ func (st *q35DeltaState) Forward(tr tracer, x, out [][]float32, pos int) error {
 			beta[t][j] = float32(q35Sigmoid(float64(beta[t][j])))
 			g[t][j] = float32(q35Softplus(float64(g[t][j])+float64(m.dt[j])) * float64(m.a[j]))
 		}
-		tr.emit(OpQ35QKV, p, qkv[t])
-		tr.emit(OpQ35Z, p, z[t])
-		tr.emit(OpQ35Beta, p, beta[t])
-		tr.emit(OpQ35G, p, g[t])
+		tr.emit(model.OpQ35QKV, p, qkv[t])
+		tr.emit(model.OpQ35Z, p, z[t])
+		tr.emit(model.OpQ35Beta, p, beta[t])
+		tr.emit(model.OpQ35G, p, g[t])
 
 		q35Conv(c, st.conv, qkv[t], m.conv, q.ConvKernel)
 		for i, v := range c {
 			c[i] = float32(silu(float64(v)))
 		}
-		tr.emit(OpQ35Conv, p, c)
+		tr.emit(model.OpQ35Conv, p, c)
 		qs, ks, vs := c[:kd], c[kd:2*kd], c[2*kd:]
 		for h := 0; h < q.NKHeads; h++ {
 			q35L2Norm(qs[h*hk:(h+1)*hk], m.eps)
@@ -133,11 +121,11 @@ func (st *q35DeltaState) Forward(tr tracer, x, out [][]float32, pos int) error {
 			q35DeltaStep(st.s[j*ss:(j+1)*ss], o[t][j*hv:(j+1)*hv],
 				qs[kh*hk:(kh+1)*hk], ks[kh*hk:(kh+1)*hk], vs[j*hv:(j+1)*hv], g[t][j], beta[t][j])
 		}
-		tr.emit(OpQ35Delta, p, o[t])
+		tr.emit(model.OpQ35Delta, p, o[t])
 		for j := 0; j < q.NVHeads; j++ {
 			q35GatedNorm(o[t][j*hv:(j+1)*hv], m.norm, z[t][j*hv:(j+1)*hv], m.eps)
 		}
-		tr.emit(OpQ35GatedOut, p, o[t])
+		tr.emit(model.OpQ35GatedOut, p, o[t])
 	}
 	st.pos += n
 	e.linear(l.Ext[model.RoleSSMOut], nil, o, out)
@@ -220,7 +208,7 @@ func (c *q35KV) Forward(tr tracer, x, out [][]float32, pos int) error {
 		tr.emit(model.OpQ, p, q[t])
 		tr.emit(model.OpK, p, k[t])
 		tr.emit(model.OpV, p, v[t])
-		tr.emit(OpQ35Gate, p, gate[t])
+		tr.emit(model.OpQ35Gate, p, gate[t])
 		// Text tokens: the t, h and w components are the position, e is 0.
 		q35Angles([4]int{p, p, p, 0}, sp.RopeDim, sec, sp.RopeBase, cos, sin)
 		for h := 0; h < nH; h++ {
@@ -260,7 +248,7 @@ func (c *q35KV) Forward(tr tracer, x, out [][]float32, pos int) error {
 				oh[d] = float32(acc[d])
 			}
 		}
-		tr.emit(OpQ35AttnPre, p, o[t])
+		tr.emit(model.OpQ35AttnPre, p, o[t])
 		for i := range o[t] {
 			o[t][i] = float32(float64(o[t][i]) * q35Sigmoid(float64(gate[t][i])))
 		}

@@ -246,7 +246,7 @@ func TestQwen35Trace(t *testing.T) {
 	seen := map[string]int{}
 	s.SetTrace(func(layer int, op string, pos int, v []float32) {
 		switch op {
-		case model.OpSSMOut, model.OpAttnOut, ref.OpQ35Delta, ref.OpQ35Gate, model.OpQRope:
+		case model.OpSSMOut, model.OpAttnOut, model.OpQ35Delta, model.OpQ35Gate, model.OpQRope:
 			seen[op+"@"+string(rune('0'+layer))]++
 		}
 	})
