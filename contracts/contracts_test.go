@@ -45,7 +45,7 @@ func TestEmbedded(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range []string{"inspect", "tensors", "run", "logits"} {
+	for _, v := range []string{"inspect", "tensors", "tokenize", "run", "logits"} {
 		if _, ok := s.Verb(v); !ok {
 			t.Errorf("Embedded(): no contract for verb %s", v)
 		}
