@@ -225,9 +225,9 @@ func (m *modelRun) falsifier(gate string) (schema.Falsifier, *outcome) {
 		}
 		return f, nil
 	}
-	what := fmt.Sprintf("a falsifier with code %s", code)
+	what := fmt.Sprintf("falsifier with code %s", code)
 	if gate == GateFailClosed {
-		what = fmt.Sprintf("a failclosed falsifier whose target is the parity falsifier (%s)", orNone(parityID))
+		what = fmt.Sprintf("failclosed falsifier whose target is the parity falsifier (%s)", orNone(parityID))
 	}
 	r := refused(CodeNoContract, By, nil, "contract %s (contracts digest %.12s) has no %s: gate %s is not defined for this model", owner, set.Digest, what, gate)
 	return schema.Falsifier{}, &r

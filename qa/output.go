@@ -23,42 +23,49 @@ func WriteHeader(w io.Writer, m *ModelReport) {
 // that did not pass under its row; then the summary.
 func WriteTable(w io.Writer, r *Report) {
 	for i := range r.Models {
-		m := &r.Models[i]
-		WriteHeader(w, m)
-		rows := [][]string{{"#", "gate", "backend", "verdict", "measured", "threshold", "time"}}
-		for k, g := range m.Gates {
-			meas, thr := Measured(g)
-			b := g.Backend
-			if b == "" {
-				b = "-"
-			}
-			rows = append(rows, []string{fmt.Sprint(k + 1), g.Name, b, g.Status, meas, thr, Duration(g.DurationMS)})
+		WriteModelTable(w, &r.Models[i])
+	}
+	WriteSummary(w, r)
+}
+
+// WriteSummary writes the report's one-line summary.
+func WriteSummary(w io.Writer, r *Report) { fmt.Fprintf(w, "qa: %s\n", r.Summary) }
+
+// WriteModelTable writes one model's header and gate table.
+func WriteModelTable(w io.Writer, m *ModelReport) {
+	WriteHeader(w, m)
+	rows := [][]string{{"#", "gate", "backend", "verdict", "measured", "threshold", "time"}}
+	for k, g := range m.Gates {
+		meas, thr := Measured(g)
+		b := g.Backend
+		if b == "" {
+			b = "-"
 		}
-		width := make([]int, len(rows[0]))
-		for _, row := range rows {
-			for c, cell := range row {
-				width[c] = max(width[c], utf8.RuneCountInString(cell))
-			}
+		rows = append(rows, []string{fmt.Sprint(k + 1), g.Name, b, g.Status, meas, thr, Duration(g.DurationMS)})
+	}
+	width := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for c, cell := range row {
+			width[c] = max(width[c], utf8.RuneCountInString(cell))
 		}
-		for k, row := range rows {
-			var b strings.Builder
+	}
+	for k, row := range rows {
+		var b strings.Builder
+		b.WriteString(" ")
+		for c, cell := range row {
 			b.WriteString(" ")
-			for c, cell := range row {
-				b.WriteString(" ")
-				b.WriteString(cell)
-				if c < len(row)-1 {
-					b.WriteString(strings.Repeat(" ", width[c]-utf8.RuneCountInString(cell)+1))
-				}
+			b.WriteString(cell)
+			if c < len(row)-1 {
+				b.WriteString(strings.Repeat(" ", width[c]-utf8.RuneCountInString(cell)+1))
 			}
-			fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
-			if k > 0 {
-				if g := m.Gates[k-1]; g.Verdict != Pass || g.Reason != "" {
-					fmt.Fprintf(w, "      ↳ %s\n", GateReason(g))
-				}
+		}
+		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+		if k > 0 {
+			if g := m.Gates[k-1]; g.Verdict != Pass || g.Reason != "" {
+				fmt.Fprintf(w, "      ↳ %s\n", GateReason(g))
 			}
 		}
 	}
-	fmt.Fprintf(w, "qa: %s\n", r.Summary)
 }
 
 // GateReason is the line explaining a gate's verdict.

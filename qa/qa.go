@@ -203,7 +203,10 @@ type Options struct {
 	Host *hostinfo.Host
 	// Progress, when set, is called with each gate as it finishes.
 	Progress func(m *ModelReport, g Gate)
-	Log      *slog.Logger
+	// ModelDone, when set, is called with each model's report as its last
+	// gate finishes.
+	ModelDone func(m *ModelReport)
+	Log       *slog.Logger
 
 	hooks *hooks
 }
@@ -295,6 +298,9 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 			return Report{}, err
 		}
 		rep.Models = append(rep.Models, mr)
+		if opts.ModelDone != nil {
+			opts.ModelDone(&rep.Models[len(rep.Models)-1])
+		}
 	}
 	rep.finish()
 	rep.DurationMS = ms(time.Since(start))

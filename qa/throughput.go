@@ -101,20 +101,32 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 	}
 	opts := generate.Options{Model: m.path, Backend: backend, Prompt: prompt, Raw: true, MaxTokens: n,
 		IgnoreEOS: true, Threads: m.opts.Threads, Log: m.opts.Log}
+	// A run repeats the generation until it has lasted min_run_ms, so that
+	// a tiny model's runs are not all scheduler jitter; its rates are its
+	// tokens over its summed stage times (decode only for decode).
+	minRun := time.Duration(paramFloat(fz, "min_run_ms", 100) * float64(time.Millisecond))
 	var decode, prefill []float64
 	for i := 0; i <= runs; i++ {
-		r, err := m.opts.hooks.run(ctx, opts)
-		if err != nil {
-			return fromError(CodeBackend, err, "backend %s", backend)
+		var dTok, pTok int
+		var dMS, pMS float64
+		for start := time.Now(); dTok == 0 || time.Since(start) < minRun; {
+			r, err := m.opts.hooks.run(ctx, opts)
+			if err != nil {
+				return fromError(CodeBackend, err, "backend %s", backend)
+			}
+			if r.TokensOut < 2 || r.DecodeMS <= 0 || r.PrefillMS <= 0 || r.PromptTokens < 1 {
+				return failed(nil, "run %d: %d tokens decoded in %.3g ms, %d prompt tokens in %.3g ms: not a rate", i, r.TokensOut-1, r.DecodeMS, r.PromptTokens, r.PrefillMS)
+			}
+			dTok += r.TokensOut - 1
+			dMS += r.DecodeMS
+			pTok += r.PromptTokens
+			pMS += r.PrefillMS
 		}
 		if i == 0 {
 			continue // warm-up: page cache, allocator, CPU frequency
 		}
-		if r.DecodeTokPerS <= 0 || r.PrefillMS <= 0 || r.PromptTokens < 1 {
-			return failed(nil, "run %d measured decode %.3g tok/s, prefill %d tokens in %.3g ms: not a rate", i, r.DecodeTokPerS, r.PromptTokens, r.PrefillMS)
-		}
-		decode = append(decode, r.DecodeTokPerS)
-		prefill = append(prefill, float64(r.PromptTokens)/(r.PrefillMS/1e3))
+		decode = append(decode, float64(dTok)/(dMS/1e3))
+		prefill = append(prefill, float64(pTok)/(pMS/1e3))
 	}
 	rng := seededRand(m.sha, backend, m.rep.Host.Fingerprint)
 	dm, pm := stat.Mean(decode, nil), stat.Mean(prefill, nil)

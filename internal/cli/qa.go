@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/qa"
+	"github.com/aprqa/apr/refuse"
+)
+
+func init() { register(50, newQACmd) }
+
+type qaOptions struct {
+	Model          string
+	Backends       []string
+	Gates          []string
+	JSON           bool
+	JUnit          string
+	MinGates       int
+	Baseline       string
+	AcceptBaseline bool
+	Contracts      string
+	Threads        int
+}
+
+func newQACmd(env *Env) *cobra.Command {
+	var opts qaOptions
+	c := &cobra.Command{
+		Use:   "qa [MODEL]",
+		Short: "Gate a model: every release gate, on every backend",
+		Long: `qa runs apr's release gates on MODEL, in this order, each held to a falsifier
+of the contracts (its thresholds and parameters come from there):
+
+  1 tensor_contract        tensors and hyper-parameters against the architecture's
+                           model contract; NaN/Inf and all-zero tensors found by
+                           scanning the file's mapping
+  2 metadata_plausibility  rope base, context length, norm epsilon, vocabulary size
+                           within the contract's ranges and constraints
+  3 tokenizer              a built-in multilingual text round-trips; control tokens
+                           stay single tokens (and never come from plain text)
+  4 template               the model's chat template renders a system prompt and two
+                           user turns, keeps every message, tokenizes with control
+                           tokens intact
+  5 golden_output          per backend: greedy output equals the reviewed golden
+                           (golden/), or without one the reference engine's output
+  6 parity                 per non-reference backend: logits cosine and argmax
+                           against the reference at every position of a probe
+  7 failclosed             parity refuses when the reference cannot run
+  8 timing                 a delay planted in each stage of apr run moves that
+                           stage's field by the delay and no other field
+  9 throughput             decode and prefill tok/s against the baseline recorded
+                           for this model, host and backend (bootstrap confidence
+                           intervals; "too noisy" and "undecided" are refusals)
+
+With no MODEL, qa gates a tiny model of every architecture that it synthesizes
+into a temporary directory (apr synth --preset tiny --type F32 --seed 1):
+nothing is downloaded.
+
+Each gate ends pass, fail or refused (with who refused and why). A refusal
+counts as not passed unless the gate's contract marks that refusal optional
+(throughput without a baseline, a base model without a chat template, the
+reference's golden_output for a model without a reviewed golden): those show
+as refused-optional, never as pass.
+
+--backend chooses the gated backends (default: every backend in this build);
+a named backend that is not available has every gate refused with the reason.
+The reference ("ref") judges parity and golden output whether gated or not.
+Baselines live in --baseline FILE (default apr/qa-baselines.json under the
+user's configuration directory), keyed by model sha256, host fingerprint and
+backend; --accept-baseline records a missing one and raises one the runs
+exceed; nothing ever lowers one.
+
+The table goes to stderr; --json prints the report on stdout; --junit FILE
+writes JUnit XML. Exit codes: 0 every gate passed (refused-optional
+included) and at least --min-gates gates executed; 1 a gate failed or fewer
+than --min-gates executed; 3 no gate failed but one was refused; 2 bad usage
+or a model that cannot be read.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Model = args[0]
+			}
+			return runQA(c.Context(), env, opts)
+		},
+	}
+	fl := c.Flags()
+	fl.StringSliceVar(&opts.Backends, "backend", nil, "backends to gate, comma-separated or repeated (default: every backend in this build)")
+	fl.StringSliceVar(&opts.Gates, "gate", nil, "run only these gates (comma-separated or repeated), still in order")
+	fl.StringVar(&opts.JUnit, "junit", "", "write JUnit XML results to FILE")
+	fl.IntVar(&opts.MinGates, "min-gates", 0, "fail when fewer than N gates executed (pass or fail; refusals do not count)")
+	fl.StringVar(&opts.Baseline, "baseline", "", "throughput baseline file (default: apr/qa-baselines.json in the user's configuration directory)")
+	fl.BoolVar(&opts.AcceptBaseline, "accept-baseline", false, "record a missing throughput baseline, and raise one these runs exceed (never lowers one)")
+	fl.StringVar(&opts.Contracts, "contracts", "", "load contracts from this directory instead of the embedded ones")
+	fl.IntVar(&opts.Threads, "threads", 0, "threads for every backend (0: its choice)")
+	jsonFlag(c, &opts.JSON)
+	return c
+}
+
+func runQA(ctx context.Context, env *Env, opts qaOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if opts.MinGates < 0 {
+		return badInputf("qa: --min-gates %d is negative", opts.MinGates)
+	}
+	if opts.Threads < 0 {
+		return badInputf("qa: --threads %d is negative", opts.Threads)
+	}
+	if opts.Model != "" {
+		if _, err := os.Stat(opts.Model); err != nil {
+			return badInput(fmt.Errorf("qa: %w", err))
+		}
+	}
+	var set *contracts.Set
+	var err error
+	if opts.Contracts == "" {
+		set, err = contracts.Embedded()
+	} else {
+		set, err = contracts.LoadDir(opts.Contracts)
+	}
+	if err != nil {
+		return badInput(err)
+	}
+	o := qa.Options{Model: opts.Model, Backends: opts.Backends, Gates: opts.Gates, Contracts: set,
+		BaselineFile: opts.Baseline, AcceptBaseline: opts.AcceptBaseline, MinGates: opts.MinGates,
+		Threads: opts.Threads, Log: env.Log,
+		ModelDone: func(m *qa.ModelReport) { qa.WriteModelTable(env.Stderr, m) }}
+	rep, err := qa.Run(ctx, o)
+	if err != nil {
+		if _, ok := refuse.As(err); ok || errors.Is(err, context.Canceled) {
+			return err
+		}
+		return badInput(err)
+	}
+	qa.WriteSummary(env.Stderr, &rep)
+	if opts.JUnit != "" {
+		var buf bytes.Buffer
+		if err := qa.WriteJUnit(&buf, &rep); err != nil {
+			return err
+		}
+		if err := os.WriteFile(opts.JUnit, buf.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("qa: --junit: %w", err)
+		}
+	}
+	if opts.JSON {
+		if err := writeJSON(env.Stdout, rep); err != nil {
+			return err
+		}
+	}
+	switch {
+	case rep.Passed:
+		return nil
+	case rep.Counts.Fail > 0 || rep.Executed < rep.MinGates || rep.Executed == 0 && rep.Counts.Refused == 0:
+		return ErrCheckFailed
+	}
+	var refused []string
+	for _, g := range rep.Gates() {
+		if g.Verdict == qa.Refused && !g.Optional {
+			name := g.Name
+			if g.Backend != "" {
+				name += "[" + g.Backend + "]"
+			}
+			refused = append(refused, name)
+		}
+	}
+	return refuse.New("qa", "%d gate(s) refused and none failed: %s", len(refused), strings.Join(refused, ", "))
+}
