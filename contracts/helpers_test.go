@@ -12,14 +12,14 @@ import (
 	"github.com/aprqa/apr/engine/quant"
 )
 
-// writeContracts writes the embedded contract files into a temporary
+// writeContracts writes the embedded contract files (and goldens) into a temporary
 // directory, lets edit change them (name → content; "" deletes), and
 // returns the directory.
 func writeContracts(tb testing.TB, edit func(files map[string]string)) string {
 	tb.Helper()
 	files := map[string]string{}
 	err := fs.WalkDir(contracts.EmbeddedFS(), ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".cue") {
+		if err != nil || d.IsDir() {
 			return err
 		}
 		b, err := fs.ReadFile(contracts.EmbeddedFS(), p)
@@ -37,7 +37,11 @@ func writeContracts(tb testing.TB, edit func(files map[string]string)) string {
 		if content == "" {
 			continue
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		full := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
 			tb.Fatal(err)
 		}
 	}
