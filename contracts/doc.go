@@ -17,6 +17,6 @@
 // contracts (each formatted as canonical CUE: fields sorted, no comments,
 // defaults filled in; in id order; then the named tolerances), so a comment or
 // a file split does not change it and any change of meaning does; the
-// sha256 of every golden file (golden/, reviewed outputs that golden
-// falsifiers compare against) is part of it too.
+// sha256 of every reviewed golden (package golden, which golden falsifiers
+// compare against) is part of it too.
 package contracts

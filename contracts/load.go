@@ -20,10 +20,11 @@ import (
 	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/load"
 
+	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/schema"
 )
 
-//go:embed *.cue golden
+//go:embed *.cue
 var embedded embed.FS
 
 // The contract groups, which prefix contract ids.
@@ -81,7 +82,6 @@ type Set struct {
 	// filled in (the listing contract when the falsifier names none).
 	Falsifiers []schema.Falsifier
 
-	fsys  fs.FS             // where the set was loaded from (goldens live there)
 	owner map[string]string // falsifier id → listing contract id
 	pos   map[string]string // contract or falsifier id → position
 	text  map[string]string // contract id → canonical CUE
@@ -116,7 +116,7 @@ func LoadDir(dir string) (*Set, error) {
 // schema, or the checks CUE cannot make — is returned as an *Error listing
 // them all.
 func Load(fsys fs.FS, source string, display func(string) string) (*Set, error) {
-	set := &Set{Source: source, fsys: fsys, owner: map[string]string{}, pos: map[string]string{}, text: map[string]string{}}
+	set := &Set{Source: source, owner: map[string]string{}, pos: map[string]string{}, text: map[string]string{}}
 	var problems []Problem
 	err := schema.With(func(ctx *cue.Context, sch cue.Value) error {
 		insts := load.Instances([]string{"."}, &load.Config{FS: fsys, FromFSPath: display})
@@ -256,10 +256,12 @@ func (s *Set) recordText(u cue.Value) {
 		fmt.Fprintf(h, "%s\n%s\n", id, s.text[id])
 	}
 	fmt.Fprintf(h, "tolerances\n%s\n", canonical(u.LookupPath(cue.MakePath(cue.Str("tolerances")))))
-	for _, name := range s.Goldens() {
-		b, _ := s.Golden(name)
-		sum := sha256.Sum256(b)
-		fmt.Fprintf(h, "golden/%s\n%x\n", name, sum)
+	// The reviewed goldens golden falsifiers compare against are part of
+	// what a verdict was judged under.
+	names, _ := fs.Glob(golden.FS(), "data/*.json")
+	for _, name := range names {
+		b, _ := fs.ReadFile(golden.FS(), name)
+		fmt.Fprintf(h, "golden/%s\n%x\n", name, sha256.Sum256(b))
 	}
 	s.Digest = hex.EncodeToString(h.Sum(nil))
 }

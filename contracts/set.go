@@ -2,7 +2,6 @@ package contracts
 
 import (
 	"fmt"
-	"io/fs"
 	"sort"
 	"strings"
 
@@ -182,36 +181,4 @@ func (s *Set) ResolveKernel(id string) (*schema.Kernel, string, error) {
 		return nil, "", fmt.Errorf("kernel id %q: contract %s has no op %q (it has %s)", id, k.ID, op, strings.Join(ops, ", "))
 	}
 	return k, op, nil
-}
-
-// GoldenDir is the directory of a contract set that holds golden files:
-// reviewed outputs that golden falsifiers compare against (by name).
-const GoldenDir = "golden"
-
-// Golden returns the golden file name of the set.
-func (s *Set) Golden(name string) ([]byte, error) {
-	if name == "" || strings.ContainsAny(name, "/\\") || strings.HasPrefix(name, ".") {
-		return nil, fmt.Errorf("contracts: golden %q: a golden is named by its file name", name)
-	}
-	b, err := fs.ReadFile(s.fsys, GoldenDir+"/"+name)
-	if err != nil {
-		return nil, fmt.Errorf("contracts: golden %s: %w", name, err)
-	}
-	return b, nil
-}
-
-// Goldens returns the names of the set's golden files, sorted.
-func (s *Set) Goldens() []string {
-	ents, err := fs.ReadDir(s.fsys, GoldenDir)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, e := range ents {
-		if !e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
-			out = append(out, e.Name())
-		}
-	}
-	sort.Strings(out)
-	return out
 }

@@ -29,9 +29,8 @@ func RegisterBuiltins(r *Registry) {
 		Needs(NeedModel), Thresholds("max_leak_ms", "max_shortfall_ms"), Params("delay_ms"), VetWith(vetTiming),
 		Doc("a delay planted in one stage of apr run moves that stage's field only"))
 	r.Register("greedy_golden", KindGolden, greedyGolden,
-		Needs(NeedModel), Thresholds("mismatched_cases"), Params("golden"), Refs("golden file"),
-		AppliesWhen(goldenApplies), VetWith(vetGolden),
-		Doc("greedy generation equals the reviewed golden token ids for that model object"))
+		Needs(NeedModel), Thresholds("mismatched_cases"), Refs("golden store"), AppliesWhen(goldenApplies),
+		Doc("greedy generation on the reference engine equals the reviewed golden (package golden) of that model object"))
 	r.Register("logits_parity", KindCosine, logitsParity,
 		Needs(NeedModel, NeedFixtures), Thresholds("min_cosine", "mean_cosine"), Refs("llama.cpp logits"),
 		AppliesWhen(parityApplies),

@@ -14,10 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/internal/testutil"
 )
 
@@ -242,39 +243,54 @@ func TestPlantedFailClosed(t *testing.T) {
 	}
 }
 
-// failclosed: the golden check refuses when its golden file is missing.
+// A model object without a reviewed golden: the golden falsifier does not
+// apply, and named explicitly it is refused, never passed.
 func TestGoldenMissingRefuses(t *testing.T) {
-	model := testutil.Fixture(t, "models/stories260K.gguf")
-	set, err := contracts.LoadDir(contractsDir(t, func(f map[string]string) {
-		f["model_llama.cue"] = mustReplace(t, f["model_llama.cue"], `golden: "stories260K.greedy.json"`, `golden: "nonesuch.json"`)
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := runOne(t, fullRegistry(), set, "stories260k.greedy_golden", model, "")
-	notPass(t, r, falsify.VerdictRefused, "nonesuch.json")
-	if r.RemovedBy != "falsifier:stories260k.greedy_golden" {
-		t.Errorf("removed_by = %q, want the falsifier", r.RemovedBy)
+	model := testutil.Fixture(t, "models/llama-2-tiny-random.gguf")
+	r := runOne(t, fullRegistry(), embedded(t), "llama.greedy_golden", model, "")
+	notPass(t, r, falsify.VerdictRefused, "no reviewed golden")
+	// With the store withdrawn, the check itself refuses: its failclosed twin passes.
+	stories := testutil.Fixture(t, "models/stories260K.gguf")
+	if r := runOne(t, fullRegistry(), embedded(t), "llama.greedy_golden.failclosed", stories, ""); r.Verdict != falsify.VerdictPass {
+		t.Errorf("llama.greedy_golden.failclosed: %s (%s) %v", r.Verdict, r.Reason, r.Details)
 	}
 }
 
 // golden: a golden that differs from what the engine generates.
 func TestPlantedGoldenDiffers(t *testing.T) {
 	model := testutil.Fixture(t, "models/stories260K.gguf")
-	set, err := contracts.LoadDir(contractsDir(t, func(f map[string]string) {
-		g := f["golden/stories260K.greedy.json"]
-		f["golden/stories260K.greedy.json"] = mustReplace(t, g, `"token_ids": [432, 383,`, `"token_ids": [432, 384,`)
-	}))
-	if err != nil {
-		t.Fatal(err)
+	altered := func(sha string) (*golden.File, bool, error) {
+		g, ok, err := golden.Lookup(sha)
+		if !ok || err != nil {
+			return g, ok, err
+		}
+		c := *g
+		c.Cases = append([]golden.Case(nil), g.Cases...)
+		c.Cases[0].TokenIDs = append([]int32(nil), g.Cases[0].TokenIDs...)
+		c.Cases[0].TokenIDs[1]++
+		return &c, true, nil
 	}
-	r := runOne(t, fullRegistry(), set, "stories260k.greedy_golden", model, "")
-	notPass(t, r, falsify.VerdictFail, "mismatched_cases = 1")
-	if !strings.Contains(strings.Join(r.Details, "\n"), "step 1: got 383, golden 384") {
-		t.Errorf("details %q do not name the first differing step", r.Details)
+	gen := func(ctx context.Context, m, b, prompt string, n int) ([]int32, error) {
+		res, err := generate.Run(ctx, generate.Options{Model: m, Backend: b, Prompt: prompt, Raw: true, MaxTokens: n, IgnoreEOS: true})
+		return res.TokenIDs, err
 	}
-	if set.Digest == embedded(t).Digest {
-		t.Errorf("a changed golden left the contracts digest unchanged")
+	for _, tt := range []struct {
+		name   string
+		lookup falsify.GoldenLookup
+		want   falsify.Verdict
+	}{{"reviewed golden", golden.Lookup, falsify.VerdictPass}, {"golden differs", altered, falsify.VerdictFail}} {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := falsify.NewRegistry()
+			reg.Register("greedy_golden", falsify.KindGolden, falsify.GreedyGoldenCheck(gen, tt.lookup),
+				falsify.Thresholds("mismatched_cases"), falsify.Refs("golden store"))
+			r := runOne(t, reg, embedded(t), "llama.greedy_golden", model, "")
+			if r.Verdict != tt.want {
+				t.Fatalf("llama.greedy_golden with the %s: %s (%s)", tt.name, r.Verdict, r.Reason)
+			}
+			if tt.want == falsify.VerdictFail && !strings.Contains(strings.Join(r.Details, "\n"), "case 0 (\"Once upon a time\"): step 1") {
+				t.Errorf("details %q do not name the first differing step", r.Details)
+			}
+		})
 	}
 }
 

@@ -59,17 +59,14 @@ func TestVetBroken(t *testing.T) {
 		failure: "apr logits`)
 		}, "threshold", `threshold "speed" is not one code verb_fields measures`},
 		{"param missing", fullRegistry, func(t *testing.T, f map[string]string) {
-			f["model_llama.cue"] = mustReplace(t, f["model_llama.cue"], `params: target: "stories260k.greedy_golden"`, ``)
+			f["kernels.cue"] = mustReplace(t, f["kernels.cue"], `params: target: "q8_0.dequant_exact"`, ``)
 		}, "param", `param "target" is missing`},
 		{"failclosed target unknown", fullRegistry, func(t *testing.T, f map[string]string) {
-			f["model_llama.cue"] = mustReplace(t, f["model_llama.cue"], `params: target: "stories260k.greedy_golden"`, `params: target: "nonesuch"`)
+			f["kernels.cue"] = mustReplace(t, f["kernels.cue"], `params: target: "q8_0.dequant_exact"`, `params: target: "nonesuch"`)
 		}, "code", `target "nonesuch" is not a falsifier`},
 		{"failclosed target consults no reference", fullRegistry, func(t *testing.T, f map[string]string) {
 			f["kernels.cue"] = mustReplace(t, f["kernels.cue"], `params: target: "f32.dequant_exact"`, `params: target: "f32.dequant_layout"`)
 		}, "code", "consults no reference"},
-		{"golden file missing", fullRegistry, func(t *testing.T, f map[string]string) {
-			f["model_llama.cue"] = mustReplace(t, f["model_llama.cue"], `golden: "stories260K.greedy.json"`, `golden: "nonesuch.json"`)
-		}, "code", "nonesuch.json"},
 		{"exact check without an independent reference", fullRegistry, func(t *testing.T, f map[string]string) {
 			f["kernels.cue"] = mustReplace(t, f["kernels.cue"], "{\n\t\t\tid:      \"q4_k.dequant_layout\"",
 				`{id: "q4_k.dequant_exact", kind: "property", code: "dequant_exact", summary: "x", thresholds: mismatches: {op: "==", value: 0}, failure: "x"},

@@ -104,16 +104,15 @@ func TestContractsVetBroken(t *testing.T) {
 			f["more.cue"] = "package contracts\n\nmodel: qwen2: summary: \"another qwen2\"\n"
 		}, []string{"more.cue:3:8", "model.qwen2 is declared again", "[duplicate]"}},
 		{"registered falsifier used by no contract", func(t *testing.T, f map[string]string) {
-			// Drop the stories260K golden and its failclosed twin: greedy_golden's code is then dead.
-			m := f["model_llama.cue"]
-			start := strings.Index(m, "	falsifiers: list.Concat(")
-			if start < 0 {
-				t.Fatal("model_llama.cue: no falsifiers list")
+			// Drop run.timing, the only user of the timing code.
+			v := f["verbs.cue"]
+			start := strings.Index(v, "}, {\n\t\tid:      \"run.timing\"")
+			end := strings.Index(v, "figures are not honest\"\n\t}]")
+			if start < 0 || end < 0 {
+				t.Fatal("verbs.cue: run.timing not found")
 			}
-			f["model_llama.cue"] = m[:start] + `	falsifiers: (_model_falsifiers & {_arch: "llama", _min_cos: 0.998, _mean_cos: 0.9995}).out
-}
-`
-		}, []string{"registered falsifier code greedy_golden (golden) is used by no contract: dead code", "[dead]"}},
+			f["verbs.cue"] = v[:start] + "}]" + v[end+len("figures are not honest\"\n\t}]"):]
+		}, []string{"registered falsifier code timing (timing) is used by no contract: dead code", "[dead]"}},
 		{"threshold missing", func(t *testing.T, f map[string]string) {
 			f["verbs.cue"] = cfReplace(t, f["verbs.cue"], `params: args: ["tensors", "{model}", "--json"]
 		thresholds: violations: {op: "==", value: 0}`, `params: args: ["tensors", "{model}", "--json"]
