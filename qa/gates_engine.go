@@ -290,7 +290,7 @@ func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenize
 // greedy output, up to the first step whose judge margin is within
 // numerical noise.
 func (m *modelRun) goldenGate(ctx context.Context, fz schema.Falsifier, backend string) outcome {
-	gf, ok, err := golden.Lookup(m.sha)
+	gf, ok, err := m.opts.hooks.golden(m.sha)
 	if err != nil {
 		return failed(nil, "the embedded golden files cannot be read: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -99,8 +100,68 @@ var Multilingual = []string{
 	"numbers 3.14159 1,000,000 2+2=4   spaces   and\ttabs\n\n  newlines  ",
 }
 
-// maxControlChecked bounds how many control tokens the tokenizer gate tries.
-const maxControlChecked = 2048
+// maxMarkers bounds how many chat markers the tokenizer gate tries.
+const maxMarkers = 2048
+
+// marker is a token a chat prompt must keep whole.
+type marker struct {
+	id   int32
+	text string
+	why  string
+}
+
+// markerRE matches the spelling of chat control markers: <|im_start|>,
+// <|eot_id|>, DeepSeek's <｜end▁of▁sentence｜>.
+var markerRE = regexp.MustCompile(`^<[|｜][^\s]+[|｜]>$`)
+
+// chatMarkers returns the tokens a chat prompt must keep whole: every
+// control token, every declared special token (BOS, EOS, EOT, padding)
+// spelled as a tag, and every token spelled like a chat marker whatever
+// its type — a GGUF that types <|im_start|> as a normal token gets it
+// split in every chat prompt, which is the defect this finds.
+func chatMarkers(t *tokenizer.Tokenizer) []marker {
+	declared := map[int32]string{}
+	for name, get := range map[string]func() (int32, bool){"BOS": t.BOS, "EOS": t.EOS, "EOT": t.EOT, "PAD": t.PAD} {
+		if id, ok := get(); ok {
+			declared[id] = name
+		}
+	}
+	var out []marker
+	for id := int32(0); int(id) < t.NVocab() && len(out) < maxMarkers; id++ {
+		s, err := t.Text(id)
+		if err != nil || s == "" {
+			continue
+		}
+		tag := strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">") && !strings.ContainsAny(s, " \t\n") && !strings.HasPrefix(s, "<0x")
+		switch {
+		case t.IsControl(id):
+			out = append(out, marker{id, s, "control"})
+		case declared[id] != "" && tag:
+			out = append(out, marker{id, s, declared[id] + ", typed " + attrName(t.Attr(id))})
+		case markerRE.MatchString(s):
+			out = append(out, marker{id, s, "spelled as a chat marker, typed " + attrName(t.Attr(id))})
+		}
+	}
+	return out
+}
+
+func attrName(a tokenizer.Attr) string {
+	switch {
+	case a&tokenizer.AttrControl != 0:
+		return "control"
+	case a&tokenizer.AttrUserDefined != 0:
+		return "user-defined"
+	case a&tokenizer.AttrUnknown != 0:
+		return "unknown"
+	case a&tokenizer.AttrUnused != 0:
+		return "unused"
+	case a&tokenizer.AttrByte != 0:
+		return "byte"
+	case a&tokenizer.AttrNormal != 0:
+		return "normal"
+	}
+	return "undefined"
+}
 
 // tokenizerGate: the built-in text round-trips through encode/decode, and
 // each control token written in a prompt between two words stays one token
@@ -129,29 +190,25 @@ func (m *modelRun) tokenizerGate(fz schema.Falsifier) outcome {
 		}
 	}
 	var split, injected []string
-	checked := 0
-	for id := int32(0); int(id) < t.NVocab() && checked < maxControlChecked; id++ {
-		if !t.IsControl(id) {
-			continue
-		}
-		s, err := t.Text(id)
-		if err != nil || s == "" {
-			continue
-		}
-		checked++
-		prompt := "Hello" + s + "world"
+	markers := chatMarkers(t)
+	for _, mk := range markers {
+		prompt := "Hello" + mk.text + "world"
 		ids, err := t.Encode(prompt, tokenizer.Options{ParseSpecial: true})
-		if err != nil || countID(ids, id) != 1 {
-			split = append(split, fmt.Sprintf("%q (id %d) → %v", s, id, ids))
+		if err != nil || countID(ids, mk.id) != 1 {
+			split = append(split, fmt.Sprintf("%q (id %d, %s) in %q tokenizes to %v", mk.text, mk.id, mk.why, prompt, ids))
+		}
+		if !t.IsControl(mk.id) {
+			continue // normal and user-defined tokens may come from plain text
 		}
 		plain, err := t.Encode(prompt, tokenizer.Options{})
-		if err == nil && countID(plain, id) > 0 {
-			injected = append(injected, fmt.Sprintf("%q (id %d) from plain text", s, id))
+		if err == nil && countID(plain, mk.id) > 0 {
+			injected = append(injected, fmt.Sprintf("%q (id %d) from plain text", mk.text, mk.id))
 		}
 	}
+	checked := len(markers)
 	c.note("samples", float64(len(Multilingual)), "count")
 	c.hold("roundtrip_mismatches", float64(len(mismatches)), "count")
-	c.note("control_tokens_checked", float64(checked), "count")
+	c.note("markers_checked", float64(checked), "count")
 	c.hold("split_control_tokens", float64(len(split)), "count")
 	c.holdIf("injected_control_tokens", float64(len(injected)), "count")
 	return c.outcome(firstN(append(append(mismatches, split...), injected...)))
@@ -227,10 +284,15 @@ func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) outcom
 	if err != nil {
 		return failed(nil, "the rendered prompt cannot be tokenized: %v", err)
 	}
-	want := specialOccurrences(t, out)
+	markers := chatMarkers(t)
+	want := specialOccurrences(markers, out)
+	isMarker := map[int32]bool{}
+	for _, mk := range markers {
+		isMarker[mk.id] = true
+	}
 	got := map[int32]int{}
 	for _, id := range ids {
-		if t.IsControl(id) {
+		if isMarker[id] {
 			got[id]++
 		}
 	}
@@ -250,7 +312,7 @@ func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) outcom
 	}
 	c.note("rendered_bytes", float64(len(out)), "bytes")
 	c.note("prompt_tokens", float64(len(ids)), "tokens")
-	c.note("control_tokens", float64(sumCounts(got)), "count")
+	c.note("markers", float64(sumCounts(got)), "count")
 	c.hold("missing_messages", float64(len(missing)), "count")
 	c.hold("split_control_tokens", float64(len(split)), "count")
 	c.holdIf("roundtrip_mismatches", float64(roundtrip), "count")
@@ -258,30 +320,22 @@ func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) outcom
 }
 
 // specialOccurrences counts, scanning text left to right and taking the
-// longest control-token text at each position, how often each control
-// token's text occurs.
-func specialOccurrences(t *tokenizer.Tokenizer, text string) map[int32]int {
-	type special struct {
-		id   int32
-		text string
-	}
-	var specials []special
-	for id := int32(0); int(id) < t.NVocab(); id++ {
-		if !t.IsControl(id) {
-			continue
-		}
-		if s, err := t.Text(id); err == nil && s != "" && strings.Contains(text, s) {
-			specials = append(specials, special{id, s})
+// longest marker text at each position, how often each marker occurs.
+func specialOccurrences(markers []marker, text string) map[int32]int {
+	var present []marker
+	for _, mk := range markers {
+		if strings.Contains(text, mk.text) {
+			present = append(present, mk)
 		}
 	}
-	sort.Slice(specials, func(i, j int) bool { return len(specials[i].text) > len(specials[j].text) })
+	sort.Slice(present, func(i, j int) bool { return len(present[i].text) > len(present[j].text) })
 	out := map[int32]int{}
 	for i := 0; i < len(text); {
 		matched := false
-		for _, s := range specials {
-			if strings.HasPrefix(text[i:], s.text) {
-				out[s.id]++
-				i += len(s.text)
+		for _, mk := range present {
+			if strings.HasPrefix(text[i:], mk.text) {
+				out[mk.id]++
+				i += len(mk.text)
 				matched = true
 				break
 			}

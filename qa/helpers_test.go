@@ -1,74 +1,67 @@
 package qa_test
 
 import (
-	"io/fs"
-	"os"
+	"context"
 	"path/filepath"
-	"strings"
-	"sync"
+	"slices"
 	"testing"
 
-	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/qa"
+	"github.com/aprqa/apr/qa/qatest"
 )
 
-var (
-	setOnce sync.Once
-	set     *contracts.Set
-	setErr  error
-)
+func init() { qatest.Register() }
 
-// qaContracts returns the embedded contract set, with qa's falsifiers added
-// to every model contract when the embedded set does not have them yet (the
-// text of testdata/qa_falsifiers.cue.txt is what the contracts carry).
-func qaContracts(tb testing.TB) *contracts.Set {
-	tb.Helper()
-	setOnce.Do(func() {
-		emb, err := contracts.Embedded()
-		if err != nil {
-			setErr = err
-			return
-		}
-		if _, ok := emb.Falsifier("llama.engine_parity"); ok {
-			set = emb
-			return
-		}
-		dir, err := os.MkdirTemp("", "qa-contracts-")
-		if err != nil {
-			setErr = err
-			return
-		}
-		extra, err := os.ReadFile("testdata/qa_falsifiers.cue.txt")
-		if err != nil {
-			setErr = err
-			return
-		}
-		err = fs.WalkDir(contracts.EmbeddedFS(), ".", func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				return os.MkdirAll(filepath.Join(dir, p), 0o755)
-			}
-			b, err := fs.ReadFile(contracts.EmbeddedFS(), p)
-			if err != nil {
-				return err
-			}
-			s := string(b)
-			if p == "common.cue" {
-				s = strings.Replace(s, "\tout: [{\n", string(extra), 1)
-			}
-			s = strings.Replace(s, `_arch: "qwen35",`, `_arch: "qwen35", _qa_min_cos_q: 0.95, _qa_mean_cos_q: 0.99,`, 1)
-			s = strings.Replace(s, `_arch: "qwen3moe",`, `_arch: "qwen3moe", _qa_min_cos_q: 0.93, _qa_mean_cos_q: 0.995,`, 1)
-			return os.WriteFile(filepath.Join(dir, p), []byte(s), 0o644)
-		})
-		if err != nil {
-			setErr = err
-			return
-		}
-		set, setErr = contracts.LoadDir(dir)
-	})
-	if setErr != nil {
-		tb.Fatalf("contracts with qa's falsifiers: %v", setErr)
+// gateRun runs qa with the contracts holding qa's falsifiers and a baseline
+// file of the test's own.
+func gateRun(t *testing.T, o qa.Options) qa.Report {
+	t.Helper()
+	if o.Contracts == nil {
+		o.Contracts, _ = qatest.Contracts(t)
 	}
-	return set
+	if o.BaselineFile == "" {
+		o.BaselineFile = filepath.Join(t.TempDir(), "baselines.json")
+	}
+	rep, err := qa.Run(context.Background(), o)
+	if err != nil {
+		t.Fatalf("qa.Run(%s, gates %v): %v", o.Model, o.Gates, err)
+	}
+	return rep
+}
+
+// gate returns the gate named name on backend ("" for model gates) of the
+// report's first model.
+func gate(t *testing.T, rep qa.Report, name, backend string) qa.Gate {
+	t.Helper()
+	for _, g := range rep.Gates() {
+		if g.Name == name && g.Backend == backend {
+			return g
+		}
+	}
+	var have []string
+	for _, g := range rep.Gates() {
+		have = append(have, g.Name+"["+g.Backend+"]")
+	}
+	t.Fatalf("no gate %s[%s] in the report (have %v)", name, backend, have)
+	return qa.Gate{}
+}
+
+func value(t *testing.T, g qa.Gate, name string) qa.Value {
+	t.Helper()
+	i := slices.IndexFunc(g.Values, func(v qa.Value) bool { return v.Name == name })
+	if i < 0 {
+		t.Fatalf("gate %s[%s] measured no %s (values %+v)", g.Name, g.Backend, name, g.Values)
+	}
+	return g.Values[i]
+}
+
+// notPassed asserts g did not pass (fail, or a refusal that counts).
+func wantStatus(t *testing.T, g qa.Gate, status string) {
+	t.Helper()
+	if g.Status != status {
+		t.Errorf("gate %s[%s] = %s (%s), want %s", g.Name, g.Backend, g.Status, g.Reason, status)
+	}
+	if status != "pass" && g.Passed() && g.Status != qa.StatusRefusedOptional {
+		t.Errorf("gate %s[%s] is %s but counts as passed", g.Name, g.Backend, g.Status)
+	}
 }

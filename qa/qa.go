@@ -17,6 +17,7 @@ import (
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/model"
 	_ "github.com/aprqa/apr/engine/ref" // the reference every gate compares against
+	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/internal/hostinfo"
 	"github.com/aprqa/apr/schema"
 )
@@ -384,6 +385,8 @@ type hooks struct {
 	// parity replaces the parity gate's implementation (the failclosed
 	// gate's own test plants a parity that passes without its reference).
 	parity func(ctx context.Context, m *modelRun, fz schema.Falsifier, backend string, ref logitsFunc) outcome
+	// golden finds a model's reviewed golden.
+	golden func(sha string) (*golden.File, bool, error)
 }
 
 func (h *hooks) defaults() {
@@ -395,6 +398,9 @@ func (h *hooks) defaults() {
 	}
 	if h.parity == nil {
 		h.parity = parity
+	}
+	if h.golden == nil {
+		h.golden = golden.Lookup
 	}
 }
 
