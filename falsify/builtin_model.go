@@ -26,7 +26,7 @@ func RegisterBuiltins(r *Registry) {
 		Thresholds("non_refusals"), Params("target"), VetWith(vetFailClosed), AppliesWhen(failClosedApplies),
 		Doc("the target falsifier refuses when its reference is unavailable or errors"))
 	r.Register("timing", KindTiming, timingFromGenerate,
-		Needs(NeedModel), Thresholds("max_leak_ms", "max_shortfall_ms"), Params("delay_ms"), VetWith(vetTiming),
+		Needs(NeedModel), Thresholds("max_leak_ms", "max_shortfall_ms", "max_excess_ms"), Params("delay_ms"), VetWith(vetTiming),
 		Doc("a delay planted in one stage of apr run moves that stage's field only"))
 	r.Register("greedy_golden", KindGolden, greedyGolden,
 		Needs(NeedModel), Thresholds("mismatched_cases"), Refs("golden store"), AppliesWhen(goldenApplies),

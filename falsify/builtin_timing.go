@@ -25,7 +25,8 @@ type TimedRun func(ctx context.Context, plant map[string]time.Duration) (map[str
 // threshold, against a baseline run. Every configuration runs samples times
 // and each field keeps its fastest value, so a one-off stall of a loaded
 // machine does not count, while a misplaced delay (in every run) does. It
-// measures max_leak_ms and max_shortfall_ms over all stages; attempts > 1
+// measures max_leak_ms, max_shortfall_ms and max_excess_ms (a planted
+// stage's field moving by more than the delay) over all stages; attempts > 1
 // repeats the whole measurement when noise pushed it over a threshold, and
 // measures the attempts used.
 func CheckTiming(ctx context.Context, c *Check, run TimedRun, stages map[string]string, delay time.Duration, attempts, samples int) error {
@@ -40,7 +41,8 @@ func CheckTiming(ctx context.Context, c *Check, run TimedRun, stages map[string]
 	}
 	sort.Strings(names)
 	delayMS := float64(delay) / float64(time.Millisecond)
-	var leak, short float64
+	excessTh, haveExcess := c.F.Thresholds["max_excess_ms"]
+	var leak, short, excess float64
 	var notes []string
 	for a := 1; a <= max(1, attempts); a++ {
 		if err := ctx.Err(); err != nil {
@@ -70,7 +72,7 @@ func CheckTiming(ctx context.Context, c *Check, run TimedRun, stages map[string]
 		if err != nil {
 			return err
 		}
-		leak, short, notes = 0, 0, nil
+		leak, short, excess, notes = 0, 0, 0, nil
 		for _, s := range names {
 			r, err := fastest(map[string]time.Duration{s: delay})
 			if err != nil {
@@ -82,9 +84,8 @@ func CheckTiming(ctx context.Context, c *Check, run TimedRun, stages map[string]
 				moved := r[f] - base[f]
 				moves = append(moves, fmt.Sprintf("%s %+.1f", f, moved))
 				if o == s {
-					if sf := delayMS - moved; sf > short {
-						short = sf
-					}
+					short = math.Max(short, delayMS-moved)
+					excess = math.Max(excess, moved-delayMS)
 					continue
 				}
 				leak = math.Max(leak, moved)
@@ -92,7 +93,7 @@ func CheckTiming(ctx context.Context, c *Check, run TimedRun, stages map[string]
 			notes = append(notes, fmt.Sprintf("attempt %d, %.0f ms planted in %s: %s ms", a, delayMS, s, strings.Join(moves, ", ")))
 		}
 		c.Measure("attempts", float64(a))
-		if leakTh.Holds(leak) && shortTh.Holds(short) {
+		if leakTh.Holds(leak) && shortTh.Holds(short) && (!haveExcess || excessTh.Holds(excess)) {
 			break
 		}
 	}
@@ -101,6 +102,7 @@ func CheckTiming(ctx context.Context, c *Check, run TimedRun, stages map[string]
 	}
 	c.Measure("max_leak_ms", leak)
 	c.Measure("max_shortfall_ms", short)
+	c.Measure("max_excess_ms", excess)
 	c.Measure("delay_ms", delayMS)
 	return nil
 }

@@ -26,6 +26,24 @@ func (f *Failure) Error() string { return f.Reason }
 // Fail returns a *Failure with a formatted reason.
 func Fail(format string, args ...any) error { return &Failure{Reason: fmt.Sprintf(format, args...)} }
 
+// CodedRefusal is a refusal with a machine-readable class (Code), so that a
+// caller can treat some refusals specially (apr qa marks "no_baseline"
+// optional). It unwraps to the *refuse.Error.
+type CodedRefusal struct {
+	Code string
+	Err  *refuse.Error
+}
+
+func (e *CodedRefusal) Error() string { return e.Err.Error() }
+
+// Unwrap returns the refusal.
+func (e *CodedRefusal) Unwrap() error { return e.Err }
+
+// RefuseCode returns a refusal by by, of class code, with a formatted reason.
+func RefuseCode(code, by, format string, args ...any) error {
+	return &CodedRefusal{Code: code, Err: refuse.New(by, format, args...)}
+}
+
 // ErrReferenceWithdrawn is what a withdrawn reference returns (failclosed).
 var ErrReferenceWithdrawn = errors.New("reference withdrawn")
 

@@ -92,7 +92,7 @@ func TestPlantedPropertyQuantizerScale(t *testing.T) {
 // timing: a pipeline that sleeps prefill's planted delay inside decode.
 func TestPlantedTimingWrongStage(t *testing.T) {
 	stages := []string{"load", "h2d", "prefill", "decode"}
-	fake := func(misplace bool) falsify.TimedRun {
+	fake := func(misplace, twice bool) falsify.TimedRun {
 		return func(ctx context.Context, plant map[string]time.Duration) (map[string]float64, error) {
 			out := map[string]float64{}
 			for _, s := range stages {
@@ -103,29 +103,39 @@ func TestPlantedTimingWrongStage(t *testing.T) {
 				if misplace && s == "decode" {
 					d += plant["prefill"]
 				}
+				if twice && s == "load" {
+					d *= 2 // the load stage's timer also covers its planted sleep twice
+				}
 				out[s+"_ms"] = 10 + float64(d)/float64(time.Millisecond)
 			}
 			return out, nil
 		}
 	}
 	for _, tt := range []struct {
-		name     string
-		misplace bool
-		want     falsify.Verdict
-	}{{"honest pipeline", false, falsify.VerdictPass}, {"delay in the wrong stage", true, falsify.VerdictFail}} {
+		name            string
+		misplace, twice bool
+		want            falsify.Verdict
+	}{
+		{"honest pipeline", false, false, falsify.VerdictPass},
+		{"delay in the wrong stage", true, false, falsify.VerdictFail},
+		{"delay counted twice", false, true, falsify.VerdictFail},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := falsify.NewRegistry()
 			reg.Register("timing", falsify.KindTiming, func(ctx context.Context, c *falsify.Check) error {
-				return falsify.CheckTiming(ctx, c, fake(tt.misplace),
+				return falsify.CheckTiming(ctx, c, fake(tt.misplace, tt.twice),
 					map[string]string{"load": "load_ms", "h2d": "h2d_ms", "prefill": "prefill_ms", "decode": "decode_ms"},
 					100*time.Millisecond, 3, 2)
-			}, falsify.Thresholds("max_leak_ms", "max_shortfall_ms"))
+			}, falsify.Thresholds("max_leak_ms", "max_shortfall_ms", "max_excess_ms"))
 			r := runOne(t, reg, embedded(t), "run.timing", "", "")
 			if r.Verdict != tt.want {
 				t.Fatalf("run.timing on a %s: %s (%s), want %s", tt.name, r.Verdict, r.Reason, tt.want)
 			}
 			if tt.misplace && (r.Measured["max_leak_ms"] != 100 || r.Measured["max_shortfall_ms"] != 100) {
 				t.Errorf("misplaced delay measured leak %v shortfall %v, want 100 and 100", r.Measured["max_leak_ms"], r.Measured["max_shortfall_ms"])
+			}
+			if tt.twice && r.Measured["max_excess_ms"] != 100 {
+				t.Errorf("doubled delay measured excess %v, want 100", r.Measured["max_excess_ms"])
 			}
 		})
 	}

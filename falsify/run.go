@@ -42,6 +42,9 @@ type Result struct {
 	Verdict   Verdict `json:"verdict"`
 	Reason    string  `json:"reason,omitempty"`
 	RemovedBy string  `json:"removed_by,omitempty"`
+	// RefusalCode is a refusal's machine-readable class, when the code
+	// gave one (RefuseCode), e.g. "no_baseline".
+	RefusalCode string `json:"refusal_code,omitempty"`
 	// Measured holds every finite value measured; NonFinite names the
 	// values that were NaN or Inf (JSON has no such numbers), each a fail.
 	Measured   map[string]float64          `json:"measured"`
@@ -88,7 +91,10 @@ type Options struct {
 	Seed     int64  // the seed of property falsifiers (recorded)
 	Set      *contracts.Set
 	Registry *Registry // nil: Default
-	Log      *slog.Logger
+	// Params are set over every selected falsifier's params (e.g. backend:
+	// "cpu" to run the falsifiers on another backend).
+	Params map[string]any
+	Log    *slog.Logger
 	// OnResult, when set, is called after each falsifier (progress).
 	OnResult func(Result)
 }
@@ -189,6 +195,16 @@ func (r *runner) expand(ids []string) (map[string]bool, error) {
 
 func (r *runner) newCheck(f schema.Falsifier, fl fault) *Check {
 	code, _ := r.reg.Lookup(f.Code)
+	if len(r.opts.Params) > 0 {
+		p := make(map[string]any, len(f.Params)+len(r.opts.Params))
+		for k, v := range f.Params {
+			p[k] = v
+		}
+		for k, v := range r.opts.Params {
+			p[k] = v
+		}
+		f.Params = p
+	}
 	return &Check{F: f, Code: code, Set: r.set, Log: r.opts.Log.With("falsifier", f.ID), in: r.in, run: r,
 		seed: r.opts.Seed, fault: fl, measured: map[string]float64{}}
 }
@@ -297,6 +313,10 @@ func (r *runner) result(c *Check, start time.Time, err error) Result {
 		res.Verdict, res.Reason = VerdictFail, fl.Reason
 	default:
 		res.Verdict = VerdictRefused
+		var coded *CodedRefusal
+		if errors.As(err, &coded) {
+			res.RefusalCode = coded.Code
+		}
 		if rf, ok := refuse.As(err); ok {
 			res.RemovedBy, res.Reason = rf.By, rf.Reason
 		} else {

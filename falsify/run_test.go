@@ -188,3 +188,30 @@ func TestJUnit(t *testing.T) {
 		}
 	}
 }
+
+func TestParamsOverrideAndRefusalCodes(t *testing.T) {
+	model := testutil.Fixture(t, "models/stories260K.gguf")
+	reg := falsify.NewRegistry()
+	reg.Register("greedy_golden", falsify.KindGolden, func(ctx context.Context, c *falsify.Check) error {
+		b, err := c.ParamString("backend", "")
+		if err != nil {
+			return err
+		}
+		return falsify.RefuseCode("no_backend", "backend:"+b, "backend %s is not in this build", b)
+	})
+	rep, err := falsify.Run(context.Background(), falsify.Options{IDs: []string{"llama.greedy_golden"}, Model: model,
+		Set: embedded(t), Registry: reg, Params: map[string]any{"backend": "cuda"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Results[0]
+	got := [4]string{string(r.Verdict), r.RefusalCode, r.RemovedBy, r.Reason}
+	want := [4]string{"refused", "no_backend", "backend:cuda", "backend cuda is not in this build"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Run with Params backend=cuda (-want +got):\n%s", diff)
+	}
+	// The contract set itself is not changed by the override.
+	if f, _ := embedded(t).Falsifier("llama.greedy_golden"); f.Params["backend"] != "ref" {
+		t.Errorf("Params override leaked into the contract set: backend = %v", f.Params["backend"])
+	}
+}

@@ -7,11 +7,14 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/ladder"
+	"github.com/aprqa/apr/refuse"
 )
 
 func init() { register(40, newContractsCmd) }
@@ -248,4 +251,67 @@ func contractValue(set *contracts.Set, id string) any {
 func contractsWriteFalsifier(w io.Writer, f any, pos string) error {
 	fmt.Fprintf(w, "// falsifier (%s)\n", pos)
 	return writeJSON(w, f)
+}
+
+// ladderGateContracts switches on contractsGate for apr ladder. It is off
+// until the ladder's tests (which plant header-only models) can swap it.
+var ladderGateContracts = false
+
+// The ladder runs under the embedded contracts: its receipts carry their
+// digest; with ladderGateContracts, a cell whose model the contracts exclude
+// is refused by the contract's id before it runs.
+func init() {
+	ladderContracts = func() (string, ladder.Gate, error) {
+		set, err := contracts.Embedded()
+		if err != nil {
+			return "", nil, err
+		}
+		if !ladderGateContracts {
+			return set.Digest, nil, nil
+		}
+		return set.Digest, contractsGate(set), nil
+	}
+}
+
+// contractsGate refuses a cell whose model has no model contract, breaks it
+// (any violation of contracts.CheckModel), or holds a tensor type with no
+// kernel contract. The check runs once per model object.
+func contractsGate(set *contracts.Set) ladder.Gate {
+	var mu sync.Mutex
+	decided := map[*ladder.Model]*refuse.Error{}
+	return func(m *ladder.Model, verb, backend string) *refuse.Error {
+		mu.Lock()
+		defer mu.Unlock()
+		if r, ok := decided[m]; ok {
+			return r
+		}
+		r := gateModel(set, m)
+		decided[m] = r
+		return r
+	}
+}
+
+func gateModel(set *contracts.Set, m *ladder.Model) *refuse.Error {
+	f, err := m.File()
+	if err != nil {
+		return nil // the cell reads the file itself and reports the error
+	}
+	arch := f.Architecture()
+	mc, ok := set.Model(arch)
+	if !ok {
+		return refuse.New("contracts", "no model contract for architecture %q (contracts %.12s)", arch, set.Digest)
+	}
+	r, err := contracts.CheckModel(mc, f)
+	if err != nil {
+		return refuse.Wrap(mc.ID, err)
+	}
+	if n := len(r.Violations); n > 0 {
+		return refuse.New(mc.ID, "the model breaks its contract (%d violations; first: %s)", n, r.Violations[0])
+	}
+	for i := range f.Tensors {
+		if _, ok := set.Kernel(f.Tensors[i].Type); !ok {
+			return refuse.New("contracts", "tensor %s is %s, a type no kernel contract covers", f.Tensors[i].Name, f.Tensors[i].Type)
+		}
+	}
+	return nil
 }
