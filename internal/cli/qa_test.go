@@ -1,0 +1,115 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aprqa/apr/internal/testutil"
+	"github.com/aprqa/apr/qa"
+	"github.com/aprqa/apr/qa/qatest"
+)
+
+func init() { qatest.Register() }
+
+// qaArgs are apr qa's arguments with the contracts holding qa's falsifiers,
+// a baseline file of the test's own, and the backends ref and cpu unless
+// args name others (this test binary also links qatest's planted ones).
+func qaArgs(t *testing.T, args ...string) []string {
+	_, dir := qatest.Contracts(t)
+	out := []string{"qa", "--contracts", dir, "--baseline", filepath.Join(t.TempDir(), "b.json")}
+	if !strings.Contains(strings.Join(args, " "), "--backend") {
+		out = append(out, "--backend", "ref,cpu")
+	}
+	return append(out, args...)
+}
+
+func TestQAExitCodes(t *testing.T) {
+	stories := testutil.Fixture(t, "models/stories260K.gguf")
+	llama := qatest.Synth(t, "llama")
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr []string
+	}{
+		{"clean model passes", []string{stories, "--gate", "tensor_contract,parity,failclosed"}, 0,
+			[]string{"parity", "pass", "qa: 3 passed, 0 failed"}},
+		{"perturbed cpu fails parity", []string{llama, "--backend", "ref," + qatest.Perturbed, "--gate", "parity"}, 1,
+			[]string{"parity", "fail", "min_cosine"}},
+		{"fewer gates than --min-gates", []string{llama, "--gate", "tensor_contract", "--min-gates", "2"}, 1,
+			[]string{"fewer than --min-gates 2"}},
+		{"forced backend unavailable is refused", []string{llama, "--backend", "cuda", "--gate", "golden_output"}, 3,
+			[]string{`backend "cuda" is not available`, "refused"}},
+		{"only refused-optional gates: nothing executed", []string{stories, "--gate", "template"}, 1,
+			[]string{"refused-optional", "no gate executed"}},
+		{"missing model", []string{filepath.Join(t.TempDir(), "nope.gguf")}, 2, []string{"nope.gguf"}},
+		{"unknown gate", []string{llama, "--gate", "vibes"}, 2, []string{`unknown gate "vibes"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runApr(t, qaArgs(t, tt.args...)...)
+			if code != tt.code {
+				t.Errorf("apr qa %v: exit %d, want %d\nstderr:\n%s", tt.args, code, tt.code, stderr)
+			}
+			if stdout != "" {
+				t.Errorf("apr qa without --json printed on stdout: %q", stdout)
+			}
+			for _, s := range tt.stderr {
+				if !strings.Contains(stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr)
+				}
+			}
+		})
+	}
+}
+
+// TestQAJSONAndJUnit: --json prints one report on stdout (the table stays
+// on stderr); --junit writes XML with one case per gate.
+func TestQAJSONAndJUnit(t *testing.T) {
+	stories := testutil.Fixture(t, "models/stories260K.gguf")
+	junit := filepath.Join(t.TempDir(), "qa.xml")
+	code, stdout, stderr := runApr(t, qaArgs(t, stories, "--gate", "tensor_contract,template,parity", "--json", "--junit", junit)...)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var rep qa.Report
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil || dec.More() {
+		t.Fatalf("stdout is not one qa.Report (%v):\n%s", err, stdout)
+	}
+	if !rep.Passed || len(rep.Models) != 1 || len(rep.Models[0].Gates) != 3 {
+		t.Errorf("report: passed %v, %d models: %+v", rep.Passed, len(rep.Models), rep)
+	}
+	if g := rep.Models[0].Gates[1]; g.Status != "refused-optional" || g.Verdict != qa.Refused || !g.Optional || g.Code != qa.CodeNoTemplate {
+		t.Errorf("template gate in JSON = %+v, want verdict refused, optional, status refused-optional", g)
+	}
+	if !strings.Contains(stderr, "tensor_contract") {
+		t.Errorf("the table is not on stderr:\n%s", stderr)
+	}
+	b, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suites struct {
+		Tests   int `xml:"tests,attr"`
+		Skipped int `xml:"skipped,attr"`
+		Suites  []struct {
+			Cases []struct {
+				Name    string    `xml:"name,attr"`
+				Skipped *struct{} `xml:"skipped"`
+				Failure *struct{} `xml:"failure"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &suites); err != nil {
+		t.Fatalf("--junit wrote no XML: %v\n%s", err, b)
+	}
+	if suites.Tests != 3 || suites.Skipped != 1 || suites.Suites[0].Cases[2].Name != "parity[cpu]" {
+		t.Errorf("junit: %d tests, %d skipped, cases %+v", suites.Tests, suites.Skipped, suites.Suites)
+	}
+}
