@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/engine/cpu"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
@@ -28,6 +29,9 @@ func init() {
 	falsify.Register("verb_fields", falsify.KindShape, verbFields,
 		falsify.Needs(falsify.NeedModel), falsify.Thresholds("violations"), falsify.Params("args"),
 		falsify.Doc("a verb's --json output carries every field of its contract, of its type, and no other"))
+	// apr contracts vet resolves every kernel the optimized CPU engine
+	// registers to a kernel contract and op.
+	falsify.RegisterKernelIDs("engine/cpu", cpu.KernelIDs)
 }
 
 type falsifyOptions struct {
