@@ -1,7 +1,9 @@
 package qatest
 
 import (
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -38,15 +40,24 @@ func Contracts(tb testing.TB) (*contracts.Set, string) {
 	return set, dir
 }
 
+// load writes the set into a directory named by the embedded contracts'
+// digest and qa's CUE, under the system's temporary directory: every test
+// binary of one checkout state shares it, and nothing accumulates.
 func load() (*contracts.Set, string, error) {
-	d, err := os.MkdirTemp("", "qatest-contracts-")
-	if err != nil {
-		return nil, "", err
-	}
 	emb, err := contracts.Embedded()
 	if err != nil {
 		return nil, "", err
 	}
+	sum := sha256.Sum256([]byte(emb.Digest + qaFalsifiers))
+	final := filepath.Join(os.TempDir(), "apr-qatest-contracts-"+hex.EncodeToString(sum[:6]))
+	if s, err := contracts.LoadDir(final); err == nil {
+		return s, final, nil
+	}
+	d, err := os.MkdirTemp(os.TempDir(), "apr-qatest-contracts-tmp")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(d)
 	_, has := emb.Falsifier("llama.engine_parity")
 	err = fs.WalkDir(contracts.EmbeddedFS(), ".", func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -72,6 +83,14 @@ func load() (*contracts.Set, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	s, err := contracts.LoadDir(d)
-	return s, d, err
+	if _, err := contracts.LoadDir(d); err != nil {
+		return nil, "", err
+	}
+	if err := os.Rename(d, final); err != nil {
+		if _, statErr := os.Stat(final); statErr != nil {
+			return nil, "", err
+		} // another test binary got there first
+	}
+	s, err := contracts.LoadDir(final)
+	return s, final, err
 }
