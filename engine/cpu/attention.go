@@ -2,6 +2,8 @@ package cpu
 
 import (
 	"fmt"
+	"math"
+	"runtime"
 	"sync"
 
 	"github.com/aprqa/apr/engine/cpu/internal/kern"
@@ -9,37 +11,54 @@ import (
 	"github.com/aprqa/apr/engine/quant"
 )
 
-// The KV cache is F32 (as the fixtures' llama.cpp runs used). Keys are kept
-// per kv head, one row of HK values per position, so that the scores of a
-// block of queries against positions 0..L are one matrix product (the cache
-// as the F32 "weights"). Values are kept transposed in tiles of vTile
-// positions, [kv head][tile][HV][vTile], so that probabilities × values is
-// a product per tile. Both products go through the kernel registry's F32
-// kernels, as ggml's mul_mat does on an F32 cache.
+// The KV cache is F32 (as the fixtures' llama.cpp runs used), kept per kv
+// head in tiles of kvTile positions: a tile holds the keys one row per position ([kvTile][HK]) and the values
+// transposed ([HV][kvTile]). Scores of a block of queries against a tile
+// are one product (the tile's keys as the F32 "weights"), and so are
+// probabilities × values (the tile's transposed values as the weights).
+// Both go through the kernel registry's F32 kernels, as ggml's mul_mat does
+// on an F32 cache.
 const (
-	vTile = 64
+	kvTile = 64
 	// attnRows is the number of query rows (tokens × heads of one group)
 	// one attention task multiplies at once.
 	attnRows = 64
 )
 
+// kvCache is one layer's cache, reserved for maxCtx positions outside the
+// Go heap (pages become resident as positions are written) and released by
+// FreeKV or, failing that, when the cache is no longer referenced.
 type kvCache struct {
 	a      graph.Attn
 	maxCtx int
-	tiles  int
+	tiles  int       // maxCtx rounded up to whole tiles, in tiles
 	n      int       // positions stored
-	k      []float32 // [NKV][maxCtx][HK]
-	v      []float32 // [NKV][tiles][HV][vTile]
+	k      []float32 // [NKV][tiles·kvTile][HK]
+	v      []float32 // [NKV][tiles][HV][kvTile]
+	mem    *mapping
 }
+
+// mapping is off-heap memory released once.
+type mapping struct {
+	once sync.Once
+	free func()
+}
+
+func (m *mapping) release() { m.once.Do(m.free) }
 
 func (be *backend) NewKV(maxCtx int, a graph.Attn) (graph.KV, error) {
 	if maxCtx <= 0 || a.NHead <= 0 || a.NKV <= 0 || a.NHead%a.NKV != 0 || a.HK <= 0 || a.HV <= 0 {
 		return nil, fmt.Errorf("cpu: KV cache for %d positions, %d heads over %d kv heads of %d/%d", maxCtx, a.NHead, a.NKV, a.HK, a.HV)
 	}
-	tiles := (maxCtx + vTile - 1) / vTile
-	return &kvCache{a: a, maxCtx: maxCtx, tiles: tiles,
-		k: make([]float32, a.NKV*maxCtx*a.HK),
-		v: make([]float32, a.NKV*tiles*a.HV*vTile)}, nil
+	tiles := (maxCtx + kvTile - 1) / kvTile
+	nk, nv := a.NKV*tiles*kvTile*a.HK, a.NKV*tiles*a.HV*kvTile
+	d, free, err := mapF32(nk + nv)
+	if err != nil {
+		return nil, err
+	}
+	c := &kvCache{a: a, maxCtx: maxCtx, tiles: tiles, k: d[:nk:nk], v: d[nk:], mem: &mapping{free: free}}
+	runtime.AddCleanup(c, (*mapping).release, c.mem)
+	return c, nil
 }
 
 func asKV(kv graph.KV) *kvCache {
@@ -47,11 +66,34 @@ func asKV(kv graph.KV) *kvCache {
 	if !ok {
 		panic(fmt.Sprintf("cpu: %T is not a KV cache of this backend", kv))
 	}
+	if c.k == nil {
+		panic("cpu: use of a freed KV cache")
+	}
 	return c
+}
+
+func (be *backend) ClearKV(kv graph.KV) { asKV(kv).n = 0 }
+
+func (be *backend) FreeKV(kv graph.KV) {
+	c := asKV(kv)
+	c.k, c.v = nil, nil
+	c.mem.release()
+}
+
+// kTile and vTile return tile ti of kv head g.
+func (c *kvCache) kTile(g, ti int) []float32 {
+	o := (g*c.tiles + ti) * kvTile * c.a.HK
+	return c.k[o : o+kvTile*c.a.HK]
+}
+
+func (c *kvCache) vTile(g, ti int) []float32 {
+	o := (g*c.tiles + ti) * c.a.HV * kvTile
+	return c.v[o : o+c.a.HV*kvTile]
 }
 
 func (be *backend) Store(kv graph.KV, k, v graph.Buf, pos0 int) error {
 	c, kb, vb := asKV(kv), asBuf(k), asBuf(v)
+	defer runtime.KeepAlive(c) // its memory is off the heap
 	a := c.a
 	if kb.cols != a.NKV*a.HK || vb.cols != a.NKV*a.HV || kb.rows != vb.rows {
 		panic(fmt.Sprintf("cpu: Store of %d×%d keys and %d×%d values", kb.rows, kb.cols, vb.rows, vb.cols))
@@ -65,12 +107,12 @@ func (be *backend) Store(kv graph.KV, k, v graph.Buf, pos0 int) error {
 	for r := 0; r < kb.rows; r++ {
 		p := pos0 + r
 		kr, vr := kb.row(r), vb.row(r)
-		ti, tj := p/vTile, p%vTile
+		ti, tj := p/kvTile, p%kvTile
 		for g := 0; g < a.NKV; g++ {
-			copy(c.k[(g*c.maxCtx+p)*a.HK:(g*c.maxCtx+p+1)*a.HK], kr[g*a.HK:(g+1)*a.HK])
-			base := (g*c.tiles + ti) * a.HV * vTile
+			copy(c.kTile(g, ti)[tj*a.HK:(tj+1)*a.HK], kr[g*a.HK:(g+1)*a.HK])
+			vt := c.vTile(g, ti)
 			for d, x := range vr[g*a.HV : (g+1)*a.HV] {
-				c.v[base+d*vTile+tj] = x
+				vt[d*kvTile+tj] = x
 			}
 		}
 	}
@@ -80,6 +122,7 @@ func (be *backend) Store(kv graph.KV, k, v graph.Buf, pos0 int) error {
 
 func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 	c, qb, ob := asKV(kv), asBuf(q), asBuf(out)
+	defer runtime.KeepAlive(c) // its memory is off the heap
 	a := c.a
 	n := qb.rows
 	if qb.cols != a.NHead*a.HK || ob.cols != a.NHead*a.HV || ob.rows != n {
@@ -124,13 +167,16 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 }
 
 // attendBlock computes the attention of tokens [t0, t1) for the query heads
-// of kv head g: scores = K·q for positions 0..pos0+t1−1, causal softmax,
-// then out = Σ_tiles Vᵀ_tile · p_tile.
+// of kv head g over positions 0..pos0+t1−1: per tile, scores = K_tile·q;
+// a causal softmax over each query's positions; per tile, out += Vᵀ_tile·p.
+// The scores are kept tile by tile ([tile][m][kvTile]) so that each tile's
+// probabilities are the next product's activations as they lie.
 func (be *backend) attendBlock(w *worker, c *kvCache, qb, ob *buf, g, t0, t1, pos0 int) error {
 	a := c.a
 	group := a.NHead / a.NKV
 	m := (t1 - t0) * group
 	L := pos0 + t1
+	nT := (L + kvTile - 1) / kvTile
 	qs := w.grow(0, m*a.HK)
 	for t := t0; t < t1; t++ {
 		qr := qb.row(t)
@@ -139,34 +185,29 @@ func (be *backend) attendBlock(w *worker, c *kvCache, qb, ob *buf, g, t0, t1, po
 			copy(qs[((t-t0)*group+hh)*a.HK:], qr[h*a.HK:(h+1)*a.HK])
 		}
 	}
-	sc := w.grow(1, m*L)
-	keys := kern.Weights{Type: quant.F32, Rows: L, Cols: a.HK, Data: bytesOf(c.k[g*c.maxCtx*a.HK : (g*c.maxCtx+L)*a.HK])}
-	if err := be.f32(m).Mul(w.pool, &w.scratch, sc, keys, qs, m); err != nil {
-		return fmt.Errorf("cpu: attention scores: %w", err)
+	kk := be.f32(m)
+	if err := kk.Convert(w.pool, &w.scratch, &w.acts, qs, m, a.HK); err != nil {
+		return fmt.Errorf("cpu: attention queries: %w", err)
+	}
+	sc := w.grow(1, nT*m*kvTile)
+	for ti := 0; ti < nT; ti++ {
+		keys := kern.Weights{Type: quant.F32, Rows: kvTile, Cols: a.HK, Data: bytesOf(c.kTile(g, ti))}
+		if err := kk.MulActs(w.pool, &w.scratch, sc[ti*m*kvTile:(ti+1)*m*kvTile], keys, &w.acts); err != nil {
+			return fmt.Errorf("cpu: attention scores: %w", err)
+		}
 	}
 	for i := 0; i < m; i++ {
-		valid := pos0 + t0 + i/group + 1
-		row := sc[i*L : (i+1)*L]
-		softmax(row[:valid], a.Scale)
-		clear(row[valid:])
+		causalSoftmax(sc, nT, m, i, pos0+t0+i/group+1, a.Scale)
 	}
 	acc := w.grow(2, m*a.HV)
 	part := w.grow(3, m*a.HV)
-	x2 := w.grow(4, m*vTile)
-	for ti := 0; ti*vTile < L; ti++ {
-		c0, c1 := ti*vTile, min(L, (ti+1)*vTile)
-		for i := 0; i < m; i++ {
-			dst := x2[i*vTile : (i+1)*vTile]
-			copy(dst, sc[i*L+c0:i*L+c1])
-			clear(dst[c1-c0:])
-		}
-		base := (g*c.tiles + ti) * a.HV * vTile
-		vals := kern.Weights{Type: quant.F32, Rows: a.HV, Cols: vTile, Data: bytesOf(c.v[base : base+a.HV*vTile])}
+	for ti := 0; ti < nT; ti++ {
+		vals := kern.Weights{Type: quant.F32, Rows: a.HV, Cols: kvTile, Data: bytesOf(c.vTile(g, ti))}
 		dst := part
 		if ti == 0 {
 			dst = acc
 		}
-		if err := be.f32(m).Mul(w.pool, &w.scratch, dst, vals, x2, m); err != nil {
+		if err := kk.Mul(w.pool, &w.scratch, dst, vals, sc[ti*m*kvTile:(ti+1)*m*kvTile], m); err != nil {
 			return fmt.Errorf("cpu: attention values: %w", err)
 		}
 		if ti > 0 {
@@ -183,6 +224,41 @@ func (be *backend) attendBlock(w *worker, c *kvCache, qb, ob *buf, g, t0, t1, po
 		}
 	}
 	return nil
+}
+
+// causalSoftmax turns row i of the tiled scores ([nT][m][kvTile]) into
+// probabilities over its first valid positions, as ggml's soft_max with a
+// causal mask: e^(x·scale − max)/Σ with the sum in float64; the masked
+// positions become 0.
+func causalSoftmax(sc []float32, nT, m, i, valid int, scale float32) {
+	seg := func(ti int) []float32 { return sc[(ti*m+i)*kvTile : (ti*m+i+1)*kvTile] }
+	mx := float32(math.Inf(-1))
+	for ti := 0; ti < nT; ti++ {
+		s := seg(ti)[:max(0, min(kvTile, valid-ti*kvTile))]
+		for j, v := range s {
+			v *= scale
+			s[j] = v
+			mx = max(mx, v)
+		}
+	}
+	var sum float64
+	for ti := 0; ti < nT; ti++ {
+		s := seg(ti)
+		nv := max(0, min(kvTile, valid-ti*kvTile))
+		for j, v := range s[:nv] {
+			e := expf(v - mx)
+			s[j] = e
+			sum += float64(e)
+		}
+		clear(s[nv:])
+	}
+	inv := float32(1 / sum)
+	for ti := 0; ti < nT; ti++ {
+		s := seg(ti)[:max(0, min(kvTile, valid-ti*kvTile))]
+		for j := range s {
+			s[j] *= inv
+		}
+	}
 }
 
 func (be *backend) f32(m int) *kern.Kernel {

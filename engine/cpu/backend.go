@@ -28,7 +28,8 @@ type backend struct {
 	stageX, stageD []float32 // contiguous copies of strided operands
 
 	mu   sync.Mutex
-	used map[string]int // contract id → tensors prepared with it
+	used map[string]int  // contract id → tensors prepared with it
+	work map[*buf]func() // buffers from Work and their release
 }
 
 // worker is one thread's resources for work nested inside a parallel loop:
@@ -36,7 +37,8 @@ type backend struct {
 type worker struct {
 	pool    *kern.Pool
 	scratch kern.Scratch
-	f       [5][]float32
+	acts    kern.Acts
+	f       [4][]float32
 }
 
 // grow returns w.f[i] with at least n values.
@@ -48,7 +50,7 @@ func (w *worker) grow(i, n int) []float32 {
 }
 
 func newBackend(threads int) (*backend, error) {
-	be := &backend{pool: kern.NewPool(threads), used: map[string]int{}}
+	be := &backend{pool: kern.NewPool(threads), used: map[string]int{}, work: map[*buf]func(){}}
 	be.threads = be.pool.Threads()
 	be.workers = make(chan *worker, be.threads)
 	for i := 0; i < be.threads; i++ {
@@ -68,7 +70,17 @@ func newBackend(threads int) (*backend, error) {
 	return be, nil
 }
 
-func (be *backend) close() { be.pool.Close() }
+// close stops the threads and releases the work buffers still held.
+func (be *backend) close() {
+	be.pool.Close()
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	for b, free := range be.work {
+		free()
+		*b = buf{}
+		delete(be.work, b)
+	}
+}
 
 func (be *backend) note(k *kern.Kernel) {
 	be.mu.Lock()
@@ -125,6 +137,45 @@ func (be *backend) Alloc(rows, cols int) graph.Buf {
 		panic(fmt.Sprintf("cpu: Alloc(%d, %d)", rows, cols))
 	}
 	return &buf{d: make([]float32, rows*cols), rows: rows, cols: cols, stride: cols}
+}
+
+// Work returns a buffer outside the Go heap (see mapF32), released by
+// Release or when the backend closes.
+func (be *backend) Work(rows, cols int) graph.Buf {
+	if rows < 0 || cols < 0 {
+		panic(fmt.Sprintf("cpu: Work(%d, %d)", rows, cols))
+	}
+	d, free, err := mapF32(rows * cols)
+	if err != nil {
+		// Out of address space or mappings: fall back to the Go heap,
+		// which fails loudly if memory is really exhausted.
+		d, free = make([]float32, rows*cols), func() {}
+	}
+	b := &buf{d: d, rows: rows, cols: cols, stride: cols}
+	be.mu.Lock()
+	be.work[b] = free
+	be.mu.Unlock()
+	return b
+}
+
+func (be *backend) Release(g graph.Buf) {
+	b := asBuf(g)
+	be.mu.Lock()
+	free, ok := be.work[b]
+	delete(be.work, b)
+	be.mu.Unlock()
+	if !ok {
+		panic("cpu: Release of a buffer not from Work")
+	}
+	free()
+	*b = buf{} // a later use panics instead of reading unmapped memory
+}
+
+func (be *backend) Zero(g graph.Buf) {
+	b := asBuf(g)
+	for r := 0; r < b.rows; r++ {
+		clear(b.row(r))
+	}
 }
 
 func (be *backend) View(g graph.Buf, r0, r1, c0, c1 int) graph.Buf {

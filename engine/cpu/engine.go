@@ -71,14 +71,18 @@ func (e *Engine) Threads() int { return e.be.threads }
 // its weights (and its attention), sorted.
 func (e *Engine) Kernels() []string { return e.be.kernels() }
 
-// NewSession starts an empty sequence with room for maxCtx positions; its
-// F32 KV caches are allocated here.
+// NewSession starts an empty sequence with room for maxCtx positions. Its
+// F32 KV caches are reserved here and become resident as positions are
+// fed. The session also has Reset (empty it, keeping its memory) and Close
+// (release its caches now).
 func (e *Engine) NewSession(maxCtx int) (model.Session, error) {
 	return e.m.NewSession(maxCtx)
 }
 
-// Close stops the engine's threads. The caller closes the file afterwards.
+// Close stops the engine's threads and releases its work buffers; sessions
+// fail with graph.ErrClosed afterwards. The caller closes the file after it.
 func (e *Engine) Close() error {
+	e.m.Close()
 	e.be.close()
 	return nil
 }

@@ -7,21 +7,18 @@ import "math"
 
 // expf returns e^x for float32 x within about 1 ulp: Cody–Waite reduction
 // x = n·ln2 + r, |r| ≤ ln2/2, a degree-6 polynomial for e^r (the Cephes
-// expf coefficients), then the exponent set from n. Outside (−87, 88),
+// expf coefficients), then the exponent set from n. n is rounded by adding
+// 1.5·2²³, which leaves it in the low bits of the sum. Outside (−87, 88),
 // where the result is subnormal, overflows, or x is ±Inf, it defers to
 // math.Exp. NaN gives NaN.
 func expf(x float32) float32 {
 	if !(x > -87 && x < 88) {
 		return float32(math.Exp(float64(x)))
 	}
-	t := x * 1.44269504088896341
-	var n int32
-	if t >= 0 {
-		n = int32(t + 0.5)
-	} else {
-		n = int32(t - 0.5)
-	}
-	fn := float32(n)
+	const magic = 12582912 // 1.5·2²³
+	t := x*1.44269504088896341 + magic
+	fn := t - magic
+	n := int32(math.Float32bits(t)) - 0x4B400000
 	r := x - fn*0.693359375
 	r -= fn * -2.12194440e-4
 	z := r * r

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aprqa/apr/engine/cpu"
+	"github.com/aprqa/apr/engine/graph"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/internal/testutil"
@@ -248,4 +249,70 @@ func TestWeightsStayMapped(t *testing.T) {
 		t.Errorf("cpu.New allocated %d bytes for a %d-byte file (want < 5%%)", grew, size)
 	}
 	t.Logf("cpu.New allocated %d bytes for a %d-byte file (%.2f%%)", grew, size, 100*float64(grew)/float64(size))
+}
+
+// TestResetAndClose checks that an emptied session computes what a fresh
+// one does, and that closed sessions and engines refuse to evaluate.
+func TestResetAndClose(t *testing.T) {
+	dir := testutil.Fixtures(t)
+	for _, name := range []string{"qwen2-tiny-Q8_0", "qwen35-tiny-F32"} {
+		t.Run(name, func(t *testing.T) {
+			m := open(t, filepath.Join(dir, "models", "synth", name+".gguf"), "cpu", 0)
+			toks := fixtureTokens(m.spec.NVocab)[:10]
+			fresh := feed(t, m, toks, []int{4, 6})
+			s, err := m.eng.NewSession(len(toks))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Eval(toks[:7], false); err != nil {
+				t.Fatal(err)
+			}
+			r, ok := s.(interface {
+				Reset() error
+				Close() error
+			})
+			if !ok {
+				t.Fatalf("cpu sessions have no Reset/Close (%T)", s)
+			}
+			if err := r.Reset(); err != nil {
+				t.Fatal(err)
+			}
+			if s.Pos() != 0 {
+				t.Fatalf("Pos() = %d after Reset", s.Pos())
+			}
+			a, err := s.Eval(toks[:4], true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := s.Eval(toks[4:], true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for pos, row := range append(a, b...) {
+				for i := range row {
+					if row[i] != fresh[pos][i] {
+						t.Fatalf("after Reset, position %d logit %d = %g, a fresh session gives %g", pos, i, row[i], fresh[pos][i])
+					}
+				}
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Close(); err != nil {
+				t.Errorf("second Close: %v", err)
+			}
+			if _, err := s.Eval(toks[:1], false); err == nil {
+				t.Errorf("Eval after Close succeeded")
+			}
+		})
+	}
+	m := open(t, filepath.Join(dir, "models", "synth", "qwen2-tiny-Q8_0.gguf"), "cpu", 1)
+	s, err := m.eng.NewSession(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.eng.Close()
+	if _, err := s.Eval([]int32{1}, false); !errors.Is(err, graph.ErrClosed) {
+		t.Errorf("Eval after the engine's Close: %v, want graph.ErrClosed", err)
+	}
 }

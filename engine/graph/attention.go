@@ -133,6 +133,9 @@ type attnState struct {
 	pos    int
 }
 
+func (st *attnState) Reset(b Backend) { b.ClearKV(st.kv); st.pos = 0 }
+func (st *attnState) Free(b Backend)  { b.FreeKV(st.kv); st.kv = nil }
+
 func (st *attnState) Forward(c *Ctx, x, out Buf) error {
 	at, b := st.at, c.B
 	if c.Pos != st.pos {

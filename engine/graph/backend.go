@@ -64,8 +64,17 @@ type Backend interface {
 	// Vector prepares a small tensor used element-wise.
 	Vector(t *model.Tensor) (Weight, error)
 
-	// Alloc returns a zeroed rows × cols buffer.
+	// Alloc returns a zeroed rows × cols buffer, released when no longer
+	// referenced (recurrent states).
 	Alloc(rows, cols int) Buf
+	// Work returns a zeroed rows × cols buffer that lives until Release or
+	// until the backend is closed (the model's reused work buffers).
+	Work(rows, cols int) Buf
+	// Release frees a buffer from Work; it and its views must not be used
+	// afterwards.
+	Release(b Buf)
+	// Zero sets every value of b to 0.
+	Zero(b Buf)
 	// View returns rows [r0, r1) and columns [c0, c1) of b, sharing its
 	// storage.
 	View(b Buf, r0, r1, c0, c1 int) Buf
@@ -96,6 +105,10 @@ type Backend interface {
 
 	// NewKV returns an empty cache for maxCtx positions.
 	NewKV(maxCtx int, a Attn) (KV, error)
+	// ClearKV forgets every position of kv (its memory is kept).
+	ClearKV(kv KV)
+	// FreeKV releases kv's memory; kv must not be used afterwards.
+	FreeKV(kv KV)
 	// Store writes the keys (roped) and values of positions pos0.. into kv.
 	Store(kv KV, k, v Buf, pos0 int) error
 	// Attend writes causal softmax attention of the queries q (positions

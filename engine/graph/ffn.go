@@ -42,24 +42,33 @@ func newDense(m *Model, l *model.Layer) (FFN, error) {
 	return d, nil
 }
 
+// FFNRows is the most rows a feed-forward block multiplies at once: longer
+// batches go through in chunks, which keeps the FFN's wide intermediate
+// buffers small (each chunk streams the FFN's weights once more).
+const FFNRows = 128
+
 func (d *dense) Forward(c *Ctx, x, out Buf) error {
 	b := c.B
-	g, u := c.Buf("ffn.gate", d.ff), c.Buf("ffn.up", d.ff)
-	if err := b.MatMuls(x, []Buf{g, u}, []Weight{d.gate, d.up}); err != nil {
-		return err
-	}
-	if d.gateB != nil {
-		b.AddVec(g, d.gateB)
-	}
-	if d.upB != nil {
-		b.AddVec(u, d.upB)
-	}
-	b.SwiGLU(g, g, u)
-	if err := b.MatMul(out, d.down, g); err != nil {
-		return err
-	}
-	if d.downB != nil {
-		b.AddVec(out, d.downB)
+	for r0 := 0; r0 < c.N; r0 += FFNRows {
+		r1 := min(c.N, r0+FFNRows)
+		xs, os := b.View(x, r0, r1, 0, x.Cols()), b.View(out, r0, r1, 0, out.Cols())
+		g, u := c.BufRows("ffn.gate", r1-r0, d.ff), c.BufRows("ffn.up", r1-r0, d.ff)
+		if err := b.MatMuls(xs, []Buf{g, u}, []Weight{d.gate, d.up}); err != nil {
+			return err
+		}
+		if d.gateB != nil {
+			b.AddVec(g, d.gateB)
+		}
+		if d.upB != nil {
+			b.AddVec(u, d.upB)
+		}
+		b.SwiGLU(g, g, u)
+		if err := b.MatMul(os, d.down, g); err != nil {
+			return err
+		}
+		if d.downB != nil {
+			b.AddVec(os, d.downB)
+		}
 	}
 	return nil
 }
@@ -110,13 +119,25 @@ func newMoE(m *Model, l *model.Layer) (FFN, error) {
 
 func (f *moe) Forward(c *Ctx, x, out Buf) error {
 	b := c.B
-	n, k := c.N, f.k
-	probs := c.Buf("moe.probs", f.nExp)
+	for r0 := 0; r0 < c.N; r0 += FFNRows {
+		r1 := min(c.N, r0+FFNRows)
+		if err := f.chunk(c, b.View(x, r0, r1, 0, x.Cols()), b.View(out, r0, r1, 0, out.Cols()), c.Pos+r0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunk runs the block over the rows of x (positions pos…).
+func (f *moe) chunk(c *Ctx, x, out Buf, pos int) error {
+	b := c.B
+	n, k := x.Rows(), f.k
+	probs := c.BufRows("moe.probs", n, f.nExp)
 	if err := b.MatMul(probs, f.router, x); err != nil {
 		return err
 	}
 	b.Softmax(probs)
-	c.Emit(model.OpRouter, probs)
+	c.EmitAt(model.OpRouter, pos, probs)
 	ids := make([]int32, n*k)
 	w := make([]float32, n*k)
 	b.TopK(probs, k, ids, w)

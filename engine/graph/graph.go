@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -28,6 +29,10 @@ type MixerState interface {
 	// c.Pos…) and writes the block output, after its output projection, to
 	// out, advancing the state.
 	Forward(c *Ctx, x, out Buf) error
+	// Reset returns the state to that of an empty sequence.
+	Reset(b Backend)
+	// Free releases the state's memory; it is not used afterwards.
+	Free(b Backend)
 }
 
 // FFN is one layer's feed-forward block (after ffn_norm); it has no state.
@@ -85,6 +90,30 @@ type Model struct {
 
 	embd, output, outNorm Weight
 	layers                []layer
+
+	// mu serialises Evals: the sessions of a model share its work buffers
+	// (and a backend runs one op at a time).
+	mu     sync.Mutex
+	arena  map[arenaKey]Buf
+	closed bool
+}
+
+// ErrClosed is returned by Evals after the model was closed.
+var ErrClosed = errors.New("graph: the model is closed")
+
+// Close releases the model's work buffers; Evals of its sessions fail with
+// ErrClosed afterwards. The caller closes the backend after it.
+func (m *Model) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	m.closed = true
+	for k, b := range m.arena {
+		m.B.Release(b)
+		delete(m.arena, k)
+	}
 }
 
 type layer struct {
@@ -97,7 +126,7 @@ type layer struct {
 // A layer kind or feed-forward kind without a registered description, and
 // a tensor the backend has no kernel for, are refused by name.
 func Build(spec *model.Spec, b Backend) (*Model, error) {
-	m := &Model{Spec: spec, B: b, Eps: float32(spec.RMSEps)}
+	m := &Model{Spec: spec, B: b, Eps: float32(spec.RMSEps), arena: map[arenaKey]Buf{}}
 	var err error
 	if m.embd, err = b.Matrix(spec.TokEmbd); err != nil {
 		return nil, err
@@ -189,10 +218,11 @@ type arenaKey struct {
 	rows, cols int
 }
 
-// Buf returns the session's buffer called name with N rows and cols
-// columns. Its contents are whatever an earlier use left: ops overwrite
-// their dst fully. Blocks name their buffers ("attn.q"); one name is one
-// buffer, so two live buffers need two names.
+// Buf returns the work buffer called name with N rows and cols columns,
+// shared by every session of the model (Evals run one at a time). Its
+// contents are whatever an earlier use left: ops overwrite their dst fully.
+// Blocks name their buffers ("attn.q"); one name is one buffer, so two live
+// buffers need two names.
 func (c *Ctx) Buf(name string, cols int) Buf { return c.BufRows(name, c.N, cols) }
 
 // BufRows is Buf with an explicit row count (MoE slots: N·k rows).
@@ -200,13 +230,19 @@ func (c *Ctx) BufRows(name string, rows, cols int) Buf {
 	// Keep one allocation per (name, cols) with the largest row count seen
 	// and hand out a view of it.
 	key := arenaKey{name: name, cols: cols}
-	if b, ok := c.arena[key]; ok && b.Rows() >= rows {
-		if b.Rows() == rows {
-			return b
+	old, ok := c.arena[key]
+	if ok && old.Rows() >= rows {
+		if old.Rows() == rows {
+			return old
 		}
-		return c.B.View(b, 0, rows, 0, cols)
+		return c.B.View(old, 0, rows, 0, cols)
 	}
-	b := c.B.Alloc(rows, cols)
+	if ok {
+		// Within one Eval a name is always asked for with the same rows, so
+		// nothing still holds the smaller buffer.
+		c.B.Release(old)
+	}
+	b := c.B.Work(rows, cols)
 	c.arena[key] = b
 	return b
 }
@@ -233,8 +269,9 @@ func (c *Ctx) EmitAt(op string, pos int, b Buf) {
 	}
 }
 
-// Session is one sequence on a Model: a state per layer, the next position
-// and reusable buffers.
+// Session is one sequence on a Model: a state per layer and the next
+// position. Sessions of one model may be used from several goroutines;
+// their Evals run one at a time.
 type Session struct {
 	m      *Model
 	maxCtx int
@@ -242,6 +279,7 @@ type Session struct {
 	states []MixerState
 	ctx    Ctx
 	broken error
+	closed bool
 }
 
 var _ model.Session = (*Session)(nil)
@@ -251,7 +289,7 @@ func (m *Model) NewSession(maxCtx int) (*Session, error) {
 	if maxCtx <= 0 {
 		return nil, fmt.Errorf("graph: context size %d must be positive", maxCtx)
 	}
-	s := &Session{m: m, maxCtx: maxCtx, ctx: Ctx{B: m.B, arena: map[arenaKey]Buf{}}}
+	s := &Session{m: m, maxCtx: maxCtx, ctx: Ctx{B: m.B, arena: m.arena}}
 	for i, ly := range m.layers {
 		st, err := ly.mixer.NewState(maxCtx)
 		if err != nil {
@@ -265,6 +303,38 @@ func (m *Model) NewSession(maxCtx int) (*Session, error) {
 // Pos is the number of tokens fed so far.
 func (s *Session) Pos() int { return s.pos }
 
+// Reset empties the sequence (KV caches, recurrent states, position), keeping
+// its memory: the next Eval starts at position 0, as llama.cpp's memory
+// clear does between llama-bench repetitions.
+func (s *Session) Reset() error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	if s.closed {
+		return errors.New("graph: Reset of a closed session")
+	}
+	for _, st := range s.states {
+		st.Reset(s.m.B)
+	}
+	s.pos, s.broken = 0, nil
+	return nil
+}
+
+// Close releases the session's caches now rather than when it is no
+// longer referenced; the session cannot be used afterwards.
+func (s *Session) Close() error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	for _, st := range s.states {
+		st.Free(s.m.B)
+	}
+	s.states = nil
+	return nil
+}
+
 // SetTrace installs (or, with nil, removes) the trace hook.
 func (s *Session) SetTrace(t model.Trace) { s.ctx.trace = t }
 
@@ -276,6 +346,14 @@ func (s *Session) Eval(tokens []int32, all bool) ([][]float32, error) {
 	m, sp := s.m, s.m.Spec
 	b := m.B
 	n := len(tokens)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	if s.closed {
+		return nil, errors.New("graph: Eval of a closed session")
+	}
 	if s.broken != nil {
 		return nil, fmt.Errorf("graph: session unusable after an earlier failure: %w", s.broken)
 	}

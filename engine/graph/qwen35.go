@@ -97,6 +97,16 @@ type q35DeltaState struct {
 	state Buf // nV × (hv·hk)
 }
 
+func (st *q35DeltaState) Reset(b Backend) {
+	if st.state != nil {
+		b.Zero(st.conv)
+		b.Zero(st.state)
+	}
+	st.pos = 0
+}
+
+func (st *q35DeltaState) Free(Backend) { st.conv, st.state = nil, nil }
+
 func (st *q35DeltaState) Forward(c *Ctx, x, out Buf) error {
 	d, b := st.d, c.B
 	if c.Pos != st.pos {
@@ -209,6 +219,9 @@ type q35AttnState struct {
 	maxCtx int
 	pos    int
 }
+
+func (st *q35AttnState) Reset(b Backend) { b.ClearKV(st.kv); st.pos = 0 }
+func (st *q35AttnState) Free(b Backend)  { b.FreeKV(st.kv); st.kv = nil }
 
 func (st *q35AttnState) Forward(c *Ctx, x, out Buf) error {
 	at, b := st.at, c.B

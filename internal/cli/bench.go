@@ -244,6 +244,30 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 		}
 		return out
 	}
+	// Each test reuses one session, emptied between repetitions, as
+	// llama-bench clears its context's memory; a backend whose sessions
+	// cannot be emptied gets a fresh session per repetition.
+	type resetter interface{ Reset() error }
+	type closer interface{ Close() error }
+	var sess model.Session
+	session := func(n int) (model.Session, error) {
+		if r, ok := sess.(resetter); ok && sess != nil {
+			return sess, r.Reset()
+		}
+		s, err := eng.NewSession(n)
+		if err == nil {
+			if _, ok := s.(resetter); ok {
+				sess = s
+			}
+		}
+		return s, err
+	}
+	endTest := func() {
+		if c, ok := sess.(closer); ok {
+			c.Close()
+		}
+		sess = nil
+	}
 	type test struct {
 		name string
 		n    int
@@ -252,7 +276,7 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 	var tests []test
 	if opts.Prompt > 0 {
 		tests = append(tests, test{fmt.Sprintf("pp%d", opts.Prompt), opts.Prompt, func(toks []int32) (time.Duration, error) {
-			s, err := eng.NewSession(len(toks))
+			s, err := session(len(toks))
 			if err != nil {
 				return 0, err
 			}
@@ -263,7 +287,7 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 	}
 	if opts.Gen > 0 {
 		tests = append(tests, test{fmt.Sprintf("tg%d", opts.Gen), opts.Gen, func(toks []int32) (time.Duration, error) {
-			s, err := eng.NewSession(len(toks))
+			s, err := session(len(toks))
 			if err != nil {
 				return 0, err
 			}
@@ -294,6 +318,7 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 			st.TokPerS = append(st.TokPerS, float64(t.n)/sec)
 			env.Log.Debug("bench repetition", "backend", b, "test", t.name, "rep", i-opts.Warmup, "tok_per_s", float64(t.n)/sec)
 		}
+		endTest()
 		summarize(&st, opts.Seed)
 		run.Tests = append(run.Tests, st)
 	}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package cpu
+
+// mapF32 returns n zeroed float32 values; off Linux they are an ordinary
+// Go allocation and free does nothing.
+func mapF32(n int) (v []float32, free func(), err error) {
+	return make([]float32, n), func() {}, nil
+}
