@@ -36,6 +36,9 @@ func registerKernelBuiltins(r *Registry) {
 	r.Register("dequant_golden", KindGolden, DequantGolden(quant.Dequantize),
 		Needs(NeedFixtures), Thresholds("mismatches"), Params("fixture"), Refs("golden file"),
 		Doc("quant.Dequantize of ggml's blocks equals ggml's own output (apr's shared fixtures)"))
+	r.Register("kernel_dot", KindProperty, kernelDot,
+		Thresholds("mismatches"), AppliesWhen(kernelDotApplies),
+		Doc("every engine kernel registered for the contract's type against Σ dequant(w)·dequant(act(x)), within the op's tolerance"))
 	r.Register("quant_roundtrip", KindProperty, QuantRoundtrip(quant.Quantize, quant.Dequantize),
 		Thresholds("max_nmse"), VetWith(vetQuantRoundtrip),
 		Doc("quantize random rows and dequantize them: the NMSE stays within the format's bound"))

@@ -353,3 +353,53 @@ func TestPlantedShape(t *testing.T) {
 	}
 	_ = errors.New
 }
+
+// property: an optimized kernel whose first block's scale has the wrong sign.
+func TestPlantedKernelDot(t *testing.T) {
+	planted := func(flip bool) falsify.KernelFunc {
+		return func(id string, w []byte, rows, cols int, x []float32, m int) ([]float32, string, []byte, error) {
+			acts := make([]byte, m*cols/32*34)
+			if err := quant.Quantize(quant.Q8_0, x, acts); err != nil {
+				return nil, "", nil, err
+			}
+			wf, af := make([]float32, rows*cols), make([]float32, m*cols)
+			if err := quant.Dequantize(quant.Q8_0, w, wf); err != nil {
+				return nil, "", nil, err
+			}
+			if err := quant.Dequantize(quant.Q8_0, acts, af); err != nil {
+				return nil, "", nil, err
+			}
+			out := make([]float32, m*rows)
+			for i := 0; i < m; i++ {
+				for r := 0; r < rows; r++ {
+					var s float64
+					for j := 0; j < cols; j++ {
+						p := float64(wf[r*cols+j]) * float64(af[i*cols+j])
+						if flip && j < 32 {
+							p = -p // block 0's d read with the wrong sign
+						}
+						s += p
+					}
+					out[i*rows+r] = float32(s)
+				}
+			}
+			return out, "Q8_0", acts, nil
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		flip bool
+		want falsify.Verdict
+	}{{"honest kernel", false, falsify.VerdictPass}, {"flipped scale", true, falsify.VerdictFail}} {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := fullRegistry()
+			reg.RegisterKernels("planted", func() []string {
+				return []string{"kernel.matvec.Q8_0.planted.go", "kernel.matmul.Q8_0.planted.go"}
+			}, planted(tt.flip))
+			r := runOne(t, reg, embedded(t), "q8_0.kernel_dot", "", "")
+			if r.Verdict != tt.want || r.Measured["kernels_checked"] != 2 {
+				t.Errorf("q8_0.kernel_dot on a %s: %s (%s), %v kernels checked; want %s over 2", tt.name, r.Verdict, r.Reason, r.Measured["kernels_checked"], tt.want)
+			}
+		})
+	}
+}

@@ -90,6 +90,7 @@ type Registry struct {
 	mu      sync.RWMutex
 	codes   map[string]Code
 	kernels map[string]func() []string
+	runners map[string]kernelSource
 }
 
 // NewRegistry returns an empty registry.

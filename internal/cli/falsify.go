@@ -30,8 +30,13 @@ func init() {
 		falsify.Needs(falsify.NeedModel), falsify.Thresholds("violations"), falsify.Params("args"),
 		falsify.Doc("a verb's --json output carries every field of its contract, of its type, and no other"))
 	// apr contracts vet resolves every kernel the optimized CPU engine
-	// registers to a kernel contract and op.
-	falsify.RegisterKernelIDs("engine/cpu", cpu.KernelIDs)
+	// registers to a kernel contract and op, and kernel_dot runs them.
+	falsify.RegisterKernels("engine/cpu", cpu.KernelIDs, cpuKernelRun)
+}
+
+func cpuKernelRun(contract string, w []byte, rows, cols int, x []float32, m int) ([]float32, string, []byte, error) {
+	r, err := cpu.RunKernel(contract, w, rows, cols, x, m)
+	return r.Out, r.Act, r.Acts, err
 }
 
 type falsifyOptions struct {
