@@ -75,7 +75,8 @@
 // ROW adds one activation row's block (fp16 scale at d, quants at q):
 // acc = fma(d_w·d_a, float(lanes of Σ w·a), acc).
 #define ROW(d, q, acc) \
-	VBROADCASTSS d, Y7         \
+	VPBROADCASTW d, X7         \
+	VCVTPH2PS    X7, Y7        \
 	VMULPS       Y4, Y7, Y7    \
 	VMOVDQU      q, Y12        \
 	VPSIGNB      Y6, Y12, Y12  \
