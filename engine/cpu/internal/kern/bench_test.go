@@ -62,6 +62,15 @@ func BenchmarkMatVec(b *testing.B) {
 			}
 			x := randomActs(rand.New(rand.NewPCG(1, 1)), sh.cols)
 			dst := make([]float32, sh.rows)
+			// Decode reads every weight once per token from memory, so the
+			// benchmark cycles through copies of the matrix that together
+			// exceed the last-level cache (32 MiB here) by a wide margin.
+			copies := []kern.Weights{w}
+			for total := len(w.Data); total < 256<<20; total += len(w.Data) {
+				c := w
+				c.Data = append([]byte(nil), w.Data...)
+				copies = append(copies, c)
+			}
 			for _, threads := range []int{1, 2} {
 				b.Run(fmt.Sprintf("%s/%dx%d/%s/threads=%d", t, sh.rows, sh.cols, k.Key.ISA, threads), func(b *testing.B) {
 					pool := kern.NewPool(threads)
@@ -70,10 +79,12 @@ func BenchmarkMatVec(b *testing.B) {
 					b.SetBytes(int64(len(w.Data)))
 					b.ReportAllocs()
 					c0 := cpuTime()
+					i := 0
 					for b.Loop() {
-						if err := k.Mul(pool, &s, dst, w, x, 1); err != nil {
+						if err := k.Mul(pool, &s, dst, copies[i%len(copies)], x, 1); err != nil {
 							b.Fatal(err)
 						}
+						i++
 					}
 					reportCPU(b, c0, float64(len(w.Data)))
 				})
