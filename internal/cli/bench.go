@@ -27,16 +27,18 @@ import (
 func init() { register(32, newBenchCmd) }
 
 type benchOptions struct {
-	Model   string
-	Backend string
-	Compare []string
-	Prompt  int
-	Gen     int
-	Reps    int
-	Warmup  int
-	Threads int
-	Seed    uint64
-	JSON    bool
+	Model         string
+	Backend       string
+	Compare       []string
+	Prompt        int
+	Gen           int
+	Reps          int
+	Warmup        int
+	CompareReps   int // repetitions of the --compare backends (-1: --reps)
+	CompareWarmup int // warm-up runs of the --compare backends (-1: --warmup)
+	Threads       int
+	Seed          uint64
+	JSON          bool
 }
 
 // benchStats summarises one test's repetitions.
@@ -61,8 +63,9 @@ type benchRun struct {
 	Kernels []string `json:"kernels,omitempty"` // contract ids of the kernels the engine selected
 	LoadMS  float64  `json:"load_ms"`           // open + model description + engine construction
 	H2DMS   float64  `json:"h2d_ms"`            // the engine's upload (0 without one)
-	// WarmupRuns per test ran before the counted repetitions and are
-	// excluded from every figure.
+	// Reps counted repetitions per test; WarmupRuns per test ran before
+	// them and are excluded from every figure.
+	Reps       int          `json:"reps"`
 	WarmupRuns int          `json:"warmup_runs"`
 	Tests      []benchStats `json:"tests"`
 	// PeakRSSBytes is VmHWM of this process after the run (/proc/self/status);
@@ -91,7 +94,6 @@ type benchResult struct {
 	KVBytesF32 int64        `json:"kv_bytes_f32"`
 	NPrompt    int          `json:"n_prompt"`
 	NGen       int          `json:"n_gen"`
-	Reps       int          `json:"reps"`
 	Runs       []benchRun   `json:"runs"`
 	Ratios     []benchRatio `json:"ratios,omitempty"`
 }
@@ -112,7 +114,8 @@ construction) and h2d (upload) are measured once, separately. Peak RSS is the
 process's VmHWM.
 
 --compare B runs the same tests on backend B after the first (e.g. --compare ref)
-and reports the ratio of the medians. An unknown backend is refused (exit 3).
+and reports the ratio of the medians; --compare-reps and --compare-warmup set its
+repetitions apart (the reference is slow). An unknown backend is refused (exit 3).
 
 The human table goes to stderr; with --json stdout carries one JSON document.`,
 		Args: cobra.ExactArgs(1),
@@ -128,6 +131,8 @@ The human table goes to stderr; with --json stdout carries one JSON document.`,
 	fl.IntVarP(&opts.Gen, "n-gen", "n", 128, "generated tokens of the tg test (0: no tg test)")
 	fl.IntVar(&opts.Reps, "reps", 5, "counted repetitions of each test")
 	fl.IntVar(&opts.Warmup, "warmup", 1, "warm-up runs of each test, excluded from the figures")
+	fl.IntVar(&opts.CompareReps, "compare-reps", -1, "counted repetitions on the --compare backends (default: --reps)")
+	fl.IntVar(&opts.CompareWarmup, "compare-warmup", -1, "warm-up runs on the --compare backends (default: --warmup)")
 	fl.IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
 	fl.Uint64Var(&opts.Seed, "seed", 1, "seed of the random tokens")
 	jsonFlag(c, &opts.JSON)
@@ -149,6 +154,10 @@ func runBench(ctx context.Context, env *Env, opts benchOptions) error {
 		return badInputf("bench: --warmup %d must not be negative", opts.Warmup)
 	case opts.Threads < 0:
 		return badInputf("bench: --threads %d must not be negative", opts.Threads)
+	case opts.CompareReps == 0 || opts.CompareReps < -1:
+		return badInputf("bench: --compare-reps %d must be at least 1", opts.CompareReps)
+	case opts.CompareWarmup < -1:
+		return badInputf("bench: --compare-warmup %d must not be negative", opts.CompareWarmup)
 	}
 	backends := append([]string{opts.Backend}, opts.Compare...)
 	for _, b := range backends {
@@ -156,12 +165,21 @@ func runBench(ctx context.Context, env *Env, opts benchOptions) error {
 			return refuse.New("backend", "backend %q is not available in this build (available: %s)", b, strings.Join(model.Backends(), ", "))
 		}
 	}
-	res := benchResult{Model: opts.Model, NPrompt: opts.Prompt, NGen: opts.Gen, Reps: opts.Reps}
+	res := benchResult{Model: opts.Model, NPrompt: opts.Prompt, NGen: opts.Gen}
 	for i, b := range backends {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		run, err := benchBackend(ctx, env, opts, b, &res)
+		o := opts
+		if i > 0 {
+			if opts.CompareReps > 0 {
+				o.Reps = opts.CompareReps
+			}
+			if opts.CompareWarmup >= 0 {
+				o.Warmup = opts.CompareWarmup
+			}
+		}
+		run, err := benchBackend(ctx, env, o, b, &res)
 		if err != nil {
 			return err
 		}
@@ -201,7 +219,7 @@ func contains(list []string, s string) bool {
 
 // benchBackend loads the model on backend b and runs the tests.
 func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, res *benchResult) (benchRun, error) {
-	run := benchRun{Backend: b, Threads: opts.Threads, WarmupRuns: opts.Warmup}
+	run := benchRun{Backend: b, Threads: opts.Threads, Reps: opts.Reps, WarmupRuns: opts.Warmup}
 	start := time.Now()
 	f, err := gguf.Open(opts.Model)
 	if err != nil {
@@ -430,7 +448,7 @@ func printBench(w io.Writer, r *benchResult) {
 		if run.PeakRSSNote != "" {
 			fmt.Fprintf(bw, " [%s]", run.PeakRSSNote)
 		}
-		fmt.Fprintf(bw, "; %d repetitions per test, %d warm-up run(s) per test excluded\n", r.Reps, run.WarmupRuns)
+		fmt.Fprintf(bw, "; %d repetitions per test, %d warm-up run(s) per test excluded\n", run.Reps, run.WarmupRuns)
 	}
 	for _, q := range r.Ratios {
 		fmt.Fprintf(bw, "%s: %s is %.2f× %s (median t/s)\n", q.Test, q.Backend, q.Ratio, q.Baseline)

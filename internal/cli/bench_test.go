@@ -15,9 +15,9 @@ type benchDoc struct {
 	KVBytesF32 int64  `json:"kv_bytes_f32"`
 	NPrompt    int    `json:"n_prompt"`
 	NGen       int    `json:"n_gen"`
-	Reps       int    `json:"reps"`
 	Runs       []struct {
 		Backend    string   `json:"backend"`
+		Reps       int      `json:"reps"`
 		Threads    int      `json:"threads"`
 		Kernels    []string `json:"kernels"`
 		LoadMS     float64  `json:"load_ms"`
@@ -49,7 +49,7 @@ type benchDoc struct {
 func TestBenchJSON(t *testing.T) {
 	dir := testutil.Fixtures(t)
 	model := filepath.Join(dir, "models", "synth", "qwen2-tiny-Q8_0.gguf")
-	code, stdout, stderr := run(t, "bench", model, "-p", "8", "-n", "4", "--reps", "3", "--warmup", "2", "--threads", "2", "--compare", "ref", "--json")
+	code, stdout, stderr := run(t, "bench", model, "-p", "8", "-n", "4", "--reps", "3", "--warmup", "2", "--threads", "2", "--compare", "ref", "--compare-reps", "2", "--compare-warmup", "0", "--json")
 	if code != 0 {
 		t.Fatalf("apr bench: exit %d, stderr:\n%s", code, stderr)
 	}
@@ -61,7 +61,7 @@ func TestBenchJSON(t *testing.T) {
 	if dec.More() {
 		t.Fatalf("apr bench --json printed more than one document")
 	}
-	if doc.NPrompt != 8 || doc.NGen != 4 || doc.Reps != 3 || doc.FileBytes <= 0 || doc.KVBytesF32 <= 0 {
+	if doc.NPrompt != 8 || doc.NGen != 4 || doc.FileBytes <= 0 || doc.KVBytesF32 <= 0 {
 		t.Errorf("header: %+v", doc)
 	}
 	if len(doc.Runs) != 2 || doc.Runs[0].Backend != "cpu" || doc.Runs[1].Backend != "ref" {
@@ -70,15 +70,19 @@ func TestBenchJSON(t *testing.T) {
 	if doc.Runs[0].Threads != 2 || len(doc.Runs[0].Kernels) == 0 {
 		t.Errorf("cpu run: threads %d, kernels %v", doc.Runs[0].Threads, doc.Runs[0].Kernels)
 	}
-	for _, r := range doc.Runs {
-		if r.WarmupRuns != 2 || r.LoadMS <= 0 || r.PeakRSSBytes <= 0 {
-			t.Errorf("%s: warmup %d, load %.3f ms, peak RSS %d", r.Backend, r.WarmupRuns, r.LoadMS, r.PeakRSSBytes)
+	for i, r := range doc.Runs {
+		reps, warmup := 3, 2
+		if i > 0 {
+			reps, warmup = 2, 0
+		}
+		if r.Reps != reps || r.WarmupRuns != warmup || r.LoadMS <= 0 || r.PeakRSSBytes <= 0 {
+			t.Errorf("%s: reps %d (want %d), warmup %d (want %d), load %.3f ms, peak RSS %d", r.Backend, r.Reps, reps, r.WarmupRuns, warmup, r.LoadMS, r.PeakRSSBytes)
 		}
 		var names []string
 		for _, ts := range r.Tests {
 			names = append(names, ts.Name)
-			if len(ts.TokPerS) != 3 || len(ts.Seconds) != 3 {
-				t.Errorf("%s %s: %d rates and %d times, want the 3 counted repetitions", r.Backend, ts.Name, len(ts.TokPerS), len(ts.Seconds))
+			if len(ts.TokPerS) != reps || len(ts.Seconds) != reps {
+				t.Errorf("%s %s: %d rates and %d times, want the %d counted repetitions", r.Backend, ts.Name, len(ts.TokPerS), len(ts.Seconds), reps)
 				continue
 			}
 			for i, v := range ts.TokPerS {
@@ -116,6 +120,7 @@ func TestBenchRefusesAndRejects(t *testing.T) {
 		{"unknown backend", []string{"--backend", "tpu"}, 3, `backend "tpu" is not available`},
 		{"unknown compare backend", []string{"--compare", "cuda9"}, 3, `backend "cuda9" is not available`},
 		{"no reps", []string{"--reps", "0"}, 2, "--reps 0"},
+		{"no compare reps", []string{"--compare", "ref", "--compare-reps", "0"}, 2, "--compare-reps 0"},
 		{"nothing to measure", []string{"-p", "0", "-n", "0"}, 2, "nothing to measure"},
 		{"negative threads", []string{"--threads", "-1"}, 2, "--threads -1"},
 		{"beyond the context", []string{"-p", "5000", "-n", "1", "--reps", "1"}, 3, "context_length 4096"},
