@@ -13,7 +13,7 @@ import "github.com/aprqa/apr/engine/quant"
 func dotQ8_0AVX2(n int, w, a []byte) float32
 
 //go:noescape
-func dot4Q8_0AVX2(n int, w, a []byte, stride int, out *[4]float32)
+func dot4Q8_0AVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
 func dotQ4_0AVX2(n int, w, a []byte) float32
@@ -102,58 +102,58 @@ func convertF16Asm(x []float32, dst []byte) {
 }
 
 //go:noescape
-func dot4Q4_0AVX2(n int, w, a []byte, stride int, out *[4]float32)
+func dot4Q4_0AVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
-func dot4Q5_0AVX2(n int, w, a []byte, stride int, out *[4]float32)
+func dot4Q5_0AVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
-func dot4IQ4_NLAVX2(n int, w, a []byte, stride int, out *[4]float32)
+func dot4IQ4_NLAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
-func dot4MXFP4AVX2(n int, w, a []byte, stride int, out *[4]float32)
+func dot4MXFP4AVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
-func dot4Q4_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+func dot4Q4_KAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
-func dot4Q5_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+func dot4Q5_KAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
-func dot4Q6_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+func dot4Q6_KAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
-func dot4F32AVX2Main(n int, w, a []byte, stride int, out *[4]float32)
+func dot4F32AVX2Main(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
-func dot4F16AVX2Main(n int, w, a []byte, stride int, out *[4]float32)
+func dot4F16AVX2Main(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
-func dot4BF16AVX2Main(n int, w, a []byte, stride int, out *[4]float32)
+func dot4BF16AVX2Main(n int, w, a []byte, stride int, out []float32, ostride int)
 
 // dot4Float wraps a four-row float kernel whose assembly takes multiples of
 // 8 values: the tail of each row goes to the Go twin.
 func dot4Float(main dot4Func, tail dotFunc, size int) dot4Func {
-	return func(n int, w, a []byte, stride int, out *[4]float32) {
+	return func(n int, w, a []byte, stride int, out []float32, ostride int) {
 		m := n &^ 7
-		main(m, w, a, stride, out)
+		main(m, w, a, stride, out, ostride)
 		if m < n {
-			for r := range out {
+			for r := 0; r < 4; r++ {
 				row := a[r*stride:]
-				out[r] += tail(n-m, w[size*m:], row[size*m:size*n])
+				out[r*ostride] += tail(n-m, w[size*m:], row[size*m:size*n])
 			}
 		}
 	}
 }
 
 //go:noescape
-func dot4Q2_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+func dot4Q2_KAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
-func dot4Q3_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
+func dot4Q3_KAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
-func dot4IQ4_XSAVX2(n int, w, a []byte, stride int, out *[4]float32)
+func dot4IQ4_XSAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 
 //go:noescape
 func dotIQ2_XXSAVX2(n int, w, a []byte) float32

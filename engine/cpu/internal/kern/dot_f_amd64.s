@@ -36,16 +36,21 @@
 	VXORPS Y2, Y2, Y2          \
 	VXORPS Y3, Y3, Y3
 
+// STORE4 writes row r's result to out[r·ostride] (AX = out, R12 = ostride
+// in bytes, R13 = 3·R12 afterwards).
 #define STORE4 \
-	MOVQ out+64(FP), AX        \
+	MOVQ out_base+64(FP), AX   \
+	MOVQ ostride+88(FP), R12   \
+	SHLQ $2, R12               \
+	LEAQ (R12)(R12*2), R13     \
 	HSUMX(Y0, X0, X12)         \
-	VMOVSS X0, 0(AX)           \
+	VMOVSS X0, (AX)            \
 	HSUMX(Y1, X1, X12)         \
-	VMOVSS X1, 4(AX)           \
+	VMOVSS X1, (AX)(R12*1)     \
 	HSUMX(Y2, X2, X12)         \
-	VMOVSS X2, 8(AX)           \
+	VMOVSS X2, (AX)(R12*2)     \
 	HSUMX(Y3, X3, X12)         \
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R13*1)
 
 
 #define BF16LOAD(a, y) VPMOVZXWD a, y; VPSLLD $16, y, y
@@ -70,8 +75,8 @@ f32done:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4F32AVX2Main(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4F32AVX2Main(SB), NOSPLIT, $0-72
+// func dot4F32AVX2Main(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4F32AVX2Main(SB), NOSPLIT, $0-96
 	ARGS4
 	TESTQ CX, CX
 	JZ    f324done
@@ -113,8 +118,8 @@ f16done:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4F16AVX2Main(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4F16AVX2Main(SB), NOSPLIT, $0-72
+// func dot4F16AVX2Main(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4F16AVX2Main(SB), NOSPLIT, $0-96
 	ARGS4
 	TESTQ CX, CX
 	JZ    f164done
@@ -160,8 +165,8 @@ bf16done:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4BF16AVX2Main(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4BF16AVX2Main(SB), NOSPLIT, $0-72
+// func dot4BF16AVX2Main(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4BF16AVX2Main(SB), NOSPLIT, $0-96
 	ARGS4
 	TESTQ CX, CX
 	JZ    bf164done

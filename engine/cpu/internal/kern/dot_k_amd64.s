@@ -61,16 +61,21 @@
 	VXORPS Y2, Y2, Y2          \
 	VXORPS Y3, Y3, Y3
 
+// STORE4 writes row r's result to out[r·ostride] (AX = out, R12 = ostride
+// in bytes, R13 = 3·R12 afterwards).
 #define STORE4 \
-	MOVQ out+64(FP), AX        \
+	MOVQ out_base+64(FP), AX   \
+	MOVQ ostride+88(FP), R12   \
+	SHLQ $2, R12               \
+	LEAQ (R12)(R12*2), R13     \
 	HSUMX(Y0, X0, X12)         \
-	VMOVSS X0, 0(AX)           \
+	VMOVSS X0, (AX)            \
 	HSUMX(Y1, X1, X12)         \
-	VMOVSS X1, 4(AX)           \
+	VMOVSS X1, (AX)(R12*1)     \
 	HSUMX(Y2, X2, X12)         \
-	VMOVSS X2, 8(AX)           \
+	VMOVSS X2, (AX)(R12*2)     \
 	HSUMX(Y3, X3, X12)         \
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R13*1)
 
 #define ZERO4 \
 	VPXOR Y8, Y8, Y8           \
@@ -406,8 +411,8 @@ q4kdone:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4Q4_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4Q4_KAVX2(SB), NOSPLIT, $96-72
+// func dot4Q4_KAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4Q4_KAVX2(SB), NOSPLIT, $96-96
 	ARGS4
 	BCASTD($0x0f0f0f0f, X14, Y14)
 	VXORPS Y7, Y7, Y7
@@ -443,20 +448,20 @@ q4k4done:
 	STORE4
 	VMOVUPS 32(SP), X4
 	RED4(X4, X5)
-	VADDSS 0(AX), X4, X4
-	VMOVSS X4, 0(AX)
+	VADDSS (AX), X4, X4
+	VMOVSS X4, (AX)
 	VMOVUPS 48(SP), X4
 	RED4(X4, X5)
-	VADDSS 4(AX), X4, X4
-	VMOVSS X4, 4(AX)
+	VADDSS (AX)(R12*1), X4, X4
+	VMOVSS X4, (AX)(R12*1)
 	VMOVUPS 64(SP), X4
 	RED4(X4, X5)
-	VADDSS 8(AX), X4, X4
-	VMOVSS X4, 8(AX)
+	VADDSS (AX)(R12*2), X4, X4
+	VMOVSS X4, (AX)(R12*2)
 	VMOVUPS 80(SP), X4
 	RED4(X4, X5)
-	VADDSS 12(AX), X4, X4
-	VMOVSS X4, 12(AX)
+	VADDSS (AX)(R13*1), X4, X4
+	VMOVSS X4, (AX)(R13*1)
 	VZEROUPPER
 	RET
 
@@ -502,8 +507,8 @@ q5kdone:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4Q5_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4Q5_KAVX2(SB), NOSPLIT, $64-72
+// func dot4Q5_KAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4Q5_KAVX2(SB), NOSPLIT, $64-96
 	ARGS4
 	BCASTD($0x0f0f0f0f, X14, Y14)
 	VXORPS X7, X7, X7
@@ -540,18 +545,18 @@ q5k4loop:
 
 q5k4done:
 	STORE4
-	VMOVSS 0(AX), X4
+	VMOVSS (AX), X4
 	VADDSS 32(SP), X4, X4
-	VMOVSS X4, 0(AX)
-	VMOVSS 4(AX), X4
+	VMOVSS X4, (AX)
+	VMOVSS (AX)(R12*1), X4
 	VADDSS 36(SP), X4, X4
-	VMOVSS X4, 4(AX)
-	VMOVSS 8(AX), X4
+	VMOVSS X4, (AX)(R12*1)
+	VMOVSS (AX)(R12*2), X4
 	VADDSS 40(SP), X4, X4
-	VMOVSS X4, 8(AX)
-	VMOVSS 12(AX), X4
+	VMOVSS X4, (AX)(R12*2)
+	VMOVSS (AX)(R13*1), X4
 	VADDSS 44(SP), X4, X4
-	VMOVSS X4, 12(AX)
+	VMOVSS X4, (AX)(R13*1)
 	VZEROUPPER
 	RET
 
@@ -619,8 +624,8 @@ q6kdone:
 	VMULPS       Y12, Y13, Y13 \
 	VFMADD231PS  sum, Y13, acc
 
-// func dot4Q6_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4Q6_KAVX2(SB), NOSPLIT, $32-72
+// func dot4Q6_KAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4Q6_KAVX2(SB), NOSPLIT, $32-96
 	ARGS4
 	BCASTD($0x0f0f0f0f, X14, Y14)
 	BCASTD($0x03030303, X15, Y15)
@@ -724,8 +729,8 @@ q3kdone:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4Q3_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4Q3_KAVX2(SB), NOSPLIT, $32-72
+// func dot4Q3_KAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4Q3_KAVX2(SB), NOSPLIT, $32-96
 	ARGS4
 	BCASTD($0x03030303, X15, Y15)
 	TESTQ CX, CX
@@ -832,8 +837,8 @@ q2kdone:
 	UROW(o(DI)(R8*2), Y4, Y12, Y10)      \
 	UROW(o(DI)(R9*1), Y4, Y12, Y11)
 
-// func dot4Q2_KAVX2(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4Q2_KAVX2(SB), NOSPLIT, $64-72
+// func dot4Q2_KAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4Q2_KAVX2(SB), NOSPLIT, $64-96
 	ARGS4
 	BCASTD($0x03030303, X15, Y15)
 	TESTQ CX, CX
@@ -929,8 +934,8 @@ iq4xsdone:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4IQ4_XSAVX2(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4IQ4_XSAVX2(SB), NOSPLIT, $32-72
+// func dot4IQ4_XSAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4IQ4_XSAVX2(SB), NOSPLIT, $32-96
 	ARGS4
 	BCASTD($0x0f0f0f0f, X14, Y14)
 	VBROADCASTI128 ·kvaluesIQ4NL(SB), Y7

@@ -60,17 +60,21 @@
 	VXORPS Y10, Y10, Y10       \
 	VXORPS Y11, Y11, Y11
 
-// STORE4 writes hsum_float_8 of Y0..Y3 to out[0..3] (AX = out).
+// STORE4 writes row r's result to out[r·ostride] (AX = out, R12 = ostride
+// in bytes, R13 = 3·R12 afterwards).
 #define STORE4 \
-	MOVQ out+64(FP), AX        \
+	MOVQ out_base+64(FP), AX   \
+	MOVQ ostride+88(FP), R12   \
+	SHLQ $2, R12               \
+	LEAQ (R12)(R12*2), R13     \
 	HSUMX(Y0, X0, X12)         \
-	VMOVSS X0, 0(AX)           \
+	VMOVSS X0, (AX)            \
 	HSUMX(Y1, X1, X12)         \
-	VMOVSS X1, 4(AX)           \
+	VMOVSS X1, (AX)(R12*1)     \
 	HSUMX(Y2, X2, X12)         \
-	VMOVSS X2, 8(AX)           \
+	VMOVSS X2, (AX)(R12*2)     \
 	HSUMX(Y3, X3, X12)         \
-	VMOVSS X3, 12(AX)
+	VMOVSS X3, (AX)(R13*1)
 
 // ROW adds one activation row's block (fp16 scale at d, quants at q):
 // acc = fma(d_w·d_a, float(lanes of Σ w·a), acc).
@@ -223,8 +227,8 @@ q80done:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4Q8_0AVX2(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4Q8_0AVX2(SB), NOSPLIT, $0-72
+// func dot4Q8_0AVX2(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4Q8_0AVX2(SB), NOSPLIT, $0-96
 	ARGS4
 	ONES16
 	TESTQ CX, CX
@@ -267,8 +271,8 @@ q40done:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4Q4_0AVX2(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4Q4_0AVX2(SB), NOSPLIT, $0-72
+// func dot4Q4_0AVX2(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4Q4_0AVX2(SB), NOSPLIT, $0-96
 	ARGS4
 	ONES16
 	BCASTD($0x0f0f0f0f, X14, Y14)
@@ -312,8 +316,8 @@ q50done:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4Q5_0AVX2(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4Q5_0AVX2(SB), NOSPLIT, $0-72
+// func dot4Q5_0AVX2(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4Q5_0AVX2(SB), NOSPLIT, $0-96
 	ARGS4
 	ONES16
 	BCASTD($0x0f0f0f0f, X14, Y14)
@@ -370,8 +374,8 @@ iq4nldone:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4IQ4_NLAVX2(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4IQ4_NLAVX2(SB), NOSPLIT, $0-72
+// func dot4IQ4_NLAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4IQ4_NLAVX2(SB), NOSPLIT, $0-96
 	ARGS4
 	ONES16
 	BCASTD($0x0f0f0f0f, X14, Y14)
@@ -400,10 +404,10 @@ iq4nl4tail:
 	VBROADCASTI128 ·kvaluesIQ4NL(SB), Y13
 	PREPIQ4NL(0)
 	ABS
-	TAILROW((DI), 2(DI), 0(AX))
-	TAILROW((DI)(R8*1), 2(DI)(R8*1), 4(AX))
-	TAILROW((DI)(R8*2), 2(DI)(R8*2), 8(AX))
-	TAILROW((DI)(R9*1), 2(DI)(R9*1), 12(AX))
+	TAILROW((DI), 2(DI), (AX))
+	TAILROW((DI)(R8*1), 2(DI)(R8*1), (AX)(R12*1))
+	TAILROW((DI)(R8*2), 2(DI)(R8*2), (AX)(R12*2))
+	TAILROW((DI)(R9*1), 2(DI)(R9*1), (AX)(R13*1))
 
 iq4nl4done:
 	VZEROUPPER
@@ -447,8 +451,8 @@ mxdone:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// func dot4MXFP4AVX2(n int, w, a []byte, stride int, out *[4]float32)
-TEXT ·dot4MXFP4AVX2(SB), NOSPLIT, $0-72
+// func dot4MXFP4AVX2(n int, w, a []byte, stride int, out []float32, ostride int)
+TEXT ·dot4MXFP4AVX2(SB), NOSPLIT, $0-96
 	ARGS4
 	ONES16
 	BCASTD($0x0f0f0f0f, X14, Y14)
@@ -478,10 +482,10 @@ mx4tail:
 	VBROADCASTI128 ·kvaluesMXFP4(SB), Y13
 	PREPMXFP4(0)
 	ABS
-	TAILROW((DI), 2(DI), 0(AX))
-	TAILROW((DI)(R8*1), 2(DI)(R8*1), 4(AX))
-	TAILROW((DI)(R8*2), 2(DI)(R8*2), 8(AX))
-	TAILROW((DI)(R9*1), 2(DI)(R9*1), 12(AX))
+	TAILROW((DI), 2(DI), (AX))
+	TAILROW((DI)(R8*1), 2(DI)(R8*1), (AX)(R12*1))
+	TAILROW((DI)(R8*2), 2(DI)(R8*2), (AX)(R12*2))
+	TAILROW((DI)(R9*1), 2(DI)(R9*1), (AX)(R13*1))
 
 mx4done:
 	VZEROUPPER

@@ -286,3 +286,94 @@ func TestMatMulRowsEqualMatVec(t *testing.T) {
 		})
 	}
 }
+
+// TestMulActsManyEqualsMulActs: one dispatch over several matrices gives each
+// exactly what MulActs gives it alone, for decode (m = 1) and prefill.
+func TestMulActsManyEqualsMulActs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	pool := kern.NewPool(2)
+	defer pool.Close()
+	types := []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL}
+	const n = 256
+	for _, m := range []int{1, 6} {
+		op := kern.OpMatMul
+		if m == 1 {
+			op = kern.OpMatVec
+		}
+		var jobs []kern.Job
+		for i, typ := range types {
+			k, err := kern.Select(op, typ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := 5 + 13*i
+			w := kern.Weights{Type: typ, Rows: rows, Cols: n, Data: randomWeights(rng, typ, rows*n)}
+			jobs = append(jobs, kern.Job{K: k, W: w, Dst: make([]float32, m*rows)})
+		}
+		x := randomActs(rng, m*n)
+		var s kern.Scratch
+		var a kern.Acts
+		if err := jobs[0].K.Convert(pool, &s, &a, x, m, n); err != nil {
+			t.Fatal(err)
+		}
+		if err := kern.MulActsMany(pool, &s, &a, jobs); err != nil {
+			t.Fatalf("MulActsMany(m=%d): %v", m, err)
+		}
+		for _, jb := range jobs {
+			want := make([]float32, len(jb.Dst))
+			if err := jb.K.MulActs(pool, &s, want, jb.W, &a); err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if math.Float32bits(want[i]) != math.Float32bits(jb.Dst[i]) {
+					t.Fatalf("MulActsMany(m=%d) %s[%d] = %g, MulActs %g", m, jb.K.Contract, i, jb.Dst[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+func TestMulActsManyRefusesMixedFormats(t *testing.T) {
+	pool := kern.NewPool(1)
+	defer pool.Close()
+	kq, _ := kern.Select(kern.OpMatVec, quant.Q8_0)
+	kk, _ := kern.Select(kern.OpMatVec, quant.Q4_K)
+	var s kern.Scratch
+	var a kern.Acts
+	if err := kq.Convert(pool, &s, &a, make([]float32, 256), 1, 256); err != nil {
+		t.Fatal(err)
+	}
+	jobs := []kern.Job{
+		{K: kq, W: kern.Weights{Type: quant.Q8_0, Rows: 1, Cols: 256, Data: make([]byte, 8*34)}, Dst: make([]float32, 1)},
+		{K: kk, W: kern.Weights{Type: quant.Q4_K, Rows: 1, Cols: 256, Data: make([]byte, 144)}, Dst: make([]float32, 1)},
+	}
+	if err := kern.MulActsMany(pool, &s, &a, jobs); err == nil {
+		t.Errorf("MulActsMany(Q8_0 acts, Q4_K job) = nil, want an error naming the activation format")
+	}
+	if err := kern.MulActsMany(pool, &s, &a, nil); err == nil {
+		t.Errorf("MulActsMany(no jobs) = nil, want an error")
+	}
+}
+
+func TestMulDoesNotAllocate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	pool := kern.NewPool(2)
+	defer pool.Close()
+	for _, m := range []int{1, 8} {
+		op := kern.OpMatVec
+		if m > 1 {
+			op = kern.OpMatMul
+		}
+		k, _ := kern.Select(op, quant.Q4_K)
+		w := kern.Weights{Type: quant.Q4_K, Rows: 64, Cols: 512, Data: randomWeights(rng, quant.Q4_K, 64*512)}
+		x := randomActs(rng, m*512)
+		dst := make([]float32, m*64)
+		var s kern.Scratch
+		if err := k.Mul(pool, &s, dst, w, x, m); err != nil {
+			t.Fatal(err)
+		}
+		if allocs := testing.AllocsPerRun(20, func() { _ = k.Mul(pool, &s, dst, w, x, m) }); allocs != 0 {
+			t.Errorf("%s.Mul(m=%d) allocates %v times per call in steady state, want 0", k.Contract, m, allocs)
+		}
+	}
+}

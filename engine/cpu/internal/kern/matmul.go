@@ -30,20 +30,39 @@ type Acts struct {
 type Scratch struct {
 	acts Acts
 	st   mulState
+	one  [1]Job
 	// Bound once to &st, so that handing them to the pool allocates nothing.
 	convFn, vecFn, matFn func(lo, hi int)
 }
 
+// Job is one weight matrix of a MulActsMany call: its kernel, its weights
+// and where its outputs go (m rows of W.Rows values, row-major).
+type Job struct {
+	K   *Kernel
+	W   Weights
+	Dst []float32
+}
+
 // mulState is one call's operands, read by the pool's workers.
 type mulState struct {
-	k        *Kernel
-	dst      []float32
-	w        Weights
-	x        []float32
-	a        *Acts
-	n        int // values per row
-	wrb, arb int // bytes per weight row, per activation row
-	tile     int // activation rows per tile
+	k      *Kernel // Convert's kernel
+	x      []float32
+	a      *Acts
+	n      int // values per row
+	arb    int // bytes per activation row
+	tile   int // activation rows per tile
+	jobs   []Job
+	wrb    []int // bytes per weight row, per job
+	starts []int // first global row of each job, then the total
+}
+
+// job returns the job holding global row r and r's row within it.
+func (st *mulState) job(r int) (int, int) {
+	j := 0
+	for r >= st.starts[j+1] {
+		j++
+	}
+	return j, r - st.starts[j]
 }
 
 func (s *Scratch) bind() {
@@ -90,9 +109,9 @@ func (k *Kernel) Convert(p *Pool, s *Scratch, a *Acts, x []float32, m, cols int)
 		return nil
 	}
 	s.bind()
-	s.st = mulState{k: k, x: x, a: a, n: cols, arb: arb}
+	s.st.k, s.st.x, s.st.a, s.st.n, s.st.arb = k, x, a, cols, arb
 	p.For(m, max(1, m/(4*p.Threads())), s.convFn)
-	s.st = mulState{}
+	s.st.k, s.st.x, s.st.a = nil, nil, nil
 	return nil
 }
 
@@ -118,69 +137,110 @@ func (k *Kernel) Mul(p *Pool, s *Scratch, dst []float32, w Weights, x []float32,
 // MulActs is Mul on activations already converted by Convert (with this
 // kernel or another of the same activation format).
 func (k *Kernel) MulActs(p *Pool, s *Scratch, dst []float32, w Weights, a *Acts) error {
-	if w.Type != k.Key.Type {
-		return fmt.Errorf("kern: %s: weights are %s", k.Contract, w.Type)
-	}
-	if a.Type != k.Act {
-		return fmt.Errorf("kern: %s: activations are %s, want %s", k.Contract, a.Type, k.Act)
-	}
+	s.one[0] = Job{K: k, W: w, Dst: dst}
+	err := MulActsMany(p, s, a, s.one[:])
+	s.one[0] = Job{}
+	return err
+}
+
+// MulActsMany runs several weight matrices against the same converted
+// activations in one dispatch over the pool, their rows spread over the
+// threads as one range (small matrices such as k and v projections keep
+// every thread busy). Every job's kernel must take a's activation format and
+// every matrix a.Cols columns; each job's results are exactly those of
+// MulActs on it alone.
+func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 	m := a.Rows
-	if k.Key.Op == OpMatVec && m != 1 {
-		return fmt.Errorf("kern: %s: a matvec kernel takes one activation row, got %d", k.Contract, m)
+	if len(jobs) == 0 {
+		return fmt.Errorf("kern: MulActsMany: no jobs")
 	}
-	if m < 1 || w.Rows < 1 {
-		return fmt.Errorf("kern: %s: %d activation rows against %d weight rows", k.Contract, m, w.Rows)
-	}
-	if a.Cols != w.Cols {
-		return fmt.Errorf("kern: %s: activation rows of %d against weight rows of %d", k.Contract, a.Cols, w.Cols)
-	}
-	wrb, arb, err := k.rowBytes(w.Cols)
-	if err != nil {
-		return err
-	}
-	if len(w.Data) != w.Rows*wrb {
-		return fmt.Errorf("kern: %s: %d×%d weights need %d bytes, got %d", k.Contract, w.Rows, w.Cols, w.Rows*wrb, len(w.Data))
-	}
-	if len(a.Data) != m*arb {
-		return fmt.Errorf("kern: %s: %d activation rows need %d bytes, got %d", k.Contract, m, m*arb, len(a.Data))
-	}
-	if len(dst) != m*w.Rows {
-		return fmt.Errorf("kern: %s: dst needs %d values, got %d", k.Contract, m*w.Rows, len(dst))
+	st := &s.st
+	st.wrb, st.starts = st.wrb[:0], append(st.starts[:0], 0)
+	for _, jb := range jobs {
+		k, w, dst := jb.K, jb.W, jb.Dst
+		if k == nil {
+			return fmt.Errorf("kern: MulActsMany: a job has no kernel")
+		}
+		if w.Type != k.Key.Type {
+			return fmt.Errorf("kern: %s: weights are %s", k.Contract, w.Type)
+		}
+		if a.Type != k.Act {
+			return fmt.Errorf("kern: %s: activations are %s, want %s", k.Contract, a.Type, k.Act)
+		}
+		if k.Key.Op == OpMatVec && m != 1 {
+			return fmt.Errorf("kern: %s: a matvec kernel takes one activation row, got %d", k.Contract, m)
+		}
+		if m < 1 || w.Rows < 1 {
+			return fmt.Errorf("kern: %s: %d activation rows against %d weight rows", k.Contract, m, w.Rows)
+		}
+		if a.Cols != w.Cols {
+			return fmt.Errorf("kern: %s: activation rows of %d against weight rows of %d", k.Contract, a.Cols, w.Cols)
+		}
+		wrb, arb, err := k.rowBytes(w.Cols)
+		if err != nil {
+			return err
+		}
+		if len(w.Data) != w.Rows*wrb {
+			return fmt.Errorf("kern: %s: %d×%d weights need %d bytes, got %d", k.Contract, w.Rows, w.Cols, w.Rows*wrb, len(w.Data))
+		}
+		if len(a.Data) != m*arb {
+			return fmt.Errorf("kern: %s: %d activation rows need %d bytes, got %d", k.Contract, m, m*arb, len(a.Data))
+		}
+		if len(dst) != m*w.Rows {
+			return fmt.Errorf("kern: %s: dst needs %d values, got %d", k.Contract, m*w.Rows, len(dst))
+		}
+		st.arb = arb
+		st.wrb = append(st.wrb, wrb)
+		st.starts = append(st.starts, st.starts[len(st.starts)-1]+w.Rows)
 	}
 	s.bind()
-	s.st = mulState{k: k, dst: dst, w: w, a: a, n: w.Cols, wrb: wrb, arb: arb, tile: max(4, mmTileBytes/arb)}
+	st.jobs, st.a, st.n = jobs, a, a.Cols
+	st.tile = max(4, mmTileBytes/st.arb)
+	rows := st.starts[len(jobs)]
 	if m == 1 {
-		p.For(w.Rows, max(4, w.Rows/(8*p.Threads())), s.vecFn)
+		p.For(rows, max(4, rows/(8*p.Threads())), s.vecFn)
 	} else {
-		p.For(w.Rows, mmChunk, s.matFn)
+		p.For(rows, mmChunk, s.matFn)
 	}
-	s.st = mulState{}
+	st.jobs, st.a = nil, nil
 	return nil
 }
 
 func (st *mulState) vec(lo, hi int) {
-	k, n, wrb, act := st.k, st.n, st.wrb, st.a.Data
-	for r := lo; r < hi; r++ {
-		st.dst[r] = k.dot(n, st.w.Data[r*wrb:(r+1)*wrb], act)
+	n, act := st.n, st.a.Data
+	for lo < hi {
+		j, r0 := st.job(lo)
+		jb, wrb := &st.jobs[j], st.wrb[j]
+		end := min(hi, st.starts[j+1])
+		for r := r0; r < r0+end-lo; r++ {
+			jb.Dst[r] = jb.K.dot(n, jb.W.Data[r*wrb:(r+1)*wrb], act)
+		}
+		lo = end
 	}
 }
 
 func (st *mulState) mat(lo, hi int) {
-	k, n, wrb, arb, act := st.k, st.n, st.wrb, st.arb, st.a.Data
-	m, rows, dst := st.a.Rows, st.w.Rows, st.dst
-	var out [4]float32
+	for lo < hi {
+		j, r0 := st.job(lo)
+		end := min(hi, st.starts[j+1])
+		st.matJob(&st.jobs[j], st.wrb[j], r0, r0+end-lo)
+		lo = end
+	}
+}
+
+// matJob runs weight rows [lo, hi) of one job over all activation rows, in
+// tiles of st.tile activation rows.
+func (st *mulState) matJob(jb *Job, wrb, lo, hi int) {
+	k, n, arb, act := jb.K, st.n, st.arb, st.a.Data
+	m, rows, dst := st.a.Rows, jb.W.Rows, jb.Dst
 	for i0 := 0; i0 < m; i0 += st.tile {
 		i1 := min(i0+st.tile, m)
 		for r := lo; r < hi; r++ {
-			wr := st.w.Data[r*wrb : (r+1)*wrb]
+			wr := jb.W.Data[r*wrb : (r+1)*wrb]
 			i := i0
 			if k.dot4 != nil {
 				for ; i+4 <= i1; i += 4 {
-					k.dot4(n, wr, act[i*arb:(i+4)*arb], arb, &out)
-					dst[i*rows+r] = out[0]
-					dst[(i+1)*rows+r] = out[1]
-					dst[(i+2)*rows+r] = out[2]
-					dst[(i+3)*rows+r] = out[3]
+					k.dot4(n, wr, act[i*arb:(i+4)*arb], arb, dst[i*rows+r:(i+3)*rows+r+1], rows)
 				}
 			}
 			for ; i < i1; i++ {

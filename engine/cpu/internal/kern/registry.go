@@ -76,9 +76,10 @@ type Kernel struct {
 // lengths of w and a match n; kernels do not check.
 type dotFunc func(n int, w, a []byte) float32
 
-// dot4Func writes to out[r] the dot product of the weight row w with the
-// activation row a[r·stride:], for r = 0..3.
-type dot4Func func(n int, w, a []byte, stride int, out *[4]float32)
+// dot4Func writes to out[r·ostride] the dot product of the weight row w
+// with the activation row a[r·stride:], for r = 0..3. len(out) must exceed
+// 3·ostride; kernels do not check.
+type dot4Func func(n int, w, a []byte, stride int, out []float32, ostride int)
 
 // Entry is one line of the registry listing.
 type Entry struct {
