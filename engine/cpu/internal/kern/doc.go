@@ -43,13 +43,13 @@
 //
 //	avx2 matvec:            F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4
 //	                        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS IQ2_XXS IQ2_XS
-//	                        IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M TQ2_0 NVFP4 Q1_0
-//	                        Q2_0
+//	                        IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M TQ1_0 TQ2_0 NVFP4
+//	                        Q1_0 Q2_0 (every weight type)
 //	avx2 four-row matmul:   F32 F16 BF16 Q8_0 Q4_0 Q5_0 IQ4_NL MXFP4
 //	                        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS
-//	go only (for now):      TQ1_0 (matvec); the four-row matmul of Q4_1, Q5_1,
-//	                        the i-quants but IQ4_*, TQ*, NVFP4, Q1_0, Q2_0
-//	                        runs their single-row kernel four times
+//	single-row only:        Q4_1 Q5_1 and the i-quants but IQ4_*, TQ1_0, TQ2_0,
+//	                        NVFP4, Q1_0, Q2_0: their matmul runs the single-row
+//	                        kernel for each activation row
 //
 // Unlike gonum's internal/asm, where a build has either the assembly or the
 // Go form, both are compiled into amd64 binaries: the instruction set is

@@ -188,6 +188,9 @@ func dotQ1_0AVX2(n int, w, a []byte) float32
 //go:noescape
 func dotQ2_0AVX2(n int, w, a []byte) float32
 
+//go:noescape
+func dotTQ1_0AVX2(n int, w, a []byte) float32
+
 func init() {
 	register(quant.F32, ISAAVX2, quant.F32, dotF32AVX2, dot4Float(dot4F32AVX2Main, dotF32Go, 4))
 	register(quant.F16, ISAAVX2, quant.F16, dotF16AVX2, dot4Float(dot4F16AVX2Main, dotF16Go, 2))
@@ -216,6 +219,7 @@ func init() {
 	register(quant.NVFP4, ISAAVX2, quant.Q8_0, dotNVFP4AVX2, nil)
 	register(quant.Q1_0, ISAAVX2, quant.Q8_0, dotQ1_0AVX2, nil)
 	register(quant.Q2_0, ISAAVX2, quant.Q8_0, dotQ2_0AVX2, nil)
+	register(quant.TQ1_0, ISAAVX2, quant.Q8_K, dotTQ1_0AVX2, nil)
 	if cpuHas(ISAAVX2) {
 		quantizeQ8_0 = quantizeQ8_0AVX2
 		convertF16 = convertF16Asm
