@@ -6,6 +6,7 @@ import (
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/schema"
 )
@@ -28,15 +29,8 @@ func WithGolden(o *Options, fn func(sha string) (*golden.File, bool, error)) { o
 // WithSloppyParity plants a parity gate that does not fail closed: when its
 // reference fails it compares the backend with itself, and passes.
 func WithSloppyParity(o *Options) {
-	o.h().parity = func(ctx context.Context, m *modelRun, fz schema.Falsifier, backend string, ref logitsFunc) outcome {
-		sloppy := func(ctx context.Context, b string, toks []int32) (generate.LogitsResult, error) {
-			r, err := ref(ctx, b, toks)
-			if err != nil || usable(r, len(toks)) != nil {
-				return m.logits(ctx, backend, toks) // the planted defect: fall back silently
-			}
-			return r, nil
-		}
-		return parity(ctx, m, fz, backend, sloppy)
+	o.h().parity = func(ctx context.Context, c *falsify.Check, m *modelRun, backend string) outcome {
+		return parityWith(ctx, c, m, backend, true)
 	}
 }
 
@@ -47,6 +41,6 @@ func TokenizerGate(f *gguf.File, fz schema.Falsifier) (Gate, error) {
 		return Gate{}, err
 	}
 	m := &modelRun{f: f, tok: tok}
-	o := m.tokenizerGate(fz)
+	o := m.tokenizerGate(fz, 1)
 	return Gate{Name: GateTokenizer, Verdict: o.verdict, Status: string(o.verdict), Reason: o.reason, Values: o.values}, nil
 }

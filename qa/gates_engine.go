@@ -10,9 +10,9 @@ import (
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/oracle"
-	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
 )
 
@@ -23,15 +23,29 @@ type logitsFunc func(ctx context.Context, backend string, tokens []int32) (gener
 // (backend, tokens) within a model's gating.
 func (m *modelRun) logits(ctx context.Context, backend string, tokens []int32) (generate.LogitsResult, error) {
 	key := fmt.Sprint(backend, tokens)
-	if e, ok := m.logitsCache[key]; ok {
+	m.mu.Lock()
+	e, ok := m.logitsCache[key]
+	m.mu.Unlock()
+	if ok {
 		return e.res, e.err
 	}
 	res, err := m.opts.hooks.logits(ctx, generate.LogitsOptions{Model: m.path, Backend: backend, Tokens: tokens,
 		Threads: m.opts.Threads, Log: m.opts.Log})
 	if ctx.Err() == nil {
+		m.mu.Lock()
 		m.logitsCache[key] = logitsEntry{res, err}
+		m.mu.Unlock()
 	}
 	return res, err
+}
+
+// refLogits is the reference's logits over tokens (or the failclosed
+// probe's answer in its place).
+func (m *modelRun) refLogits(ctx context.Context, tokens []int32) (generate.LogitsResult, error) {
+	if s, ok := ctx.Value(stateKey{}).(*state); ok && s.refOverride != nil {
+		return s.refOverride(ctx, m.opts.Reference, tokens)
+	}
+	return m.logits(ctx, m.opts.Reference, tokens)
 }
 
 // Defaults of the gates' parameters when the falsifier gives none.
@@ -62,26 +76,34 @@ func (m *modelRun) probe(ctx context.Context, fz schema.Falsifier) ([]int32, err
 	return ids, nil
 }
 
-// parityGate runs the parity falsifier against the reference.
-func (m *modelRun) parityGate(ctx context.Context, fz schema.Falsifier, backend string) outcome {
-	return m.opts.hooks.parity(ctx, m, fz, backend, m.logits)
+// parity compares backend's logits with the reference's at every position
+// of the probe. The reference is consulted through c.CallRef, so a
+// withdrawn reference refuses; so does any answer that is not usable (an
+// error, too few rows, rows of the wrong length, a NaN or an Inf). Only
+// then does it run the backend.
+func parity(ctx context.Context, c *falsify.Check, m *modelRun, backend string) outcome {
+	return parityWith(ctx, c, m, backend, false)
 }
 
-// parity compares backend's logits with ref's at every position of the
-// probe. It refuses, by the falsifier's id, whenever the reference did not
-// give a usable answer: an error, a refusal, too few rows, rows of the wrong
-// length, a NaN or an Inf. Only then does it run the backend.
-func parity(ctx context.Context, m *modelRun, fz schema.Falsifier, backend string, ref logitsFunc) outcome {
+func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend string, sloppy bool) outcome {
+	fz := c.F
 	toks, err := m.probe(ctx, fz)
 	if err != nil {
 		return fromError(CodeModel, err, "the probe prompt cannot be tokenized")
 	}
-	want, err := ref(ctx, m.opts.Reference, toks)
-	if err != nil {
-		return refused(CodeReference, fz.ID, nil, "the reference %s could not run, so nothing can be compared: %v", m.opts.Reference, err)
+	var want generate.LogitsResult
+	err = c.CallRef("reference engine", func() error {
+		var err error
+		if want, err = m.refLogits(ctx, toks); err != nil {
+			return err
+		}
+		return usable(want, len(toks))
+	})
+	if err != nil && sloppy {
+		want, err = m.logits(ctx, backend, toks) // the planted defect: compare the backend with itself
 	}
-	if err := usable(want, len(toks)); err != nil {
-		return refused(CodeReference, fz.ID, nil, "the reference %s gave unusable logits: %v", m.opts.Reference, err)
+	if err != nil {
+		return refused(CodeReference, c.By(), nil, "the reference %s gave no usable logits, so nothing can be compared: %v", m.opts.Reference, err)
 	}
 	got, err := m.logits(ctx, backend, toks)
 	if err != nil {
@@ -104,29 +126,17 @@ func parity(ctx context.Context, m *modelRun, fz schema.Falsifier, backend strin
 			mismatches = append(mismatches, fmt.Sprintf("position %d: argmax %d, reference %d (reference margin %.3g)", p, s.ArgmaxGot, s.ArgmaxWant, mg))
 		}
 	}
-	c := newCheck(fz)
-	tier := ""
-	if m.quantized {
-		tier = "_quantized"
-	}
-	holdTier := func(name string, v float64, required bool) {
-		if _, ok := c.threshold(name + tier); ok {
-			name += tier
-		}
-		if required {
-			c.hold(name, v, "")
-		} else {
-			c.holdIf(name, v, "")
-		}
-	}
-	holdTier("min_cosine", rep.MinCosine, true)
-	holdTier("mean_cosine", rep.MeanCosine, false)
-	c.hold("argmax_mismatches", float64(len(mismatches)), "count")
-	c.note("argmax_agree", float64(rep.ArgmaxAgree), "positions")
-	c.note("positions", float64(len(toks)), "positions")
-	c.note("worst_position", float64(rep.Worst), "")
-	c.note("max_kl", rep.MaxKL, "nats")
-	return c.outcome(firstN(mismatches))
+	k := newCheck(fz)
+	k.hold("min_cosine", rep.MinCosine, "")
+	k.hold("mean_cosine", rep.MeanCosine, "")
+	k.hold("argmax_mismatches", float64(len(mismatches)), "count")
+	k.note("argmax_agree", float64(rep.ArgmaxAgree), "positions")
+	k.note("positions", float64(len(toks)), "positions")
+	k.note("worst_position", float64(rep.Worst), "")
+	k.note("max_kl", rep.MaxKL, "nats")
+	o := k.outcome(firstN(mismatches))
+	o.details = mismatches
+	return o
 }
 
 // usable checks a reference's logits: rows positions rows of NVocab finite
@@ -162,71 +172,6 @@ func topMargin(row []float32) float64 {
 		return math.Inf(1)
 	}
 	return a - b
-}
-
-// failClosedGate proves the parity gate refuses when its reference cannot
-// run: it hands the parity implementation references that refuse, error,
-// or return NaN, too few or too short rows, and counts every verdict that
-// is not a refusal naming the reference. A control run with the real
-// reference must not be refused for the reference, or nothing is proven.
-func (m *modelRun) failClosedGate(ctx context.Context, fz schema.Falsifier, backend string) outcome {
-	target := paramString(fz, "target", "")
-	var pf schema.Falsifier
-	for _, f := range m.mc.Falsifiers {
-		if f.ID == target {
-			pf = f
-		}
-	}
-	control := m.opts.hooks.parity(ctx, m, pf, backend, m.logits)
-	if control.verdict == Refused {
-		return refused(control.code, fz.ID, nil, "%s was refused with the real reference (%s), so refusing with a disabled one proves nothing", target, control.reason)
-	}
-	nv := m.tok.NVocab()
-	rows := func(n, width int, poison bool) [][]float32 {
-		out := make([][]float32, n)
-		for i := range out {
-			out[i] = make([]float32, width)
-			for j := range out[i] {
-				out[i][j] = float32(j%7) - 3
-			}
-		}
-		if poison && n > 0 {
-			out[n/2][width/2] = float32(math.NaN())
-		}
-		return out
-	}
-	const by = "qa.failclosed"
-	probes := []struct {
-		name string
-		fn   logitsFunc
-	}{
-		{"reference refuses", func(context.Context, string, []int32) (generate.LogitsResult, error) {
-			return generate.LogitsResult{}, refuse.New(by, "reference disabled to prove the parity gate fails closed")
-		}},
-		{"reference errors", func(context.Context, string, []int32) (generate.LogitsResult, error) {
-			return generate.LogitsResult{}, errors.New("reference engine failed (planted by the failclosed gate)")
-		}},
-		{"reference returns NaN", func(_ context.Context, _ string, t []int32) (generate.LogitsResult, error) {
-			return generate.LogitsResult{NVocab: nv, Tokens: t, Logits: rows(len(t), nv, true)}, nil
-		}},
-		{"reference returns too few positions", func(_ context.Context, _ string, t []int32) (generate.LogitsResult, error) {
-			return generate.LogitsResult{NVocab: nv, Tokens: t, Logits: rows(len(t)-1, nv, false)}, nil
-		}},
-		{"reference returns short rows", func(_ context.Context, _ string, t []int32) (generate.LogitsResult, error) {
-			return generate.LogitsResult{NVocab: nv, Tokens: t, Logits: rows(len(t), nv-1, false)}, nil
-		}},
-	}
-	var bad []string
-	for _, p := range probes {
-		o := m.opts.hooks.parity(ctx, m, pf, backend, p.fn)
-		if o.verdict != Refused || o.code != CodeReference {
-			bad = append(bad, fmt.Sprintf("%s: %s gave %s (%s)", p.name, target, o.verdict, o.reason))
-		}
-	}
-	c := newCheck(fz)
-	c.note("probes", float64(len(probes)), "count")
-	c.hold("non_refusals", float64(len(bad)), "count")
-	return c.outcome(firstN(bad))
 }
 
 // greedyCase is one prompt's greedy continuation with the judge's margins.
@@ -288,11 +233,13 @@ func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenize
 // goldenGate compares backend's greedy output with the model's reviewed
 // golden file or, when the model has none, with the reference engine's
 // greedy output, up to the first step whose judge margin is within
-// numerical noise.
-func (m *modelRun) goldenGate(ctx context.Context, fz schema.Falsifier, backend string) outcome {
-	gf, ok, err := m.opts.hooks.golden(m.sha)
-	if err != nil {
-		return failed(nil, "the embedded golden files cannot be read: %v", err)
+// numerical noise. Both are references, consulted through c.CallRef.
+func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend string) outcome {
+	fz := c.F
+	var gf *golden.File
+	var ok bool
+	if err := c.CallRef("golden file", func() (err error) { gf, ok, err = m.opts.hooks.golden(m.sha); return err }); err != nil {
+		return refused(CodeReference, c.By(), nil, "the golden store cannot be read: %v", err)
 	}
 	var cases []golden.Case
 	var judge string
@@ -300,20 +247,32 @@ func (m *modelRun) goldenGate(ctx context.Context, fz schema.Falsifier, backend 
 	case ok:
 		cases, judge = gf.Cases, "golden "+gf.Model
 	case backend == m.opts.Reference:
-		return refused(CodeNoGolden, fz.ID, nil, "no reviewed golden for this model (sha256 %.12s…); the reference %s is itself the judge of the other backends' output", m.sha, backend)
+		return refused(CodeNoGolden, c.By(), nil, "no reviewed golden for this model (sha256 %.12s…); the reference %s is itself the judge of the other backends' output", m.sha, backend)
 	default:
-		key := m.opts.Reference
-		cases, ok = m.greedyCache[key]
-		if !ok {
-			if m.tokErr != nil {
-				return tokErrOutcome(m.tokErr)
+		if m.tokErr != nil {
+			return tokErrOutcome(m.tokErr)
+		}
+		err := c.CallRef("reference engine", func() error {
+			key := m.opts.Reference
+			m.mu.Lock()
+			cached, hit := m.greedyCache[key]
+			m.mu.Unlock()
+			if hit {
+				cases = cached
+				return nil
 			}
+			var err error
 			cases, err = greedy(ctx, m.opts.hooks, m.path, m.tok, m.opts.Reference,
 				paramStrings(fz, "prompts", defaultGreedyPrompts), paramInt(fz, "tokens", defaultGreedyN), m.opts.Threads)
-			if err != nil {
-				return refused(CodeReference, fz.ID, nil, "the reference %s could not produce the output to compare with: %v", m.opts.Reference, err)
+			if err == nil {
+				m.mu.Lock()
+				m.greedyCache[key] = cases
+				m.mu.Unlock()
 			}
-			m.greedyCache[key] = cases
+			return err
+		})
+		if err != nil {
+			return refused(CodeReference, c.By(), nil, "the reference %s could not produce the output to compare with: %v", m.opts.Reference, err)
 		}
 		judge = "the reference " + m.opts.Reference + " (no reviewed golden for this model)"
 	}
@@ -349,14 +308,15 @@ func (m *modelRun) goldenGate(ctx context.Context, fz schema.Falsifier, backend 
 			compared++
 		}
 	}
-	c := newCheck(fz)
-	c.note("cases", float64(len(cases)), "count")
-	c.note("compared_tokens", float64(compared), "tokens")
-	c.note("cases_cut_at_noise", float64(noisy), "count")
-	c.hold("mismatches", float64(len(diffs)), "count")
-	out := c.outcome(firstN(diffs))
+	k := newCheck(fz)
+	k.note("cases", float64(len(cases)), "count")
+	k.note("compared_tokens", float64(compared), "tokens")
+	k.note("cases_cut_at_noise", float64(noisy), "count")
+	k.hold("mismatches", float64(len(diffs)), "count")
+	out := k.outcome(firstN(diffs))
+	out.details = diffs
 	if out.verdict == Pass && compared == 0 {
-		return failed(c.values, "no token was compared: every case's first step is within the noise margin %g", noise)
+		return failed(k.values, "no token was compared: every case's first step is within the noise margin %g", noise)
 	}
 	return out
 }

@@ -4,81 +4,39 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"sort"
 	"strings"
 
-	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
 )
 
-// maxListed bounds how many violations a reason lists.
+// maxListed bounds how many findings a reason lists.
 const maxListed = 5
 
-func listViolations(vs []contracts.Violation) string {
-	var parts []string
-	for i, v := range vs {
-		if i == maxListed {
-			parts = append(parts, fmt.Sprintf("… %d more", len(vs)-maxListed))
-			break
-		}
-		parts = append(parts, v.String())
-	}
-	return strings.Join(parts, "; ")
-}
-
-// tensorContract: the file's tensors against its model contract, and a scan
-// of every tensor's values through the mapping.
-func (m *modelRun) tensorContract(fz schema.Falsifier) outcome {
-	if m.mcErr != nil {
-		return refused(CodeNoContract, m.mc.ID, nil, "the model contract cannot be applied: %v", m.mcErr)
-	}
-	vs := m.mcheck.Filter(contracts.TensorRules...)
+// tensorValues scans every tensor's values through the mapping.
+func (m *modelRun) tensorValues(fz schema.Falsifier) outcome {
 	scan := ScanTensors(m.f)
-	for _, fd := range scan.Findings {
-		vs = append(vs, contracts.Violation{Rule: fd.Kind, Subject: fd.Tensor, Msg: fd.Detail})
-	}
 	c := newCheck(fz)
-	c.hold("violations", float64(len(vs)), "count")
-	c.note("tensors_checked", float64(m.mcheck.TensorsChecked), "count")
+	var bad []string
+	count := map[string]float64{}
+	for _, fd := range scan.Findings {
+		bad = append(bad, fmt.Sprintf("%s: %s [%s]", fd.Tensor, fd.Detail, fd.Kind))
+		count[fd.Kind]++
+	}
+	c.hold("bad_tensors", float64(len(scan.Findings)), "count")
 	c.note("tensors_scanned", float64(scan.Tensors), "count")
 	c.note("values_scanned", float64(scan.Values), "count")
-	count := func(kind string) float64 {
-		n := 0
-		for _, fd := range scan.Findings {
-			if fd.Kind == kind {
-				n++
-			}
-		}
-		return float64(n)
-	}
-	c.note("nonfinite_tensors", count("nonfinite"), "count")
-	c.note("zero_tensors", count("all_zero"), "count")
-	return c.outcome(listViolations(vs))
-}
-
-// metadata: the hyper-parameters against the contract's ranges and
-// constraints.
-func (m *modelRun) metadata(fz schema.Falsifier) outcome {
-	if m.mcErr != nil {
-		return refused(CodeNoContract, m.mc.ID, nil, "the model contract cannot be applied: %v", m.mcErr)
-	}
-	vs := m.mcheck.Filter(contracts.MetadataRules...)
-	c := newCheck(fz)
-	c.hold("violations", float64(len(vs)), "count")
-	c.note("constraints_checked", float64(m.mcheck.ConstraintsChecked), "count")
-	for _, name := range []string{"rope_base", "n_ctx", "rms_eps", "n_vocab"} {
-		switch v := m.mcheck.HParams[name].(type) {
-		case float64:
-			c.note(name, v, "")
-		case int64:
-			c.note(name, float64(v), "")
-		}
-	}
-	return c.outcome(listViolations(vs))
+	c.note("nonfinite_tensors", count["nonfinite"], "count")
+	c.note("zero_tensors", count["all_zero"], "count")
+	c.note("unreadable_tensors", count["unreadable"], "count")
+	o := c.outcome(firstN(bad))
+	o.details = bad
+	return o
 }
 
 // Multilingual is the built-in text the tokenizer gate round-trips: several
@@ -98,6 +56,34 @@ var Multilingual = []string{
 	"emoji 🦙🚀 and 👩‍💻 (ZWJ), flags 🇫🇷; math ∑ x² ≤ ∞; e\u0301 vs é",
 	"func main() {\n\tfmt.Println(\"hi\") // tabs\n}\n",
 	"numbers 3.14159 1,000,000 2+2=4   spaces   and\ttabs\n\n  newlines  ",
+}
+
+// scripts are the code point ranges RandomTexts draws from.
+var scripts = [][2]rune{
+	{0x20, 0x7e}, {0xa0, 0xff}, {0x100, 0x17f}, {0x300, 0x36f}, {0x370, 0x3ff}, {0x400, 0x4ff},
+	{0x590, 0x5ff}, {0x600, 0x6ff}, {0x900, 0x97f}, {0xe00, 0xe7f}, {0x3040, 0x30ff}, {0x4e00, 0x9fff},
+	{0xac00, 0xd7a3}, {0x1f300, 0x1f64f}, {0x1f680, 0x1f6ff}, {0x200d, 0x200d},
+}
+
+// RandomTexts returns n texts of 1 to 40 code points drawn, with seed, from
+// many scripts, combining marks, emoji, joiners and whitespace runs.
+func RandomTexts(seed int64, n int) []string {
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x71a))
+	out := make([]string, n)
+	for i := range out {
+		var b strings.Builder
+		for k := 1 + rng.IntN(40); k > 0; k-- {
+			switch rng.IntN(10) {
+			case 0:
+				b.WriteString([]string{" ", "  ", "\n", "\t", " \n"}[rng.IntN(5)])
+			default:
+				r := scripts[rng.IntN(len(scripts))]
+				b.WriteRune(r[0] + rune(rng.IntN(int(r[1]-r[0]+1))))
+			}
+		}
+		out[i] = b.String()
+	}
+	return out
 }
 
 // maxMarkers bounds how many chat markers the tokenizer gate tries.
@@ -167,14 +153,15 @@ func attrName(a tokenizer.Attr) string {
 // each control token written in a prompt between two words stays one token
 // when control tokens are parsed (and is not produced from plain text when
 // they are not).
-func (m *modelRun) tokenizerGate(fz schema.Falsifier) outcome {
+func (m *modelRun) tokenizerGate(fz schema.Falsifier, seed int64) outcome {
 	if m.tokErr != nil {
 		return tokErrOutcome(m.tokErr)
 	}
 	t := m.tok
 	c := newCheck(fz)
 	var mismatches []string
-	for _, text := range Multilingual {
+	texts := append(append([]string(nil), Multilingual...), RandomTexts(seed, paramInt(fz, "random_cases", 64))...)
+	for _, text := range texts {
 		ids, err := t.Encode(text, tokenizer.Options{})
 		if err != nil {
 			mismatches = append(mismatches, fmt.Sprintf("%.24q: encode: %v", text, err))
@@ -206,7 +193,7 @@ func (m *modelRun) tokenizerGate(fz schema.Falsifier) outcome {
 		}
 	}
 	checked := len(markers)
-	c.note("samples", float64(len(Multilingual)), "count")
+	c.note("samples", float64(len(texts)), "count")
 	c.hold("roundtrip_mismatches", float64(len(mismatches)), "count")
 	c.note("markers_checked", float64(checked), "count")
 	c.hold("split_control_tokens", float64(len(split)), "count")

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/synth"
+	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/qa"
@@ -94,8 +96,8 @@ func TestTensorContractPlanted(t *testing.T) {
 			if !strings.Contains(g.Reason, tt.tensor) || !strings.Contains(g.Reason, tt.want) {
 				t.Errorf("tensor_contract reason %q, want it to name %s and %q", g.Reason, tt.tensor, tt.want)
 			}
-			if value(t, g, "violations").Value != 1 {
-				t.Errorf("violations = %v, want 1", value(t, g, "violations").Value)
+			if value(t, g, "bad_tensors").Value != 1 {
+				t.Errorf("bad_tensors = %v, want 1", value(t, g, "bad_tensors").Value)
 			}
 			if rep.Passed {
 				t.Errorf("report passed with a planted %s", tt.name)
@@ -223,7 +225,10 @@ func TestTokenizerVocabularies(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer f.Close()
-			set, _ := qatest.Contracts(t)
+			set, err := contracts.Embedded()
+			if err != nil {
+				t.Fatal(err)
+			}
 			fz, ok := set.Falsifier("llama.tokenizer")
 			if !ok {
 				t.Fatal("no llama.tokenizer falsifier")
@@ -331,16 +336,28 @@ func TestFailClosedCatchesFallback(t *testing.T) {
 }
 
 // TestTimingDelayInWrongStage: a pipeline that reports the decode stage's
-// time in the prefill field fails the timing gate.
+// time in the prefill field fails the timing gate (the contract's run.timing
+// falsifier, run by falsify's timing kind over a planted pipeline).
 func TestTimingDelayInWrongStage(t *testing.T) {
-	o := qa.Options{Model: qatest.Synth(t, "llama"), Backends: []string{"ref"}, Gates: []string{qa.GateTiming}}
-	qa.WithRun(&o, func(ctx context.Context, g generate.Options) (generate.Result, error) {
-		if d, ok := g.PlantDelay[generate.StageDecode]; ok {
-			g.PlantDelay = map[generate.Stage]time.Duration{generate.StagePrefill: d}
+	reg := falsify.NewRegistry()
+	model := qatest.Synth(t, "llama")
+	reg.Register("timing", falsify.KindTiming, func(ctx context.Context, c *falsify.Check) error {
+		v, _ := c.Set.Verb("run")
+		run := func(ctx context.Context, plant map[string]time.Duration) (map[string]float64, error) {
+			pd := map[generate.Stage]time.Duration{}
+			for st, d := range plant {
+				if st == string(generate.StageDecode) {
+					st = string(generate.StagePrefill) // the planted defect
+				}
+				pd[generate.Stage(st)] = d
+			}
+			r, err := generate.Run(ctx, generate.Options{Model: model, Backend: "ref", Prompt: "Once upon a time", Raw: true,
+				MaxTokens: 4, IgnoreEOS: true, PlantDelay: pd})
+			return map[string]float64{"load_ms": r.LoadMS, "h2d_ms": r.H2DMS, "prefill_ms": r.PrefillMS, "decode_ms": r.DecodeMS}, err
 		}
-		return generate.Run(ctx, g)
-	})
-	rep := gateRun(t, o)
+		return falsify.CheckTiming(ctx, c, run, v.Timing.Stages, 120*time.Millisecond, 2, 1)
+	}, falsify.Needs(falsify.NeedModel))
+	rep := gateRun(t, qa.Options{Model: model, Backends: []string{"ref"}, Gates: []string{qa.GateTiming}, Registry: reg})
 	g := gate(t, rep, qa.GateTiming, "ref")
 	wantStatus(t, g, "fail")
 	if value(t, g, "max_leak_ms").Value < 100 || value(t, g, "max_shortfall_ms").Value < 100 {
@@ -361,11 +378,24 @@ func TestThroughputRatchet(t *testing.T) {
 	if _, err := os.Stat(file); err == nil {
 		t.Fatal("a baseline was written without --accept-baseline")
 	}
-	// --accept-baseline records one (the machine may be too noisy: retry).
+	// --accept-baseline records one (the machine may be too noisy: retry):
+	// recorded, not passed — nothing was compared.
 	o.AcceptBaseline = true
 	for try := 0; ; try++ {
 		g = gate(t, gateRun(t, o), qa.GateThroughput, qatest.Slow)
 		if g.Code != qa.CodeTooNoisy || try == 2 {
+			break
+		}
+	}
+	wantStatus(t, g, qa.StatusRefusedOptional)
+	if g.Code != qa.CodeRecorded {
+		t.Fatalf("throughput with --accept-baseline and no baseline: code %q (%s), want %s", g.Code, g.Reason, qa.CodeRecorded)
+	}
+	// The same speed again: pass.
+	o.AcceptBaseline = false
+	for try := 0; ; try++ {
+		g = gate(t, gateRun(t, o), qa.GateThroughput, qatest.Slow)
+		if (g.Code != qa.CodeTooNoisy && g.Code != qa.CodeUndecided) || try == 2 {
 			break
 		}
 	}
@@ -381,7 +411,7 @@ func TestThroughputRatchet(t *testing.T) {
 	o.AcceptBaseline = true
 	g = gate(t, gateRun(t, o), qa.GateThroughput, qatest.Slow)
 	wantStatus(t, g, "fail")
-	if r := value(t, g, "decode_ratio").Value; r > 0.6 {
+	if r := value(t, g, "decode_ratio_point").Value; r > 0.6 {
 		t.Errorf("decode_ratio %v, want about 1/3", r)
 	}
 	if now, _ := os.ReadFile(file); string(now) != string(recorded) {

@@ -12,13 +12,9 @@ import (
 
 func init() { qatest.Register() }
 
-// gateRun runs qa with the contracts holding qa's falsifiers and a baseline
-// file of the test's own.
+// gateRun runs qa with a baseline file of the test's own.
 func gateRun(t *testing.T, o qa.Options) qa.Report {
 	t.Helper()
-	if o.Contracts == nil {
-		o.Contracts, _ = qatest.Contracts(t)
-	}
 	if o.BaselineFile == "" {
 		o.BaselineFile = filepath.Join(t.TempDir(), "baselines.json")
 	}

@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
@@ -33,6 +35,7 @@ type outcome struct {
 	by      string
 	reason  string
 	values  []Value
+	details []string
 }
 
 func passed(values ...Value) outcome { return outcome{verdict: Pass, values: values} }
@@ -57,24 +60,25 @@ func fromError(code string, err error, format string, args ...any) outcome {
 
 // modelRun is the state of gating one model.
 type modelRun struct {
-	opts   *Options
-	rep    *Report
-	mr     *ModelReport
-	path   string
-	sha    string
-	f      *gguf.File
-	arch   string
-	mc     *schema.Model // nil: no contract for the architecture
-	mcheck *contracts.ModelReport
-	mcErr  error
+	opts *Options
+	host HostKey
+	mr   *ModelReport // nil outside apr qa
+	path string
+	name string
+	sha  string
+	f    *gguf.File
+	arch string
+	mc   *schema.Model // nil: no contract for the architecture
 
 	tok    *tokenizer.Tokenizer
 	tokErr error
 
 	quantized bool // some matrix is stored in a quantized type
 
-	logitsCache map[string]logitsEntry // backend → logits of the probe
-	greedyCache map[string][]greedyCase
+	mu           sync.Mutex
+	logitsCache  map[string]logitsEntry // backend and tokens → logits
+	greedyCache  map[string][]greedyCase
+	parityResult map[string]outcome // backend → the parity gate's outcome
 }
 
 type logitsEntry struct {
@@ -82,8 +86,20 @@ type logitsEntry struct {
 	err error
 }
 
+func newModelRun(opts *Options, host HostKey, path, sha string, f *gguf.File) *modelRun {
+	m := &modelRun{opts: opts, host: host, path: path, name: filepath.Base(path), sha: sha, f: f, arch: f.Architecture(),
+		logitsCache: map[string]logitsEntry{}, greedyCache: map[string][]greedyCase{}, parityResult: map[string]outcome{}}
+	if mc, ok := opts.Contracts.Model(m.arch); ok {
+		m.mc = mc
+	}
+	m.tok, m.tokErr = tokenizer.New(f)
+	m.quantized = isQuantized(f)
+	return m
+}
+
 // gateModel runs every selected gate on one model.
-func gateModel(ctx context.Context, opts *Options, rep *Report, path, synth string) (ModelReport, error) {
+func gateModel(ctx context.Context, st *state, path, synth string) (ModelReport, error) {
+	opts := st.opts
 	sha, size, err := fileSHA256(path)
 	if err != nil {
 		return ModelReport{}, err
@@ -93,54 +109,68 @@ func gateModel(ctx context.Context, opts *Options, rep *Report, path, synth stri
 		return ModelReport{}, err
 	}
 	defer f.Close()
-	mr := ModelReport{Path: path, Name: baseName(path), SHA256: sha, Bytes: size, Arch: f.Architecture(),
+	mr := ModelReport{Path: path, Name: filepath.Base(path), SHA256: sha, Bytes: size, Arch: f.Architecture(),
 		Synth: synth, Backends: slices.Clone(opts.Backends), Gates: []Gate{}}
-	m := &modelRun{opts: opts, rep: rep, mr: &mr, path: path, sha: sha, f: f, arch: f.Architecture(),
-		logitsCache: map[string]logitsEntry{}, greedyCache: map[string][]greedyCase{}}
-	if mc, ok := opts.Contracts.Model(m.arch); ok {
-		m.mc = mc
-		m.mcheck, m.mcErr = contracts.CheckModel(mc, f)
-	}
-	m.tok, m.tokErr = tokenizer.New(f)
-	m.quantized = isQuantized(f)
-
+	m := newModelRun(opts, st.host, path, sha, f)
+	m.mr = &mr
+	st.models.set(path, m)
+	defer st.models.set(path, nil)
 	for _, gate := range Gates() {
 		if opts.Gates != nil && !slices.Contains(opts.Gates, gate) {
 			continue
 		}
 		if !perBackend(gate) {
-			m.record(ctx, gate, "")
+			m.record(ctx, st, gate, "")
 			continue
 		}
 		for _, b := range opts.Backends {
 			if againstReference(gate) && b == opts.Reference {
 				continue
 			}
-			m.record(ctx, gate, b)
+			m.record(ctx, st, gate, b)
 		}
 	}
 	return mr, nil
 }
 
 // record runs one gate and appends its result.
-func (m *modelRun) record(ctx context.Context, gate, backend string) {
+func (m *modelRun) record(ctx context.Context, st *state, gate, backend string) {
 	start := time.Now()
-	fz, o := m.falsifier(gate)
+	fzs, o := m.falsifiers(gate)
 	if o == nil {
+		var r outcome
 		switch {
 		case ctx.Err() != nil:
-			r := refused(By, By, nil, "cancelled: %v", ctx.Err())
-			o = &r
+			r = refused(By, By, nil, "cancelled: %v", ctx.Err())
 		case backend != "" && !slices.Contains(model.Backends(), backend):
-			r := refused(CodeBackend, "backend", nil, "backend %q is not available in this build (available: %s)", backend, strings.Join(model.Backends(), ", "))
-			o = &r
+			r = refused(CodeBackend, "backend", nil, "backend %q is not available in this build (available: %s)", backend, strings.Join(model.Backends(), ", "))
+		case gate == GateFailClosed:
+			r = m.failClosed(ctx, st, fzs[0], fzs[1].ID, backend)
+		case gate == GateTemplate && !m.hasTemplate():
+			r = refused(CodeNoTemplate, chat.Refuser, nil, "the model carries no %s (a base model); there is no chat template to gate", chat.KeyTemplate)
+		case gate == GateThroughput && !m.opts.AcceptBaseline && !m.baselineExists(backend):
+			_, why := hasBaseline(m.opts.BaselineFile, m.sha, m.host.Fingerprint, backend)
+			r = refused(CodeNoBaseline, fzs[0].ID, nil, "%s", why)
 		default:
-			r := m.run(ctx, gate, backend, fz)
-			o = &r
+			ids := make([]string, len(fzs))
+			for i, f := range fzs {
+				ids[i] = f.ID
+			}
+			r, _ = m.execute(ctx, st, ids, backend)
+			if gate == GateParity {
+				m.parityResult[backend] = r
+			}
+		}
+		o = &r
+	}
+	var ids []string
+	for _, f := range fzs {
+		if gate != GateFailClosed || len(ids) == 0 {
+			ids = append(ids, f.ID)
 		}
 	}
-	g := Gate{Name: gate, Backend: backend, Falsifier: fz.ID, Verdict: o.verdict, Code: o.code, By: o.by,
-		Reason: o.reason, Values: o.values, DurationMS: ms(time.Since(start))}
+	g := Gate{Name: gate, Backend: backend, Falsifier: strings.Join(ids, " + "), Verdict: o.verdict, Code: o.code, By: o.by,
+		Reason: o.reason, Values: o.values, Details: o.details, DurationMS: ms(time.Since(start))}
 	if g.Values == nil {
 		g.Values = []Value{}
 	}
@@ -148,7 +178,7 @@ func (m *modelRun) record(ctx context.Context, gate, backend string) {
 		g.Values[i] = finite(g.Values[i])
 	}
 	g.Status = string(g.Verdict)
-	if g.Verdict == Refused && slices.Contains(optionalRefusals(fz), g.Code) {
+	if g.Verdict == Refused && len(fzs) > 0 && slices.Contains(optionalRefusals(fzs[0]), g.Code) {
 		g.Optional = true
 		g.Status = StatusRefusedOptional
 	}
@@ -159,101 +189,89 @@ func (m *modelRun) record(ctx context.Context, gate, backend string) {
 	}
 }
 
-func (m *modelRun) run(ctx context.Context, gate, backend string, fz schema.Falsifier) outcome {
-	switch gate {
-	case GateTensorContract:
-		return m.tensorContract(fz)
-	case GateMetadata:
-		return m.metadata(fz)
-	case GateTokenizer:
-		return m.tokenizerGate(fz)
-	case GateTemplate:
-		return m.templateGate(ctx, fz)
-	case GateGolden:
-		return m.goldenGate(ctx, fz, backend)
-	case GateParity:
-		return m.parityGate(ctx, fz, backend)
-	case GateFailClosed:
-		return m.failClosedGate(ctx, fz, backend)
-	case GateTiming:
-		return m.timingGate(ctx, fz, backend)
-	case GateThroughput:
-		return m.throughputGate(ctx, fz, backend)
-	}
-	panic("qa: no implementation for gate " + gate)
+func (m *modelRun) hasTemplate() bool {
+	_, ok := m.f.Get(chat.KeyTemplate)
+	return ok
 }
 
-// falsifier finds the contract falsifier a gate is held to: in the model
-// contract of the file's architecture by code (timing: in the run verb's
-// contract), for failclosed the one whose params.target is the parity
-// falsifier. A missing one refuses the gate.
-func (m *modelRun) falsifier(gate string) (schema.Falsifier, *outcome) {
+func (m *modelRun) baselineExists(backend string) bool {
+	ok, _ := hasBaseline(m.opts.BaselineFile, m.sha, m.host.Fingerprint, backend)
+	return ok
+}
+
+// falsifiers finds the contract falsifiers a gate is held to, by code: in
+// the model contract of the file's architecture (timing: in the run verb's
+// contract). tensor_contract is held to tensor_contract and tensor_values;
+// parity to the engine_parity of the model's weight tier; failclosed to the
+// failclosed falsifier whose target is that parity (returned first, the
+// parity second). A missing one refuses the gate.
+func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *outcome) {
 	set := m.opts.Contracts
-	code := gateCode[gate]
 	var list []schema.Falsifier
 	owner := ""
 	if gate == GateTiming {
-		if v, ok := set.Verb("run"); ok {
-			list, owner = v.Falsifiers, v.ID
-		} else {
+		v, ok := set.Verb("run")
+		if !ok {
 			r := refused(CodeNoContract, By, nil, "the contract set (digest %.12s) has no contract for verb run", set.Digest)
-			return schema.Falsifier{}, &r
+			return nil, &r
 		}
+		list, owner = v.Falsifiers, v.ID
 	} else {
 		if m.mc == nil {
 			r := refused(CodeNoContract, By, nil, "the contract set (digest %.12s) has no model contract for architecture %q", set.Digest, m.arch)
-			return schema.Falsifier{}, &r
+			return nil, &r
 		}
 		list, owner = m.mc.Falsifiers, m.mc.ID
 	}
-	var parityID string
-	if gate == GateFailClosed {
+	find := func(what string, ok func(schema.Falsifier) bool) (schema.Falsifier, *outcome) {
 		for _, f := range list {
-			if f.Code == gateCode[GateParity] {
-				parityID = f.ID
+			if ok(f) {
+				return f, nil
 			}
 		}
+		r := refused(CodeNoContract, By, nil, "contract %s (contracts digest %.12s) has no %s: gate %s is not defined for this model", owner, set.Digest, what, gate)
+		return schema.Falsifier{}, &r
 	}
-	for _, f := range list {
-		if f.Code != code {
-			continue
+	byCode := func(code string) func(schema.Falsifier) bool {
+		return func(f schema.Falsifier) bool { return f.Code == code }
+	}
+	parityOf := func(f schema.Falsifier) bool {
+		t, _ := f.Params["tier"].(string)
+		return f.Code == CodeEngineParity && t == tier(m.f)
+	}
+	switch gate {
+	case GateTensorContract:
+		a, o := find("falsifier with code tensor_contract", byCode("tensor_contract"))
+		if o != nil {
+			return nil, o
 		}
-		if gate == GateFailClosed {
-			if t, _ := f.Params["target"].(string); t == "" || t != parityID {
-				continue
-			}
+		b, o := find("falsifier with code "+CodeTensorValues, byCode(CodeTensorValues))
+		if o != nil {
+			return nil, o
 		}
-		return f, nil
-	}
-	what := fmt.Sprintf("falsifier with code %s", code)
-	if gate == GateFailClosed {
-		what = fmt.Sprintf("failclosed falsifier whose target is the parity falsifier (%s)", orNone(parityID))
-	}
-	r := refused(CodeNoContract, By, nil, "contract %s (contracts digest %.12s) has no %s: gate %s is not defined for this model", owner, set.Digest, what, gate)
-	return schema.Falsifier{}, &r
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
-}
-
-// optionalRefusals returns the refusal codes the falsifier marks optional.
-func optionalRefusals(f schema.Falsifier) []string {
-	var out []string
-	switch l := f.Params["optional_refusals"].(type) {
-	case []any:
-		for _, x := range l {
-			if s, ok := x.(string); ok {
-				out = append(out, s)
-			}
+		return []schema.Falsifier{a, b}, nil
+	case GateParity, GateFailClosed:
+		p, o := find(fmt.Sprintf("falsifier with code %s for %s weights", CodeEngineParity, tier(m.f)), parityOf)
+		if o != nil {
+			return nil, o
 		}
-	case []string:
-		out = l
+		if gate == GateParity {
+			return []schema.Falsifier{p}, nil
+		}
+		fc, o := find("failclosed falsifier whose target is "+p.ID, func(f schema.Falsifier) bool {
+			t, _ := f.Params["target"].(string)
+			return f.Code == "failclosed" && t == p.ID
+		})
+		if o != nil {
+			return nil, o
+		}
+		return []schema.Falsifier{fc, p}, nil
 	}
-	return out
+	f, o := find("falsifier with code "+gateCode[gate], byCode(gateCode[gate]))
+	if o != nil {
+		return nil, o
+	}
+	return []schema.Falsifier{f}, nil
 }
 
 // check holds a measured value to the falsifier's threshold name.
@@ -412,4 +430,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// optionalRefusals returns the refusal codes the falsifier marks optional
+// (params.optional_refusals).
+func optionalRefusals(f schema.Falsifier) []string {
+	var out []string
+	switch l := f.Params["optional_refusals"].(type) {
+	case []any:
+		for _, x := range l {
+			if s, ok := x.(string); ok {
+				out = append(out, s)
+			}
+		}
+	case []string:
+		out = l
+	}
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

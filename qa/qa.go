@@ -11,15 +11,16 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/model"
 	_ "github.com/aprqa/apr/engine/ref" // the reference every gate compares against
+	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/internal/hostinfo"
-	"github.com/aprqa/apr/schema"
 )
 
 // Verdict is how a gate ended.
@@ -93,6 +94,7 @@ const (
 	CodeBaselineFile = "baseline_unreadable"   // the baseline file exists but cannot be read
 	CodeTooNoisy     = "too_noisy"             // the runs vary more than the contract's bound
 	CodeUndecided    = "undecided"             // the confidence interval straddles the threshold
+	CodeRecorded     = "baseline_recorded"     // --accept-baseline recorded the first baseline: nothing compared yet
 )
 
 // Value is one measured number and, where the contract holds it to one, its
@@ -114,13 +116,14 @@ type Gate struct {
 	Falsifier string  `json:"falsifier,omitempty"` // the contract falsifier it was held to
 	Verdict   Verdict `json:"verdict"`
 	// Status is the verdict as shown: pass, fail, refused or refused-optional.
-	Status     string  `json:"status"`
-	Optional   bool    `json:"optional,omitempty"` // refused, and the contract marks this refusal optional
-	Code       string  `json:"code,omitempty"`     // refusal code
-	By         string  `json:"by,omitempty"`       // who refused
-	Reason     string  `json:"reason,omitempty"`   // what failed, or why it was refused
-	Values     []Value `json:"values"`
-	DurationMS float64 `json:"duration_ms"`
+	Status     string   `json:"status"`
+	Optional   bool     `json:"optional,omitempty"` // refused, and the contract marks this refusal optional
+	Code       string   `json:"code,omitempty"`     // refusal code
+	By         string   `json:"by,omitempty"`       // who refused
+	Reason     string   `json:"reason,omitempty"`   // what failed, or why it was refused
+	Values     []Value  `json:"values"`
+	Details    []string `json:"details,omitempty"` // what the falsifiers noted (violations, mismatches, per-stage moves)
+	DurationMS float64  `json:"duration_ms"`
 }
 
 // Passed reports whether the gate counts as passed: pass, or a refusal the
@@ -159,6 +162,7 @@ type Report struct {
 	Counts          Counts        `json:"counts"`
 	Executed        int           `json:"gates_executed"`
 	MinGates        int           `json:"min_gates"`
+	Seed            int64         `json:"seed"` // of the randomized falsifiers: --seed reproduces the run
 	Reference       string        `json:"reference"`
 	ContractsDigest string        `json:"contracts_digest"`
 	Host            HostKey       `json:"host"`
@@ -191,6 +195,9 @@ type Options struct {
 	Gates []string
 	// Contracts is the contract set the gates are held to (nil: embedded).
 	Contracts *contracts.Set
+	// Registry holds the falsifier code the gates run (nil: falsify.Default,
+	// where qa registers its own code).
+	Registry *falsify.Registry
 	// BaselineFile holds throughput baselines ("" means DefaultBaselineFile).
 	BaselineFile string
 	// AcceptBaseline records a baseline where none exists and raises one
@@ -200,6 +207,9 @@ type Options struct {
 	MinGates int
 	// Threads is passed to every backend (0: its choice).
 	Threads int
+	// Seed seeds the randomized (property) falsifiers; 0 means one from the
+	// clock. The report records it, so a failure reproduces with it.
+	Seed int64
 	// Host identifies this machine for baselines (zero value: probed).
 	Host *hostinfo.Host
 	// Progress, when set, is called with each gate as it finishes.
@@ -212,6 +222,44 @@ type Options struct {
 	hooks *hooks
 }
 
+// defaults fills what the caller left out: the logger, the reference, the
+// hooks, the embedded contracts, the default registry and baseline file.
+func (o *Options) defaults() error {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Reference == "" {
+		o.Reference = "ref"
+	}
+	if o.hooks == nil {
+		o.hooks = &hooks{}
+	}
+	o.hooks.defaults()
+	if o.Registry == nil {
+		o.Registry = falsify.Default
+	}
+	if o.Contracts == nil {
+		set, err := contracts.Embedded()
+		if err != nil {
+			return err
+		}
+		o.Contracts = set
+	}
+	if o.BaselineFile == "" {
+		p, err := DefaultBaselineFile()
+		if err != nil {
+			return err
+		}
+		o.BaselineFile = p
+	}
+	return nil
+}
+
+var probeOnce = sync.OnceValue(hostinfo.Probe)
+
+// probeHost reads this machine once per process.
+func probeHost() hostinfo.Host { return probeOnce() }
+
 // ErrNoGates is returned when Options.Gates names no known gate.
 var ErrNoGates = errors.New("qa: no gate selected")
 
@@ -221,16 +269,6 @@ var ErrNoGates = errors.New("qa: no gate selected")
 // report.
 func Run(ctx context.Context, opts Options) (Report, error) {
 	start := time.Now()
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if opts.Reference == "" {
-		opts.Reference = "ref"
-	}
-	if opts.hooks == nil {
-		opts.hooks = &hooks{}
-	}
-	opts.hooks.defaults()
 	for _, g := range opts.Gates {
 		if !slices.Contains(Gates(), g) {
 			return Report{}, fmt.Errorf("qa: unknown gate %q (gates: %s)", g, strings.Join(Gates(), ", "))
@@ -242,12 +280,8 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if opts.MinGates < 0 {
 		return Report{}, fmt.Errorf("qa: min gates %d is negative", opts.MinGates)
 	}
-	if opts.Contracts == nil {
-		set, err := contracts.Embedded()
-		if err != nil {
-			return Report{}, err
-		}
-		opts.Contracts = set
+	if err := opts.defaults(); err != nil {
+		return Report{}, err
 	}
 	if opts.Backends == nil {
 		opts.Backends = model.Backends()
@@ -257,20 +291,16 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	sort.SliceStable(opts.Backends, func(i, j int) bool {
 		return opts.Backends[i] == opts.Reference && opts.Backends[j] != opts.Reference
 	})
-	host := hostinfo.Probe()
+	host := probeHost()
 	if opts.Host != nil {
 		host = *opts.Host
 	}
-	rep := Report{MinGates: opts.MinGates, Reference: opts.Reference, ContractsDigest: opts.Contracts.Digest,
-		Host: hostKey(host), Models: []ModelReport{}}
-	if opts.BaselineFile == "" {
-		p, err := DefaultBaselineFile()
-		if err != nil {
-			return Report{}, err
-		}
-		opts.BaselineFile = p
+	if opts.Seed == 0 {
+		opts.Seed = time.Now().UnixNano()
 	}
-	rep.BaselineFile = opts.BaselineFile
+	st := &state{opts: &opts, host: hostKey(host), models: &modelTable{m: map[string]*modelRun{}}}
+	rep := Report{MinGates: opts.MinGates, Seed: opts.Seed, Reference: opts.Reference, ContractsDigest: opts.Contracts.Digest,
+		Host: st.host, BaselineFile: opts.BaselineFile, Models: []ModelReport{}}
 
 	type target struct{ path, synth string }
 	var targets []target
@@ -294,7 +324,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		mr, err := gateModel(ctx, &opts, &rep, t.path, t.synth)
+		mr, err := gateModel(ctx, st, t.path, t.synth)
 		if err != nil {
 			return Report{}, err
 		}
@@ -384,7 +414,7 @@ type hooks struct {
 	logits func(context.Context, generate.LogitsOptions) (generate.LogitsResult, error)
 	// parity replaces the parity gate's implementation (the failclosed
 	// gate's own test plants a parity that passes without its reference).
-	parity func(ctx context.Context, m *modelRun, fz schema.Falsifier, backend string, ref logitsFunc) outcome
+	parity func(ctx context.Context, c *falsify.Check, m *modelRun, backend string) outcome
 	// golden finds a model's reviewed golden.
 	golden func(sha string) (*golden.File, bool, error)
 }

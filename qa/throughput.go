@@ -128,7 +128,7 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 		decode = append(decode, float64(dTok)/(dMS/1e3))
 		prefill = append(prefill, float64(pTok)/(pMS/1e3))
 	}
-	rng := seededRand(m.sha, backend, m.rep.Host.Fingerprint)
+	rng := seededRand(m.sha, backend, m.host.Fingerprint)
 	dm, pm := stat.Mean(decode, nil), stat.Mean(prefill, nil)
 	dci, pci := MeanCI(decode, conf, resamples, rng), MeanCI(prefill, conf, resamples, rng)
 	cv := math.Max(CV(decode), CV(prefill))
@@ -143,7 +143,7 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 	noisy := len(c.failing) > 0
 	c.failing = nil
 
-	key := BaselineKey(m.sha, m.rep.Host.Fingerprint, backend)
+	key := BaselineKey(m.sha, m.host.Fingerprint, backend)
 	file := m.opts.BaselineFile
 	bl, err := LoadBaselines(file)
 	if err != nil {
@@ -156,12 +156,16 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 		}
 		have = false
 	}
-	record := func(why string) outcome {
-		bl.Entries[key] = &Baseline{ModelSHA256: m.sha, Model: m.mr.Name, Host: m.rep.Host, Backend: backend,
+	record := func(first bool, why string) outcome {
+		bl.Entries[key] = &Baseline{ModelSHA256: m.sha, Model: m.name, Host: m.host, Backend: backend,
 			Prompt: prompt, Tokens: n, Threads: m.opts.Threads, Recorded: time.Now().UTC().Format(time.RFC3339),
 			Decode: decode, Prefill: prefill}
 		if err := bl.Save(file); err != nil {
 			return refused(CodeBaselineFile, fz.ID, c.values, "%v", err)
+		}
+		if first {
+			// Nothing was compared: recorded, not passed.
+			return refused(CodeRecorded, fz.ID, c.values, "%s", why)
 		}
 		return outcome{verdict: Pass, values: c.values, reason: why}
 	}
@@ -174,13 +178,13 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 			if noisy {
 				also = fmt.Sprintf(" (and these runs, cv %.3g, are too noisy to record one: %s)", cv, thresholdString(fz.Thresholds["max_cv"]))
 			}
-			return refused(CodeNoBaseline, fz.ID, c.values, "no baseline for this model, host (%s) and backend in %s; run with --accept-baseline to record one%s", m.rep.Host.Fingerprint, file, also)
+			return refused(CodeNoBaseline, fz.ID, c.values, "no baseline for this model, host (%s) and backend in %s; run with --accept-baseline to record one%s", m.host.Fingerprint, file, also)
 		}
 		if noisy {
 			return tooNoisy()
 		}
 		{
-			return record(fmt.Sprintf("no baseline for this model, host (%s) and backend: recorded these runs as the baseline in %s (stable: cv %.3g)", m.rep.Host.Fingerprint, file, cv))
+			return record(true, fmt.Sprintf("no baseline for this model, host (%s) and backend: recorded these runs as the baseline in %s (stable: cv %.3g); the next run compares against them", m.host.Fingerprint, file, cv))
 		}
 	}
 	if noisy {
@@ -203,7 +207,10 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 	}{{"decode_ratio", dr, dm, base.Decode}, {"prefill_ratio", pr, pm, base.Prefill}} {
 		t := fz.Thresholds[r.name]
 		point := r.cur / stat.Mean(r.base, nil)
-		c.values = append(c.values, Value{Name: r.name, Value: point, Threshold: thresholdString(t)})
+		// The threshold holds the lower end of the interval: a pass is a
+		// pass for the whole interval.
+		c.values = append(c.values, Value{Name: r.name, Value: r.ci.Lo, Threshold: thresholdString(t)},
+			Value{Name: r.name + "_point", Value: point})
 		lo, hi := t.Holds(r.ci.Lo), t.Holds(r.ci.Hi)
 		switch {
 		case lo && hi:
@@ -221,7 +228,7 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 	}
 	// The ratchet: the baseline only moves up, and only when asked.
 	if m.opts.AcceptBaseline && dr.Lo > 1 && pr.Lo > 1 {
-		return record(fmt.Sprintf("faster than the baseline (decode ×%.3f, prefill ×%.3f, both CIs above 1): raised the baseline", dm/stat.Mean(base.Decode, nil), pm/stat.Mean(base.Prefill, nil)))
+		return record(false, fmt.Sprintf("faster than the baseline (decode ×%.3f, prefill ×%.3f, both CIs above 1): raised the baseline", dm/stat.Mean(base.Decode, nil), pm/stat.Mean(base.Prefill, nil)))
 	}
 	return passed(c.values...)
 }

@@ -28,6 +28,7 @@ type qaOptions struct {
 	AcceptBaseline bool
 	Contracts      string
 	Threads        int
+	Seed           int64
 }
 
 func newQACmd(env *Env) *cobra.Command {
@@ -99,6 +100,7 @@ or a model that cannot be read.`,
 	fl.BoolVar(&opts.AcceptBaseline, "accept-baseline", false, "record a missing throughput baseline, and raise one these runs exceed (never lowers one)")
 	fl.StringVar(&opts.Contracts, "contracts", "", "load contracts from this directory instead of the embedded ones")
 	fl.IntVar(&opts.Threads, "threads", 0, "threads for every backend (0: its choice)")
+	fl.Int64Var(&opts.Seed, "seed", 0, "seed of the randomized gates (default: from the clock; the report records it)")
 	jsonFlag(c, &opts.JSON)
 	return c
 }
@@ -130,7 +132,7 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 	}
 	o := qa.Options{Model: opts.Model, Backends: opts.Backends, Gates: opts.Gates, Contracts: set,
 		BaselineFile: opts.Baseline, AcceptBaseline: opts.AcceptBaseline, MinGates: opts.MinGates,
-		Threads: opts.Threads, Log: env.Log,
+		Threads: opts.Threads, Seed: opts.Seed, Log: env.Log,
 		ModelDone: func(m *qa.ModelReport) { qa.WriteModelTable(env.Stderr, m) }}
 	rep, err := qa.Run(ctx, o)
 	if err != nil {

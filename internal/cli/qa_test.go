@@ -15,12 +15,11 @@ import (
 
 func init() { qatest.Register() }
 
-// qaArgs are apr qa's arguments with the contracts holding qa's falsifiers,
-// a baseline file of the test's own, and the backends ref and cpu unless
-// args name others (this test binary also links qatest's planted ones).
+// qaArgs are apr qa's arguments with a baseline file of the test's own, and
+// the backends ref and cpu unless args name others (this test binary also
+// links qatest's planted ones).
 func qaArgs(t *testing.T, args ...string) []string {
-	_, dir := qatest.Contracts(t)
-	out := []string{"qa", "--contracts", dir, "--baseline", filepath.Join(t.TempDir(), "b.json")}
+	out := []string{"qa", "--baseline", filepath.Join(t.TempDir(), "b.json")}
 	if !strings.Contains(strings.Join(args, " "), "--backend") {
 		out = append(out, "--backend", "ref,cpu")
 	}

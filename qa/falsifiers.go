@@ -1,0 +1,424 @@
+package qa
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/engine/chat"
+	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/schema"
+)
+
+func init() { Register(falsify.Default) }
+
+// The falsifier codes qa registers (the contracts name them).
+const (
+	CodeTensorValues  = "tensor_values"
+	CodeTokenizer     = "tokenizer_roundtrip"
+	CodeTemplate      = "chat_template"
+	CodeGoldenOutput  = "golden_output"
+	CodeEngineParity  = "engine_parity"
+	CodeThroughputFal = "throughput"
+)
+
+// Register adds qa's falsifier code to reg: tensor_values, tokenizer_roundtrip,
+// chat_template, golden_output, engine_parity and throughput. apr falsify
+// runs them like any other code; apr qa runs them through falsify.Run.
+func Register(reg *falsify.Registry) {
+	reg.Register(CodeTensorValues, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+		return m.tensorValues(c.F)
+	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("bad_tensors"),
+		falsify.Doc("every tensor's values, read through the file's mapping: no NaN, no Inf, no all-zero tensor (biases excepted)"))
+	reg.Register(CodeTokenizer, falsify.KindProperty, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+		return m.tokenizerGate(c.F, c.Seed())
+	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("roundtrip_mismatches", "split_control_tokens", "injected_control_tokens"),
+		falsify.Doc("a built-in multilingual text round-trips through encode/decode; chat markers stay single tokens"))
+	reg.Register(CodeTemplate, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+		return m.templateGate(ctx, c.F)
+	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("missing_messages", "split_control_tokens", "roundtrip_mismatches"),
+		falsify.AppliesWhen(templateApplies),
+		falsify.Doc("the model's chat template keeps every message of a two-turn conversation; its output tokenizes with chat markers intact"))
+	reg.Register(CodeGoldenOutput, falsify.KindGolden, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+		return m.goldenGate(ctx, c, backendParam(c, "ref"))
+	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches"), falsify.Refs("golden file", "reference engine"),
+		falsify.Doc("a backend's greedy output equals the reviewed golden (or the reference's) up to the first step within numerical noise"))
+	reg.Register(CodeEngineParity, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+		return m.opts.hooks.parity(ctx, c, m, backendParam(c, "cpu"))
+	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
+		falsify.Params("tier"), falsify.Refs("reference engine"), falsify.AppliesWhen(tierApplies), falsify.VetWith(vetTier),
+		falsify.Doc("a backend's logits against the reference engine's at every position of a probe prompt, at the thresholds of the model's weight tier"))
+	reg.Register(CodeThroughputFal, falsify.KindTiming, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+		return m.throughputGate(ctx, c.F, backendParam(c, "cpu"))
+	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("decode_ratio", "prefill_ratio", "max_cv"), falsify.Refs("baseline"),
+		falsify.AppliesWhen(throughputApplies),
+		falsify.Doc("decode and prefill tok/s against the baseline recorded for this model, host and backend, by bootstrap confidence intervals"))
+}
+
+// Weight tiers of engine_parity (params.tier).
+const (
+	TierFloat     = "float"     // every matrix F32, F16 or BF16
+	TierQuantized = "quantized" // some matrix in a quantized type
+)
+
+func tier(f *gguf.File) string {
+	if isQuantized(f) {
+		return TierQuantized
+	}
+	return TierFloat
+}
+
+func tierApplies(c *falsify.Check) (bool, string) {
+	f, err := c.Model()
+	if err != nil {
+		return true, "" // the run refuses with the reason
+	}
+	want, _ := c.ParamString("tier", "")
+	if got := tier(f); got != want {
+		return false, fmt.Sprintf("its thresholds are for %s weights; the model's are %s", want, got)
+	}
+	return true, ""
+}
+
+func vetTier(f schema.Falsifier, _ *contracts.Set) []string {
+	if t, _ := f.Params["tier"].(string); t != TierFloat && t != TierQuantized {
+		return []string{fmt.Sprintf("param tier is %q, want %q or %q", t, TierFloat, TierQuantized)}
+	}
+	return nil
+}
+
+// templateApplies: a model without a chat template has none to gate (apr
+// qa reports it refused-optional, apr falsify as not run).
+func templateApplies(c *falsify.Check) (bool, string) {
+	f, err := c.Model()
+	if err != nil {
+		return true, ""
+	}
+	if _, ok := f.Get(chat.KeyTemplate); !ok {
+		return false, "the model carries no " + chat.KeyTemplate + " (a base model)"
+	}
+	return true, ""
+}
+
+// throughputApplies: throughput is compared against a recorded baseline;
+// without one (and without accept_baseline) there is nothing to compare.
+// params baseline_file, accept_baseline and host (a fingerprint) are what apr
+// qa sets; apr falsify uses the defaults (the user's file, this host).
+func throughputApplies(c *falsify.Check) (bool, string) {
+	file, _ := c.ParamString("baseline_file", "")
+	if file == "" {
+		var err error
+		if file, err = DefaultBaselineFile(); err != nil {
+			return true, ""
+		}
+	}
+	if accept, _ := c.Param("accept_baseline"); accept == true {
+		return true, ""
+	}
+	host, _ := c.ParamString("host", "")
+	if host == "" {
+		host = hostKey(probeHost()).Fingerprint
+	}
+	sha, err := c.ModelSHA256()
+	if err != nil {
+		return true, ""
+	}
+	if ok, why := hasBaseline(file, sha, host, backendParam(c, "cpu")); !ok {
+		return false, why
+	}
+	return true, ""
+}
+
+// hasBaseline reports whether file holds a baseline for (sha, host,
+// backend); an unreadable file counts as having one (the gate then refuses
+// with the reason rather than skipping it).
+func hasBaseline(file, sha, host, backend string) (bool, string) {
+	bl, err := LoadBaselines(file)
+	if err != nil {
+		return true, ""
+	}
+	if _, ok := bl.Entries[BaselineKey(sha, host, backend)]; ok {
+		return true, ""
+	}
+	return false, fmt.Sprintf("no baseline for this model, host (%s) and backend %s in %s; apr qa --accept-baseline records one", host, backend, file)
+}
+
+func backendParam(c *falsify.Check, def string) string {
+	b, err := c.ParamString("backend", def)
+	if err != nil || b == "" {
+		return def
+	}
+	return b
+}
+
+// adapt turns a gate implementation into falsifier code: the outcome's
+// values are measured (the runner judges them against the contract's
+// thresholds), a fail is a falsify.Fail, a refusal keeps its code.
+func adapt(fn func(ctx context.Context, c *falsify.Check, m *modelRun) outcome) falsify.Func {
+	return func(ctx context.Context, c *falsify.Check) error {
+		m, err := modelFor(ctx, c)
+		if err != nil {
+			return err
+		}
+		o := fn(ctx, c, m)
+		for _, v := range o.values {
+			c.Measure(v.Name, v.Value)
+		}
+		for _, d := range o.details {
+			c.Note("%s", d)
+		}
+		switch o.verdict {
+		case Fail:
+			return falsify.Fail("%s", o.reason)
+		case Refused:
+			by := o.by
+			if by == "" {
+				by = c.By()
+			}
+			return falsify.RefuseCode(o.code, by, "%s", o.reason)
+		}
+		return nil
+	}
+}
+
+// state is what apr qa hands its falsifier code through the context: its
+// options (hooks, reference, threads, baselines) and the models it gates,
+// opened once. apr falsify hands nothing; the code then builds its own.
+type state struct {
+	opts   *Options
+	host   HostKey
+	models *modelTable
+	// refOverride, when set, replaces the reference's logits (the
+	// failclosed gate's probes).
+	refOverride logitsFunc
+}
+
+type stateKey struct{}
+
+// modelTable holds the models apr qa is gating, by path.
+type modelTable struct {
+	mu sync.Mutex
+	m  map[string]*modelRun
+}
+
+func (t *modelTable) get(path string) *modelRun {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[path]
+}
+
+func (t *modelTable) set(path string, m *modelRun) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if m == nil {
+		delete(t.m, path)
+		return
+	}
+	t.m[path] = m
+}
+
+func withState(ctx context.Context, s *state) context.Context {
+	return context.WithValue(ctx, stateKey{}, s)
+}
+
+// modelFor returns the gating state of the check's model: apr qa's, or a
+// fresh one over the check's own inputs.
+func modelFor(ctx context.Context, c *falsify.Check) (*modelRun, error) {
+	if s, ok := ctx.Value(stateKey{}).(*state); ok {
+		if m := s.models.get(c.ModelPath()); m != nil {
+			return m, nil
+		}
+	}
+	f, err := c.Model()
+	if err != nil {
+		return nil, err
+	}
+	sha, err := c.ModelSHA256()
+	if err != nil {
+		return nil, err
+	}
+	o := &Options{}
+	if err := o.defaults(); err != nil {
+		return nil, refuse.Wrap(c.By(), err)
+	}
+	o.Reference, _ = c.ParamString("reference", o.Reference)
+	m := newModelRun(o, hostKey(probeHost()), c.ModelPath(), sha, f)
+	return m, nil
+}
+
+// execute runs falsifiers ids on the model through falsify.Run with the
+// backend (and reference) set over their params, and merges their results
+// into one outcome.
+func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend string) (outcome, []falsify.Result) {
+	params := map[string]any{"reference": m.opts.Reference, "baseline_file": m.opts.BaselineFile,
+		"accept_baseline": m.opts.AcceptBaseline, "host": m.host.Fingerprint}
+	if backend != "" {
+		params["backend"] = backend
+	}
+	rep, err := falsify.Run(withState(ctx, st), falsify.Options{IDs: ids, Model: m.path, Set: m.opts.Contracts,
+		Registry: m.opts.Registry, Params: params, Seed: m.opts.Seed, Log: m.opts.Log})
+	if err != nil {
+		return refused(CodeNoContract, By, nil, "%v", err), nil
+	}
+	if len(rep.Results) == 0 {
+		var why []string
+		for _, n := range rep.NotRun {
+			why = append(why, n.ID+": "+n.Why)
+		}
+		return refused(CodeNoContract, By, nil, "falsify ran nothing: %s", strings.Join(why, "; ")), nil
+	}
+	return merge(rep.Results), rep.Results
+}
+
+// merge combines results: the worst verdict (fail, then refused, then
+// pass), every measured value, and the reasons of the worst.
+func merge(rs []falsify.Result) outcome {
+	rank := map[falsify.Verdict]int{falsify.VerdictPass: 0, falsify.VerdictRefused: 1, falsify.VerdictFail: 2}
+	worst := rs[0]
+	var o outcome
+	for _, r := range rs {
+		if rank[r.Verdict] > rank[worst.Verdict] {
+			worst = r
+		}
+		o.values = append(o.values, resultValues(r)...)
+		for _, d := range r.Details {
+			o.details = append(o.details, d)
+		}
+	}
+	var reasons []string
+	for _, r := range rs {
+		if r.Verdict == worst.Verdict && r.Reason != "" {
+			reasons = append(reasons, r.Reason)
+		}
+	}
+	o.verdict = Verdict(worst.Verdict)
+	o.reason = strings.Join(reasons, "; ")
+	if worst.Verdict == falsify.VerdictRefused {
+		o.code, o.by = worst.RefusalCode, worst.RemovedBy
+	}
+	return o
+}
+
+// resultValues lists a result's measured values: those with a threshold
+// first (in threshold-name order), then the others by name.
+func resultValues(r falsify.Result) []Value {
+	var out []Value
+	names := make([]string, 0, len(r.Measured)+len(r.NonFinite))
+	for n := range r.Measured {
+		names = append(names, n)
+	}
+	for n := range r.NonFinite {
+		names = append(names, n)
+	}
+	sort.SliceStable(names, func(i, j int) bool {
+		_, ti := r.Thresholds[names[i]]
+		_, tj := r.Thresholds[names[j]]
+		if ti != tj {
+			return ti
+		}
+		return names[i] < names[j]
+	})
+	for _, n := range names {
+		v := Value{Name: n, Value: r.Measured[n]}
+		if nf, ok := r.NonFinite[n]; ok {
+			v.Value, v.NonFinite = math.NaN(), nf
+		}
+		if t, ok := r.Thresholds[n]; ok {
+			v.Threshold = thresholdString(t)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// failClosed runs the contract's failclosed falsifier for parity (the
+// reference withdrawn: unavailable, then erroring), then hands parity
+// references that answer with garbage (NaN rows, too few rows, rows of the
+// wrong width): every run must end refused for the reference. A parity that
+// was refused for its real reference proves nothing and refuses.
+func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifier, parityID, backend string) outcome {
+	pr, ok := m.parityResult[backend]
+	if !ok {
+		pr, _ = m.execute(ctx, st, []string{parityID}, backend)
+		m.parityResult[backend] = pr
+	}
+	if pr.verdict == Refused {
+		return refused(pr.code, fc.ID, nil, "%s was refused with the real reference (%s); refusing with a withdrawn one proves nothing", parityID, pr.reason)
+	}
+	o, _ := m.execute(ctx, st, []string{fc.ID}, backend)
+	if o.verdict == Refused {
+		return o
+	}
+	withdrawn := 0.0
+	for _, v := range o.values {
+		if v.Name == "non_refusals" {
+			withdrawn = v.Value
+		}
+	}
+	nv := 0
+	if m.tok != nil {
+		nv = m.tok.NVocab()
+	}
+	garbage := []struct {
+		name string
+		rows func(n int) ([][]float32, int)
+	}{
+		{"NaN rows", func(n int) ([][]float32, int) { return fill(n, nv, true), nv }},
+		{"too few rows", func(n int) ([][]float32, int) { return fill(n-1, nv, false), nv }},
+		{"rows of the wrong width", func(n int) ([][]float32, int) { return fill(n, nv-1, false), nv }},
+	}
+	var bad []string
+	for _, g := range garbage {
+		gst := &state{opts: st.opts, host: st.host, models: st.models,
+			refOverride: func(_ context.Context, _ string, toks []int32) (generate.LogitsResult, error) {
+				rows, w := g.rows(len(toks))
+				return generate.LogitsResult{NVocab: w, Tokens: toks, Logits: rows}, nil
+			}}
+		r, rs := m.execute(ctx, gst, []string{parityID}, backend)
+		code := ""
+		if len(rs) > 0 {
+			code = rs[0].RefusalCode
+		}
+		if r.verdict != Refused || code != CodeReference {
+			bad = append(bad, fmt.Sprintf("reference returning %s: %s gave %s (%s)", g.name, parityID, r.verdict, r.reason))
+		}
+	}
+	c := newCheck(fc)
+	c.note("withdrawn_non_refusals", withdrawn, "count")
+	c.note("garbage_non_refusals", float64(len(bad)), "count")
+	c.hold("non_refusals", withdrawn+float64(len(bad)), "count")
+	out := c.outcome(firstN(append(detailsOf(o), bad...)))
+	out.details = append(o.details, bad...)
+	return out
+}
+
+func detailsOf(o outcome) []string {
+	if o.verdict == Pass {
+		return nil
+	}
+	return []string{o.reason}
+}
+
+func fill(n, width int, poison bool) [][]float32 {
+	if n < 0 || width < 1 {
+		return nil
+	}
+	out := make([][]float32, n)
+	for i := range out {
+		out[i] = make([]float32, width)
+		for j := range out[i] {
+			out[i][j] = float32(j%7) - 3
+		}
+	}
+	if poison && n > 0 {
+		out[n/2][width/2] = float32(math.NaN())
+	}
+	return out
+}
