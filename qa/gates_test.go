@@ -514,3 +514,26 @@ func TestDefaultModels(t *testing.T) {
 		t.Errorf("default models: %s; want 10 passes (golden_output[ref] against the embedded goldens)", rep.Summary)
 	}
 }
+
+func TestCellVerdict(t *testing.T) {
+	path := qatest.Synth(t, "llama")
+	tests := []struct {
+		name string
+		o    qa.Options
+		want qa.Verdict
+	}{
+		{"passes", qa.Options{Model: path, Backends: []string{"ref"}, Gates: []string{qa.GateTensorContract}}, qa.Pass},
+		{"a failing gate", qa.Options{Model: path, Backends: []string{"ref", qatest.Perturbed}, Gates: []string{qa.GateParity}}, qa.Fail},
+		{"a refusal that counts", qa.Options{Model: path, Backends: []string{"nonesuch"}, Gates: []string{qa.GateGolden}}, qa.Refused},
+		{"too few executed", qa.Options{Model: path, Gates: []string{qa.GateTensorContract}, MinGates: 5}, qa.Fail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep := gateRun(t, tt.o)
+			v, by, reason := rep.CellVerdict()
+			if v != tt.want || (v == qa.Refused) != (by != "") || reason == "" {
+				t.Errorf("CellVerdict() = %s, %q, %q; want %s (a refuser exactly when refused)", v, by, reason, tt.want)
+			}
+		})
+	}
+}

@@ -435,3 +435,38 @@ func (h *hooks) defaults() {
 }
 
 func baseName(p string) string { return filepath.Base(p) }
+
+// CellVerdict sums the report up as one verdict, for a ladder cell: fail
+// when a gate failed or fewer than MinGates executed, refused (by the first
+// refused gate's refuser) when none failed but a refusal counts, pass
+// otherwise. The reason names every gate that did not pass.
+func (r *Report) CellVerdict() (v Verdict, by, reason string) {
+	var failed, refusedGates []string
+	for _, m := range r.Models {
+		for _, g := range m.Gates {
+			name := g.Name
+			if g.Backend != "" {
+				name += "[" + g.Backend + "]"
+			}
+			if len(r.Models) > 1 {
+				name = m.Name + ":" + name
+			}
+			switch {
+			case g.Verdict == Fail:
+				failed = append(failed, name+": "+g.Reason)
+			case g.Verdict == Refused && !g.Optional:
+				if by == "" {
+					by = g.By
+				}
+				refusedGates = append(refusedGates, name+": "+g.Reason)
+			}
+		}
+	}
+	switch {
+	case len(failed) > 0 || r.Executed < r.MinGates || (r.Executed == 0 && len(refusedGates) == 0):
+		return Fail, "", r.Summary + "; " + strings.Join(append(failed, refusedGates...), "; ")
+	case len(refusedGates) > 0:
+		return Refused, by, r.Summary + "; " + strings.Join(refusedGates, "; ")
+	}
+	return Pass, "", r.Summary
+}
