@@ -12,7 +12,9 @@
 // m activation rows, dst row-major (m rows of Rows values), written in place.
 // Every activation row is first converted to the type ggml pairs with the
 // weight type (its vec_dot_type), then each output is an integer dot product
-// per block scaled in float32, as ggml-cpu computes it.
+// per block scaled in float32, as ggml-cpu computes it. Convert then MulActs
+// splits the two steps so that one converted input serves several weight
+// matrices; MulActsMany runs several matrices in one dispatch over the pool.
 //
 // # Activation formats
 //
@@ -69,16 +71,22 @@
 //
 // # Order of float32 operations
 //
-// The AVX2 kernels reproduce ggml-cpu's AVX2 vec_dot arithmetic for their
-// type (tinyBLAS's for F32/F16/BF16): the same int32 lane partition (lane k
+// The AVX2 kernels of F32, F16, BF16 (tinyBLAS's order), Q4_0, Q4_1, Q5_0,
+// Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ1_0
+// and TQ2_0 reproduce ggml-cpu's AVX2 vec_dot arithmetic for their type
+// (scalar "a += b·c" taken as fused, as GCC contracts it): the same int32
+// lane partition (lane k
 // holds values 4k..4k+3 of every 32-value group, offsets and scales folded
 // in per lane as ggml folds them), the same number of float accumulators and
 // the same order of fma/add operations, and hsum_float_8 at the end. The
 // four-row matmul kernels perform, for each row, exactly the single-row
 // kernel's operations, so a matmul row is bit for bit the matvec of that
-// activation row (TestMatMulRowsEqualMatVec): prefill and decode agree. The
-// Go kernels follow ggml's generic C order instead (what ggml runs without
-// SIMD).
+// activation row (TestMatMulRowsEqualMatVec): prefill and decode agree.
+// The AVX2 kernels of the 1- to 3-bit i-quants, NVFP4, Q1_0 and Q2_0 compute
+// the same integer sums in their own float order (ggml-cpu runs scalar code
+// for NVFP4, Q1_0 and Q2_0 on x86). The Go kernels follow ggml's generic C
+// order (what ggml runs without SIMD). llama.cpp's repacked Q4_0, IQ4_NL and
+// Q4_K GEMMs (its CPU_REPACK buffers) sum in yet another order.
 //
 // # Contract
 //
