@@ -9,9 +9,11 @@ import (
 	"testing"
 
 	"github.com/aprqa/apr/contracts"
+	_ "github.com/aprqa/apr/engine/cpu" // the "cpu" backend qa's engine_parity gates
 	"github.com/aprqa/apr/engine/generate"
 	_ "github.com/aprqa/apr/engine/ref" // the "ref" backend the builtin codes run
 	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/qa"
 )
 
 func embedded(tb testing.TB) *contracts.Set {
@@ -23,11 +25,12 @@ func embedded(tb testing.TB) *contracts.Set {
 	return s
 }
 
-// fullRegistry is what apr's binary registers: the builtins and (a stand-in
-// for) internal/cli's verb_fields.
+// fullRegistry is what apr's binary registers: the builtins, qa's codes and
+// (a stand-in for) internal/cli's verb_fields.
 func fullRegistry() *falsify.Registry {
 	r := falsify.NewRegistry()
 	falsify.RegisterBuiltins(r)
+	qa.Register(r)
 	r.Register("verb_fields", falsify.KindShape, func(ctx context.Context, c *falsify.Check) error {
 		c.Measure("violations", 0)
 		return nil

@@ -11,7 +11,9 @@ import (
 
 // JUnit XML, as CI systems (GitHub, GitLab, Jenkins) read it. A fail is a
 // <failure>; a refusal is an <error> of type "refused" — never <skipped>,
-// which CI systems show as neither pass nor fail.
+// which CI systems show as neither pass nor fail — except a refusal the
+// contract lists as optional (params.optional_refusals), which is exactly
+// that: <skipped> of type "refused-optional".
 type junitSuites struct {
 	XMLName xml.Name     `xml:"testsuites"`
 	Tests   int          `xml:"tests,attr"`
@@ -43,6 +45,7 @@ type junitCase struct {
 	Time    string        `xml:"time,attr"`
 	Failure *junitProblem `xml:"failure,omitempty"`
 	Error   *junitProblem `xml:"error,omitempty"`
+	Skipped *junitProblem `xml:"skipped,omitempty"`
 	Out     string        `xml:"system-out,omitempty"`
 }
 
@@ -69,7 +72,15 @@ func WriteJUnit(w io.Writer, rep *Report, total time.Duration) error {
 			tc.Failure = &junitProblem{Message: r.Reason, Type: "fail", Text: strings.Join(r.Details, "\n")}
 			s.Fail++
 		case VerdictRefused:
-			tc.Error = &junitProblem{Message: fmt.Sprintf("refused by %s: %s", r.RemovedBy, r.Reason), Type: "refused"}
+			msg := fmt.Sprintf("refused by %s: %s", r.RemovedBy, r.Reason)
+			if r.Optional {
+				// The contract accepts this refusal (params.optional_refusals):
+				// neither a pass nor an error.
+				tc.Skipped = &junitProblem{Message: "optional " + msg, Type: "refused-optional"}
+				s.Skipped++
+				break
+			}
+			tc.Error = &junitProblem{Message: msg, Type: "refused"}
 			s.Errors++
 		}
 		s.Tests++

@@ -45,6 +45,10 @@ type Result struct {
 	// RefusalCode is a refusal's machine-readable class, when the code
 	// gave one (RefuseCode), e.g. "no_baseline".
 	RefusalCode string `json:"refusal_code,omitempty"`
+	// Optional marks a refusal whose code the contract lists in
+	// params.optional_refusals: still refused (never a pass), but one the
+	// contract accepts, so it does not make the run refused.
+	Optional bool `json:"optional,omitempty"`
 	// Measured holds every finite value measured; NonFinite names the
 	// values that were NaN or Inf (JSON has no such numbers), each a fail.
 	Measured   map[string]float64          `json:"measured"`
@@ -74,11 +78,13 @@ type Report struct {
 	Summary         Summary  `json:"summary"`
 }
 
-// Summary counts verdicts.
+// Summary counts verdicts. Refused counts the refusals the contracts do not
+// accept; RefusedOptional the ones they list as optional.
 type Summary struct {
-	Pass    int `json:"pass"`
-	Fail    int `json:"fail"`
-	Refused int `json:"refused"`
+	Pass            int `json:"pass"`
+	Fail            int `json:"fail"`
+	Refused         int `json:"refused"`
+	RefusedOptional int `json:"refused_optional"`
 }
 
 // Options say what to run on what.
@@ -89,8 +95,11 @@ type Options struct {
 	Model    string // a GGUF file, or ""
 	Fixtures string // apr's shared fixtures directory, or ""
 	Seed     int64  // the seed of property falsifiers (recorded)
-	Set      *contracts.Set
-	Registry *Registry // nil: Default
+	// ModelSHA256, when set, is trusted as the sha256 of Model's bytes
+	// (a caller that hashed it already); otherwise it is computed once.
+	ModelSHA256 string
+	Set         *contracts.Set
+	Registry    *Registry // nil: Default
 	// Params are set over every selected falsifier's params (e.g. backend:
 	// "cpu" to run the falsifiers on another backend).
 	Params map[string]any
@@ -123,6 +132,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	r := &runner{opts: opts, reg: opts.Registry, set: opts.Set, in: &inputs{modelPath: opts.Model, fixtures: opts.Fixtures}}
+	if opts.ModelSHA256 != "" {
+		r.in.shaOnce.Do(func() { r.in.sha = opts.ModelSHA256 })
+	}
 	if opts.Model != "" {
 		r.in.model, r.in.modelErr = gguf.Open(opts.Model)
 		if r.in.model != nil {
@@ -165,7 +177,11 @@ func (rep *Report) add(res Result, on func(Result)) {
 	case VerdictFail:
 		rep.Summary.Fail++
 	default:
-		rep.Summary.Refused++
+		if res.Optional {
+			rep.Summary.RefusedOptional++
+		} else {
+			rep.Summary.Refused++
+		}
 	}
 	if on != nil {
 		on(res)
@@ -316,6 +332,7 @@ func (r *runner) result(c *Check, start time.Time, err error) Result {
 		var coded *CodedRefusal
 		if errors.As(err, &coded) {
 			res.RefusalCode = coded.Code
+			res.Optional = optionalRefusal(c.F.Params, coded.Code)
 		}
 		if rf, ok := refuse.As(err); ok {
 			res.RemovedBy, res.Reason = rf.By, rf.Reason
@@ -372,4 +389,23 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// optionalRefusal reports whether code is listed in params.optional_refusals.
+func optionalRefusal(params map[string]any, code string) bool {
+	switch l := params["optional_refusals"].(type) {
+	case []any:
+		for _, x := range l {
+			if s, ok := x.(string); ok && s == code {
+				return true
+			}
+		}
+	case []string:
+		for _, s := range l {
+			if s == code {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -70,7 +70,9 @@ The table goes to stderr; --json prints the report on stdout; --junit FILE
 writes JUnit XML for CI systems.
 
 Exit codes: 0 every falsifier run passed, 1 one failed, 3 none failed but
-one was refused (or none applied), 2 bad usage.`,
+one was refused (or none applied), 2 bad usage. A refusal whose code the
+contract lists in params.optional_refusals is reported as refused (optional)
+and does not by itself make the run refused.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.IDs = args
 			opts.SeedSet = c.Flags().Changed("seed")
@@ -118,8 +120,12 @@ func runFalsify(ctx context.Context, env *Env, opts falsifyOptions) error {
 		return badInput(err)
 	}
 	printNotRun(env.Stderr, rep.NotRun)
-	fmt.Fprintf(env.Stderr, "falsify: %d pass, %d fail, %d refused, %d not run (%.1f s)\n",
-		rep.Summary.Pass, rep.Summary.Fail, rep.Summary.Refused, len(rep.NotRun), time.Since(start).Seconds())
+	optional := ""
+	if rep.Summary.RefusedOptional > 0 {
+		optional = fmt.Sprintf(" (+%d refused, optional by contract)", rep.Summary.RefusedOptional)
+	}
+	fmt.Fprintf(env.Stderr, "falsify: %d pass, %d fail, %d refused%s, %d not run (%.1f s)\n",
+		rep.Summary.Pass, rep.Summary.Fail, rep.Summary.Refused, optional, len(rep.NotRun), time.Since(start).Seconds())
 	if opts.JUnit != "" {
 		if err := writeJUnitFile(opts.JUnit, rep, time.Since(start)); err != nil {
 			return err
@@ -135,8 +141,8 @@ func runFalsify(ctx context.Context, env *Env, opts falsifyOptions) error {
 		return ErrCheckFailed
 	case rep.Summary.Refused > 0:
 		return refuse.New(falsify.ByRunner, "%d falsifier(s) refused; a refusal is not a pass", rep.Summary.Refused)
-	case len(rep.Results) == 0:
-		return refuse.New(falsify.ByRunner, "no falsifier applied to the inputs (%d not run); nothing was checked", len(rep.NotRun))
+	case len(rep.Results) == rep.Summary.RefusedOptional:
+		return refuse.New(falsify.ByRunner, "no falsifier decided anything (%d not run, %d refused as the contracts allow); nothing was checked", len(rep.NotRun), rep.Summary.RefusedOptional)
 	}
 	return nil
 }
@@ -177,7 +183,11 @@ func printResultLine(w io.Writer, r falsify.Result) {
 			fmt.Fprintf(w, "    reproduce: apr falsify %s --seed %d\n", r.ID, *r.Seed)
 		}
 	case falsify.VerdictRefused:
-		fmt.Fprintf(w, "    refused by %s: %s\n", r.RemovedBy, r.Reason)
+		opt := ""
+		if r.Optional {
+			opt = fmt.Sprintf(" (optional by contract: %s)", r.RefusalCode)
+		}
+		fmt.Fprintf(w, "    refused by %s%s: %s\n", r.RemovedBy, opt, r.Reason)
 	}
 }
 

@@ -107,7 +107,7 @@ func TestFalsifyExitCodes(t *testing.T) {
 		{"all pass", []string{"falsify", "llama.tensor_contract", "f32.dequant_exact", "--model", model}, cli.ExitOK, "2 pass, 0 fail"},
 		{"a fail", []string{"falsify", "llama.tensor_contract", "--model", bad}, cli.ExitFail, "output_norm.weight: shape [63]"},
 		{"refused: needs a model", []string{"falsify", "llama.tensor_contract"}, cli.ExitRefused, "refused by falsify: needs a model"},
-		{"nothing applies", []string{"falsify", "model.qwen3", "--model", model}, cli.ExitRefused, "no falsifier applied"},
+		{"nothing applies", []string{"falsify", "model.qwen3", "--model", model}, cli.ExitRefused, "no falsifier decided anything"},
 		{"unknown id", []string{"falsify", "nonesuch"}, cli.ExitBadInput, `"nonesuch": not a falsifier or contract id`},
 		{"missing model file", []string{"falsify", "--model", filepath.Join(t.TempDir(), "none.gguf")}, cli.ExitBadInput, "none.gguf"},
 		{"fixtures not a directory", []string{"falsify", "--fixtures", model}, cli.ExitBadInput, "not a directory"},
