@@ -276,15 +276,14 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 		}
 		judge = "the reference " + m.opts.Reference + " (no reviewed golden for this model)"
 	}
-	noise := paramFloat(fz, "noise_margin", 1e-3)
-	if m.quantized {
-		noise = paramFloat(fz, "noise_margin_quantized", noise)
-	}
+	floor := paramFloat(fz, "noise_margin", 1e-3)
 	var diffs []string
 	compared, noisy := 0, 0
+	maxDelta := 0.0
 	for i, gc := range cases {
+		n := len(gc.TokenIDs)
 		res, err := m.opts.hooks.run(ctx, generate.Options{Model: m.path, Backend: backend, Prompt: gc.Prompt, Raw: true,
-			MaxTokens: len(gc.TokenIDs), IgnoreEOS: true, Threads: m.opts.Threads, Log: m.opts.Log})
+			MaxTokens: n, IgnoreEOS: true, Threads: m.opts.Threads, Log: m.opts.Log})
 		if err != nil {
 			return fromError(CodeBackend, err, "backend %s, case %d", backend, i)
 		}
@@ -292,8 +291,42 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 			diffs = append(diffs, fmt.Sprintf("case %d %q: the prompt is %d tokens, %s has %d", i, gc.Prompt, res.PromptTokens, judge, len(gc.PromptIDs)))
 			continue
 		}
+		// How far the backend's logits may be from the reference's at each
+		// step, measured on the judge's sequence: a step whose judge margin
+		// is below twice that (or the floor) can flip on numerical noise
+		// alone, so the comparison stops there.
+		delta := make([]float64, n)
+		if backend != m.opts.Reference {
+			seq := append(append([]int32(nil), gc.PromptIDs...), gc.TokenIDs[:n-1]...)
+			got, err := m.logits(ctx, backend, seq)
+			if err != nil {
+				return fromError(CodeBackend, err, "backend %s, case %d", backend, i)
+			}
+			var want generate.LogitsResult
+			if err := c.CallRef("reference engine", func() error {
+				var err error
+				if want, err = m.refLogits(ctx, seq); err != nil {
+					return err
+				}
+				return usable(want, len(seq))
+			}); err != nil {
+				return refused(CodeReference, c.By(), nil, "the reference %s cannot measure the numerical noise of %s: %v", m.opts.Reference, backend, err)
+			}
+			if len(got.Logits) != len(seq) {
+				return failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(seq))
+			}
+			for k := range n {
+				p := len(gc.PromptIDs) - 1 + k
+				d, _, err := oracle.MaxAbs(got.Logits[p], want.Logits[p])
+				if err != nil {
+					return failed(nil, "backend %s, case %d, step %d: %v", backend, i, k, err)
+				}
+				delta[k] = d
+				maxDelta = math.Max(maxDelta, d)
+			}
+		}
 		for k, want := range gc.TokenIDs {
-			if gc.Margins[k] < noise {
+			if gc.Margins[k] < math.Max(floor, 2*delta[k]) {
 				noisy++
 				break
 			}
@@ -302,7 +335,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 				break
 			}
 			if res.TokenIDs[k] != want {
-				diffs = append(diffs, fmt.Sprintf("case %d %q: step %d is token %d, %s has %d (margin %.3g)", i, gc.Prompt, k, res.TokenIDs[k], judge, want, gc.Margins[k]))
+				diffs = append(diffs, fmt.Sprintf("case %d %q: step %d is token %d, %s has %d (judge margin %.3g, backend within %.3g of the reference there)", i, gc.Prompt, k, res.TokenIDs[k], judge, want, gc.Margins[k], delta[k]))
 				break
 			}
 			compared++
@@ -312,11 +345,12 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 	k.note("cases", float64(len(cases)), "count")
 	k.note("compared_tokens", float64(compared), "tokens")
 	k.note("cases_cut_at_noise", float64(noisy), "count")
+	k.note("max_logit_delta", maxDelta, "")
 	k.hold("mismatches", float64(len(diffs)), "count")
 	out := k.outcome(firstN(diffs))
 	out.details = diffs
 	if out.verdict == Pass && compared == 0 {
-		return failed(k.values, "no token was compared: every case's first step is within the noise margin %g", noise)
+		return refused(CodeUndecided, c.By(), k.values, "undecided: no step could be compared; every case's first judge margin is within the numerical noise of %s (twice its largest logit difference from the reference, %.3g, or the floor %g)", backend, 2*maxDelta, floor)
 	}
 	return out
 }

@@ -365,6 +365,11 @@ func TestTimingDelayInWrongStage(t *testing.T) {
 	}
 }
 
+// TestThroughputRatchet: no baseline is refused-optional; --accept-baseline
+// records one (refused-optional: nothing compared); the same speed passes; a
+// three times slower engine fails and does not lower the baseline. A loaded
+// machine can make any measurement too noisy: each step is retried (up to
+// three times) on a too_noisy refusal, never accepted as a pass.
 func TestThroughputRatchet(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "b.json")
 	o := qa.Options{Model: qatest.Synth(t, "llama"), Backends: []string{qatest.Slow}, Gates: []string{qa.GateThroughput},
@@ -409,7 +414,12 @@ func TestThroughputRatchet(t *testing.T) {
 	// Three times slower: fail, and the baseline does not move down.
 	qatest.SlowDelay.Store(int64(3 * time.Millisecond))
 	o.AcceptBaseline = true
-	g = gate(t, gateRun(t, o), qa.GateThroughput, qatest.Slow)
+	for try := 0; ; try++ {
+		g = gate(t, gateRun(t, o), qa.GateThroughput, qatest.Slow)
+		if g.Code != qa.CodeTooNoisy || try == 2 {
+			break
+		}
+	}
 	wantStatus(t, g, "fail")
 	if r := value(t, g, "decode_ratio_point").Value; r > 0.6 {
 		t.Errorf("decode_ratio %v, want about 1/3", r)
