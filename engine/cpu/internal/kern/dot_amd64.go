@@ -131,6 +131,29 @@ func dot4F16AVX2Main(n int, w, a []byte, stride int, out []float32, ostride int)
 //go:noescape
 func dot4BF16AVX2Main(n int, w, a []byte, stride int, out []float32, ostride int)
 
+//go:noescape
+func dot8F32AVX2Main(n int, w, a []byte, stride int, out []float32, ostride int)
+
+//go:noescape
+func dot8F16AVX2Main(n int, w, a []byte, stride int, out []float32, ostride int)
+
+//go:noescape
+func dot8BF16AVX2Main(n int, w, a []byte, stride int, out []float32, ostride int)
+
+// dot8Float is dot4Float for the eight-row kernels.
+func dot8Float(main dot4Func, tail dotFunc, size int) dot4Func {
+	return func(n int, w, a []byte, stride int, out []float32, ostride int) {
+		m := n &^ 7
+		main(m, w, a, stride, out, ostride)
+		if m < n {
+			for r := 0; r < 8; r++ {
+				row := a[r*stride:]
+				out[r*ostride] += tail(n-m, w[size*m:], row[size*m:size*n])
+			}
+		}
+	}
+}
+
 // dot4Float wraps a four-row float kernel whose assembly takes multiples of
 // 8 values: the tail of each row goes to the Go twin.
 func dot4Float(main dot4Func, tail dotFunc, size int) dot4Func {
@@ -195,6 +218,9 @@ func init() {
 	register(quant.F32, ISAAVX2, quant.F32, dotF32AVX2, dot4Float(dot4F32AVX2Main, dotF32Go, 4))
 	register(quant.F16, ISAAVX2, quant.F16, dotF16AVX2, dot4Float(dot4F16AVX2Main, dotF16Go, 2))
 	register(quant.BF16, ISAAVX2, quant.BF16, dotBF16AVX2, dot4Float(dot4BF16AVX2Main, dotBF16Go, 2))
+	registerDot8(quant.F32, ISAAVX2, dot8Float(dot8F32AVX2Main, dotF32Go, 4))
+	registerDot8(quant.F16, ISAAVX2, dot8Float(dot8F16AVX2Main, dotF16Go, 2))
+	registerDot8(quant.BF16, ISAAVX2, dot8Float(dot8BF16AVX2Main, dotBF16Go, 2))
 	register(quant.Q8_0, ISAAVX2, quant.Q8_0, dotQ8_0AVX2, dot4Q8_0AVX2)
 	register(quant.Q4_0, ISAAVX2, quant.Q8_0, dotQ4_0AVX2, dot4Q4_0AVX2)
 	register(quant.Q5_0, ISAAVX2, quant.Q8_0, dotQ5_0AVX2, dot4Q5_0AVX2)

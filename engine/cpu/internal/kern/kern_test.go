@@ -263,7 +263,9 @@ func TestMatMulRowsEqualMatVec(t *testing.T) {
 		}
 		t.Run(mm.Contract, func(t *testing.T) {
 			for _, units := range []int{1, 2, 3, 7} {
-				n, rows, m := minCols(mm)*units, 9, 11
+				// m = 13 = 8 + 4 + 1 runs the eight-row, four-row and
+				// single-row kernels where a type has them.
+				n, rows, m := minCols(mm)*units, 9, 13
 				w := kern.Weights{Type: key.Type, Rows: rows, Cols: n, Data: randomWeights(rng, key.Type, rows*n)}
 				x := randomActs(rng, m*n)
 				var s kern.Scratch

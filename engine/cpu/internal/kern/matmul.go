@@ -72,12 +72,14 @@ func (s *Scratch) bind() {
 	}
 }
 
-// Tiling of the matrix-matrix product: each task takes a chunk of weight rows
-// and runs it over the activation rows in tiles, so that a weight row is read
-// from memory once per tile and from cache for every activation row in it.
+// Tiling of the matrix-matrix product: each task takes a chunk of weight
+// rows (about mmChunkBytes, 4 to 16 rows) and runs it over the activation
+// rows in tiles of about mmTileBytes (at least 8 rows, a multiple of 8), so
+// that a weight row is read from memory once per tile and from cache for
+// every activation row in it, and the tile itself stays in a 512 KiB L2.
 const (
-	mmTileBytes = 96 << 10 // activation bytes per tile (fits a 512 KiB L2 with room)
-	mmChunk     = 16       // weight rows per task
+	mmTileBytes  = 256 << 10
+	mmChunkBytes = 64 << 10
 )
 
 // rowBytes returns the bytes of one weight row and one activation row of
@@ -195,12 +197,16 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 	}
 	s.bind()
 	st.jobs, st.a, st.n = jobs, a, a.Cols
-	st.tile = max(4, mmTileBytes/st.arb)
+	st.tile = max(8, mmTileBytes/st.arb&^7)
 	rows := st.starts[len(jobs)]
 	if m == 1 {
 		p.For(rows, max(4, rows/(8*p.Threads())), s.vecFn)
 	} else {
-		p.For(rows, mmChunk, s.matFn)
+		wrb := 0
+		for _, b := range st.wrb {
+			wrb = max(wrb, b)
+		}
+		p.For(rows, min(16, max(4, mmChunkBytes/wrb)), s.matFn)
 	}
 	st.jobs, st.a = nil, nil
 	return nil
@@ -238,6 +244,11 @@ func (st *mulState) matJob(jb *Job, wrb, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			wr := jb.W.Data[r*wrb : (r+1)*wrb]
 			i := i0
+			if k.dot8 != nil {
+				for ; i+8 <= i1; i += 8 {
+					k.dot8(n, wr, act[i*arb:(i+8)*arb], arb, dst[i*rows+r:(i+7)*rows+r+1], rows)
+				}
+			}
 			if k.dot4 != nil {
 				for ; i+4 <= i1; i += 4 {
 					k.dot4(n, wr, act[i*arb:(i+4)*arb], arb, dst[i*rows+r:(i+3)*rows+r+1], rows)

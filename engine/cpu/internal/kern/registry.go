@@ -69,6 +69,7 @@ type Kernel struct {
 	convert  func(x []float32, dst []byte)
 	dot      dotFunc
 	dot4     dot4Func // one weight row against four activation rows; nil: four dot calls
+	dot8     dot4Func // the same against eight rows (dot4Func's contract with r = 0..7); may be nil
 }
 
 // dotFunc returns the dot product of one weight row w with one activation
@@ -134,6 +135,21 @@ func register(t quant.Type, isa ISA, act quant.Type, dot dotFunc, dot4 dot4Func)
 			actBlock: af.block, aBytes: af.bytes, convert: af.convert,
 			dot: dot, dot4: dot4,
 		}
+	}
+}
+
+// registerDot8 adds an eight-row kernel to the kernels of (t, isa), which
+// must be registered already. Like dot4, it must give each row exactly what
+// dot gives it.
+func registerDot8(t quant.Type, isa ISA, dot8 dot4Func) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	for _, op := range []Op{OpMatVec, OpMatMul} {
+		k, ok := reg[Key{Op: op, Type: t, Backend: Backend, ISA: isa}]
+		if !ok {
+			panic("kern: registerDot8: no kernel for " + t.String() + " on " + string(isa))
+		}
+		k.dot8 = dot8
 	}
 }
 
