@@ -1,25 +1,41 @@
-// Package qa is apr's release gate: it runs a fixed sequence of gates, each
-// held to a falsifier of the contract set, over one model (or, with no
-// model, a small model of every architecture that it synthesizes itself)
-// and every gated backend, and reports each gate's verdict with what it
-// measured, the threshold it was held to and how long it took.
+// Package qa is apr's release gate: it runs a fixed sequence of gates over
+// one model (or, with no model, a tiny model of every architecture that it
+// synthesizes itself) and every gated backend, and reports each gate's
+// verdict with what it measured, the threshold it was held to and how long
+// it took.
 //
-// The gates, in order: tensor_contract, metadata_plausibility, tokenizer,
-// template, golden_output (per backend), parity and failclosed (per
-// non-reference backend), timing and throughput (per backend).
+// The gates, in order, and the contract falsifiers (by code) they run:
+//
+//	tensor_contract        tensor_contract + tensor_values (NaN/Inf/all-zero scan of the mapping)
+//	metadata_plausibility  metadata_plausibility
+//	tokenizer              tokenizer_roundtrip
+//	template               chat_template
+//	golden_output          golden_output, per backend
+//	parity                 engine_parity (the model's weight tier), per non-reference backend
+//	failclosed             failclosed targeting that parity, plus garbage-reference probes
+//	timing                 timing (verb run's run.timing), per backend
+//	throughput             throughput, per backend
+//
+// Every gate runs through falsify.Run: the falsifier's parameters and
+// thresholds come from the contract set, with the gated backend (and the
+// reference, the baseline file) set over its params. qa registers its own
+// codes (tensor_values, tokenizer_roundtrip, chat_template, golden_output,
+// engine_parity, throughput) in falsify.Default, so apr falsify and apr
+// contracts vet see the same code.
 //
 // # Conventions
 //
 // A verdict is pass, fail or refused{code, by, reason}; nothing is skipped.
-// A refusal counts as not passed unless the gate's contract falsifier lists
-// its code in params.optional_refusals (for example throughput without a
-// recorded baseline, or a base model without a chat template): such a gate
-// is reported as "refused-optional", never as pass. Thresholds, parameters
-// and optional refusals come from the contracts; a gate whose falsifier the
-// contract set does not hold is refused by name (fail closed).
+// A refusal counts as not passed unless the gate's falsifier lists its code
+// in params.optional_refusals (a base model without a chat template, no
+// throughput baseline yet, the reference's golden_output without a reviewed
+// golden): such a gate is "refused-optional", never pass. A gate whose
+// falsifier the contract set lacks is refused (fail closed).
 //
-// Engines are run only through engine/generate (the one generation loop and
-// its logits entry point) by backend name; the reference is the "ref"
-// backend unless Options.Reference names another. Every figure in a report
-// was measured in the run that produced it.
+// Engines run only through engine/generate, by backend name; the reference
+// is "ref" unless Options.Reference names another, and it is consulted
+// through falsify.Check.CallRef so that failclosed can withdraw it. Every
+// figure in a report was measured by the run that produced it. Throughput
+// baselines live in a JSON file keyed by (model sha256, host fingerprint,
+// backend), written atomically, raised only with AcceptBaseline.
 package qa

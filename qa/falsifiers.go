@@ -19,43 +19,43 @@ import (
 
 func init() { Register(falsify.Default) }
 
-// The falsifier codes qa registers (the contracts name them).
+// The falsifier codes qa registers (the contracts name them by these).
 const (
-	CodeTensorValues  = "tensor_values"
-	CodeTokenizer     = "tokenizer_roundtrip"
-	CodeTemplate      = "chat_template"
-	CodeGoldenOutput  = "golden_output"
-	CodeEngineParity  = "engine_parity"
-	CodeThroughputFal = "throughput"
+	FalsifierTensorValues = "tensor_values"
+	FalsifierTokenizer    = "tokenizer_roundtrip"
+	FalsifierTemplate     = "chat_template"
+	FalsifierGoldenOutput = "golden_output"
+	FalsifierEngineParity = "engine_parity"
+	FalsifierThroughput   = "throughput"
 )
 
 // Register adds qa's falsifier code to reg: tensor_values, tokenizer_roundtrip,
 // chat_template, golden_output, engine_parity and throughput. apr falsify
 // runs them like any other code; apr qa runs them through falsify.Run.
 func Register(reg *falsify.Registry) {
-	reg.Register(CodeTensorValues, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierTensorValues, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.tensorValues(c.F)
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("bad_tensors"),
 		falsify.Doc("every tensor's values, read through the file's mapping: no NaN, no Inf, no all-zero tensor (biases excepted)"))
-	reg.Register(CodeTokenizer, falsify.KindProperty, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierTokenizer, falsify.KindProperty, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.tokenizerGate(c.F, c.Seed())
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("roundtrip_mismatches", "split_control_tokens", "injected_control_tokens"),
 		falsify.Doc("a built-in multilingual text round-trips through encode/decode; chat markers stay single tokens"))
-	reg.Register(CodeTemplate, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierTemplate, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.templateGate(ctx, c.F)
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("missing_messages", "split_control_tokens", "roundtrip_mismatches"),
 		falsify.AppliesWhen(templateApplies),
 		falsify.Doc("the model's chat template keeps every message of a two-turn conversation; its output tokenizes with chat markers intact"))
-	reg.Register(CodeGoldenOutput, falsify.KindGolden, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierGoldenOutput, falsify.KindGolden, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.goldenGate(ctx, c, backendParam(c, "ref"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches"), falsify.Refs("golden file", "reference engine"),
 		falsify.Doc("a backend's greedy output equals the reviewed golden (or the reference's) up to the first step within numerical noise"))
-	reg.Register(CodeEngineParity, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierEngineParity, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.opts.hooks.parity(ctx, c, m, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
 		falsify.Params("tier"), falsify.Refs("reference engine"), falsify.AppliesWhen(tierApplies), falsify.VetWith(vetTier),
 		falsify.Doc("a backend's logits against the reference engine's at every position of a probe prompt, at the thresholds of the model's weight tier"))
-	reg.Register(CodeThroughputFal, falsify.KindTiming, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierThroughput, falsify.KindTiming, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.throughputGate(ctx, c.F, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("decode_ratio", "prefill_ratio", "max_cv"), falsify.Refs("baseline"),
 		falsify.AppliesWhen(throughputApplies),

@@ -237,7 +237,7 @@ func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *outcome) {
 	}
 	parityOf := func(f schema.Falsifier) bool {
 		t, _ := f.Params["tier"].(string)
-		return f.Code == CodeEngineParity && t == tier(m.f)
+		return f.Code == FalsifierEngineParity && t == tier(m.f)
 	}
 	switch gate {
 	case GateTensorContract:
@@ -245,13 +245,13 @@ func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *outcome) {
 		if o != nil {
 			return nil, o
 		}
-		b, o := find("falsifier with code "+CodeTensorValues, byCode(CodeTensorValues))
+		b, o := find("falsifier with code "+FalsifierTensorValues, byCode(FalsifierTensorValues))
 		if o != nil {
 			return nil, o
 		}
 		return []schema.Falsifier{a, b}, nil
 	case GateParity, GateFailClosed:
-		p, o := find(fmt.Sprintf("falsifier with code %s for %s weights", CodeEngineParity, tier(m.f)), parityOf)
+		p, o := find(fmt.Sprintf("falsifier with code %s for %s weights", FalsifierEngineParity, tier(m.f)), parityOf)
 		if o != nil {
 			return nil, o
 		}

@@ -69,8 +69,7 @@ var gateCode = map[string]string{
 	GateThroughput:     "throughput",
 }
 
-// perBackend reports whether a gate runs once per backend; refOnly gates
-// skip the reference (they compare against it).
+// perBackend reports whether a gate runs once per backend.
 func perBackend(gate string) bool {
 	switch gate {
 	case GateGolden, GateParity, GateFailClosed, GateTiming, GateThroughput:
@@ -79,6 +78,8 @@ func perBackend(gate string) bool {
 	return false
 }
 
+// againstReference reports whether a per-backend gate compares the backend
+// with the reference (and so skips the reference itself).
 func againstReference(gate string) bool { return gate == GateParity || gate == GateFailClosed }
 
 // Refusal codes: why a gate did not decide. A contract may list some of them
