@@ -263,7 +263,7 @@ func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend
 		params["backend"] = backend
 	}
 	rep, err := falsify.Run(withState(ctx, st), falsify.Options{IDs: ids, Model: m.path, Set: m.opts.Contracts,
-		Registry: m.opts.Registry, Params: params, Seed: m.opts.Seed, Log: m.opts.Log})
+		Registry: m.opts.Registry, Params: params, Seed: m.opts.Seed, ModelSHA256: m.sha, Log: m.opts.Log})
 	if err != nil {
 		return refused(CodeNoContract, By, nil, "%v", err), nil
 	}
