@@ -112,3 +112,26 @@ func TestQAJSONAndJUnit(t *testing.T) {
 		t.Errorf("junit: %d tests, %d skipped, cases %+v", suites.Tests, suites.Skipped, suites.Suites)
 	}
 }
+
+// TestQADefaultModels: with no MODEL, apr qa synthesizes the tiny model of
+// every architecture and gates each (nothing downloaded).
+func TestQADefaultModels(t *testing.T) {
+	code, stdout, stderr := runApr(t, qaArgs(t, "--gate", "tensor_contract,template", "--json")...)
+	if code != 0 {
+		t.Fatalf("apr qa (no model): exit %d\n%s", code, stderr)
+	}
+	var rep qa.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	var archs []string
+	for _, m := range rep.Models {
+		archs = append(archs, m.Arch)
+	}
+	if strings.Join(archs, ",") != "llama,qwen2,qwen3,qwen3moe,qwen35" || rep.Counts.Pass != 10 {
+		t.Errorf("apr qa (no model): models %v, %s", archs, rep.Summary)
+	}
+	if !strings.Contains(stderr, "apr synth --arch qwen35 --preset tiny --type F32 --seed 1") {
+		t.Errorf("the table does not say how the default models were made:\n%s", stderr)
+	}
+}
