@@ -255,7 +255,7 @@ func contractsWriteFalsifier(w io.Writer, f any, pos string) error {
 
 // ladderGateContracts switches on contractsGate for apr ladder. It is off
 // until the ladder's tests (which plant header-only models) can swap it.
-var ladderGateContracts = false
+var ladderGateContracts = true
 
 // The ladder runs under the embedded contracts: its receipts carry their
 // digest; with ladderGateContracts, a cell whose model the contracts exclude

@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/html"
 
-	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/engine/synth"
 	"github.com/aprqa/apr/internal/cli"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/ladder"
@@ -26,22 +26,22 @@ func apr(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
-// ladderTree writes n tiny GGUF models (not runnable by an engine; the
-// planted executors below only read their headers) under a root named zoo.
+// ladderTree writes n tiny synthetic llama models (seeds differ, so their
+// sha256 do too) under a root named zoo. They satisfy the llama contract, so
+// the contracts gate lets their cells through to the planted executors.
 func ladderTree(t *testing.T, n int) string {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "zoo")
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	p, err := synth.FindPreset("llama", "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
-		b := gguf.NewBuilder()
-		b.Set("general.architecture", gguf.V("llama"))
-		data := make([]byte, 4*32*(i+1))
-		if err := b.AddTensor("blk.0.attn_q.weight", quant.F32, []int64{32, int64(i + 1)}, data); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.WriteFile(filepath.Join(root, "m"+string(rune('a'+i))+".gguf")); err != nil {
+		path := filepath.Join(root, "m"+string(rune('a'+i))+".gguf")
+		if _, err := synth.Write(path, synth.Options{Preset: p, Type: quant.F32, Seed: uint64(i + 1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
