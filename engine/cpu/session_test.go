@@ -72,28 +72,17 @@ func ones(n int) []int {
 	return p
 }
 
-// Tolerances of feeding the same tokens in other pieces. The products then
-// run through the matvec instead of the matmul kernels (kern's dot and dot4
-// sum in different float32 orders today) and attention in other blocks, so
-// activations move by an ulp. Float models stay within float32 rounding.
-// In quantized models an activation that moves by an ulp across a rounding
-// boundary of ggml's activation quantization (Q8_0/Q8_K) changes one int8,
-// or the block scale, and that moves a position's logits by up to ~1e-4
-// (measured: qwen2-tiny-Q5_K_M 1.3e-4); llama.cpp's own batch and single-token
-// paths differ in the same way. argmax is checked where the batch's margin
-// exceeds what such a flip can move (0.1 quantized, 1e-3 float).
-const (
-	batchTolFloat, batchTolQuant       = 1e-6, 1e-3
-	argmaxMarginFloat, argmaxMarginQnt = 1e-3, 0.1
-)
-
 // TestPrefillThenDecode checks, on every fixture model, that feeding the
 // tokens as one batch, as a prefill followed by single tokens, one token at
-// a time, and in uneven pieces give the same logits within batchTolerance
-// and the same argmax wherever the batch's top-1/top-2 margin is decided.
+// a time, and in uneven pieces gives bit-identical logits. Nothing in the
+// engine depends on how tokens are grouped: each row of a product is
+// computed as the single-row kernel computes it (kern's four-row kernels do
+// each row's operations in the single-row order), every row-wise op works on
+// its row alone, attention adds a padded tile's zero probabilities as exact
+// zeros, and the recurrences run token by token. (llama.cpp itself is not
+// batch-invariant: its fixtures README measures up to 2e-5 for F32 weights.)
 func TestPrefillThenDecode(t *testing.T) {
 	dir := testutil.Fixtures(t)
-	var worst []string
 	for _, path := range fixtureModels(t, dir) {
 		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
 		t.Run(name, func(t *testing.T) {
@@ -103,11 +92,6 @@ func TestPrefillThenDecode(t *testing.T) {
 				tokens = ex.Tokens
 			}
 			batch := feed(t, m, tokens, []int{len(tokens)})
-			tol, margin0 := batchTolFloat, argmaxMarginFloat
-			if quantized(m.f) {
-				tol, margin0 = batchTolQuant, argmaxMarginQnt
-			}
-			most := 0.0
 			for _, c := range []struct {
 				name   string
 				pieces []int
@@ -117,21 +101,24 @@ func TestPrefillThenDecode(t *testing.T) {
 				{"pieces 1,5,2,9", []int{1, 5, 2, 9}},
 			} {
 				got := feed(t, m, tokens, c.pieces)
+				diffs, first := 0, ""
 				for pos := range batch {
-					d := 1 - cosine(got[pos], f64(batch[pos]))
-					most = max(most, d)
-					if d > tol {
-						t.Errorf("%s: position %d: 1−cosine %.3g against the batch (tolerance %g)", c.name, pos, d, tol)
-					}
-					if best, margin := top2(batch[pos]); margin >= margin0 && argmax(got[pos]) != best {
-						t.Errorf("%s: position %d: argmax %d, batch %d (margin %.4f)", c.name, pos, argmax(got[pos]), best, margin)
+					for i := range batch[pos] {
+						if got[pos][i] != batch[pos][i] {
+							if diffs == 0 {
+								first = fmt.Sprintf("position %d logit %d: %g, batch %g (1−cosine of the row %.3g)",
+									pos, i, got[pos][i], batch[pos][i], 1-cosine(got[pos], f64(batch[pos])))
+							}
+							diffs++
+						}
 					}
 				}
+				if diffs > 0 {
+					t.Errorf("%s: %d logits differ from the one-batch evaluation; first at %s", c.name, diffs, first)
+				}
 			}
-			worst = append(worst, fmt.Sprintf("%-26s %.2e", name, most))
 		})
 	}
-	t.Logf("largest 1−cosine against the batch per model:\n%s", strings.Join(worst, "\n"))
 }
 
 // TestTraceMatchesReference checks that cpu reports the same (layer, op,
