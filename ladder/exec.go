@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/oracle"
+	"github.com/aprqa/apr/qa"
 )
 
 // ExecOptions configure the real executors.
@@ -39,9 +41,9 @@ type ExecOptions struct {
 // supplies the tokens.
 const DefaultPrompt = "The quick brown fox jumps over the lazy dog. Once upon a time"
 
-// DefaultExecutors registers the run and logits executors for every
-// backend this binary links (model.Backends()). Other verbs (qa, serve,
-// chat) and backends have no executor yet: their cells are refused by name.
+// DefaultExecutors registers the run, logits and qa executors for every
+// backend this binary links (model.Backends()). Other verbs (serve, chat)
+// and backends have no executor yet: their cells are refused by name.
 func DefaultExecutors(opts ExecOptions) *Executors {
 	if opts.RunTokens <= 0 {
 		opts.RunTokens = 8
@@ -60,7 +62,53 @@ func DefaultExecutors(opts ExecOptions) *Executors {
 	x := &executors{opts: opts}
 	e.Register("run", x.run, backends...)
 	e.Register("logits", x.logits, backends...)
+	e.Register("qa", x.qa, backends...)
+	// A backend the ladder knows of but this binary does not link (cuda
+	// before there is a CUDA engine) is refused by "backend" with that
+	// reason, the same refusal apr run gives for it.
+	for _, b := range DefaultBackends {
+		if slices.Contains(backends, b) {
+			continue
+		}
+		refused := func(ctx context.Context, m *Model, backend string) Result {
+			return RefusedBy("backend", "backend %q is not linked into this binary (linked: %s)", backend, strings.Join(backends, ", "))
+		}
+		for _, verb := range []string{"run", "logits", "qa"} {
+			e.Register(verb, refused, b)
+		}
+	}
 	return e
+}
+
+// qa gates the model on one backend with apr qa's gates (the reference
+// judges parity and goldens, as in apr qa). It never records a throughput
+// baseline: a ladder run reads baselines, it does not move them. The cell is
+// pass when every gate passed (an optional refusal included), fail when one
+// failed, refused by the first refuser otherwise; the values are the gate
+// counts.
+func (x *executors) qa(ctx context.Context, m *Model, backend string) Result {
+	rep, err := qa.Run(ctx, qa.Options{Model: m.realPath(), Backends: []string{backend}, Log: x.opts.Log})
+	if err != nil {
+		return FromError(err)
+	}
+	values := []Value{
+		{Name: "gates_pass", Value: float64(rep.Counts.Pass)},
+		{Name: "gates_fail", Value: float64(rep.Counts.Fail), Limit: "== 0"},
+		{Name: "gates_refused", Value: float64(rep.Counts.Refused)},
+		{Name: "gates_executed", Value: float64(rep.Executed)},
+	}
+	v, by, reason := rep.CellVerdict()
+	switch v {
+	case qa.Pass:
+		return Passed(values...)
+	case qa.Refused:
+		r := RefusedBy(by, "%s", reason)
+		r.Values = values
+		return r
+	}
+	r := Failed("%s", reason)
+	r.Values = values
+	return r
 }
 
 type executors struct {
