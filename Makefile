@@ -16,10 +16,11 @@ all: build
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/apr
 
-# The README's first command: build, write a tiny random-weight llama, inspect it.
+# The README's first command: build, write a tiny random-weight llama with
+# apr synth, and gate it with apr qa (every gate, on every linked backend).
 demo: build
 	$(BIN) synth --arch llama --preset tiny -o tiny.gguf
-	$(BIN) inspect tiny.gguf
+	$(BIN) qa tiny.gguf
 
 # The README's test command, and all that CI runs (.ci/run): vet, every test,
 # and the kernel tests again with the pure-Go twins (-tags noasm).
