@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"testing"
-
-	"github.com/aprqa/apr/engine/model"
 )
 
 // BenchmarkEval measures prefill (one Eval of p tokens) and decode (one
@@ -59,6 +57,5 @@ func BenchmarkEval(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
 		})
-		_ = model.OpLogits
 	}
 }
