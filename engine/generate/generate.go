@@ -177,10 +177,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.ModelSHA256 = m.sha
 
 	st = o.begin(StageH2D)
-	if up, ok := m.eng.(model.Uploader); ok {
+	up, uploads := m.eng.(model.Uploader)
+	if uploads {
 		err = up.Upload()
 	}
 	res.H2DMS = st.end()
+	if !uploads && o.PlantDelay[StageH2D] == 0 {
+		// A CPU engine copies nothing to a device: its h2d is 0, not the
+		// microsecond it took to find that out.
+		res.H2DMS = 0
+	}
 	if err != nil {
 		return res, fmt.Errorf("generate: %s: upload: %w", o.Backend, err)
 	}

@@ -61,7 +61,7 @@ stage. An unknown or unavailable backend is refused (exit 3), never replaced.`,
 	fl := c.Flags()
 	fl.StringVarP(&opts.Prompt, "prompt", "p", "", "the prompt")
 	fl.IntVarP(&opts.N, "n", "n", 128, "tokens to generate (at most)")
-	fl.StringVar(&opts.Backend, "backend", "ref", "backend to run on")
+	fl.StringVar(&opts.Backend, "backend", "cpu", "backend to run on (ref: the FP32 reference; cpu: the optimized engine)")
 	fl.BoolVar(&opts.Raw, "raw", false, "no chat template; control tokens in the prompt are parsed")
 	fl.BoolVar(&opts.IgnoreEOS, "ignore-eos", false, "do not stop at end-of-generation tokens")
 	fl.Uint64Var(&opts.Sampling.Seed, "seed", 0, "sampling seed")
