@@ -3,7 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -91,11 +90,15 @@ type benchResult struct {
 	// KVBytesF32 is the F32 KV cache of one session of max(-p, -n)
 	// positions, computed from the model's shape: with FileBytes, the memory
 	// budget peak RSS is read against.
-	KVBytesF32 int64        `json:"kv_bytes_f32"`
-	NPrompt    int          `json:"n_prompt"`
-	NGen       int          `json:"n_gen"`
-	Runs       []benchRun   `json:"runs"`
-	Ratios     []benchRatio `json:"ratios,omitempty"`
+	KVBytesF32 int64 `json:"kv_bytes_f32"`
+	// StartRSSBytes is this process's resident set before the model was
+	// opened (the binary and runtime), so that a run's own share of its
+	// peak can be told apart.
+	StartRSSBytes int64        `json:"start_rss_bytes"`
+	NPrompt       int          `json:"n_prompt"`
+	NGen          int          `json:"n_gen"`
+	Runs          []benchRun   `json:"runs"`
+	Ratios        []benchRatio `json:"ratios,omitempty"`
 }
 
 func newBenchCmd(env *Env) *cobra.Command {
@@ -166,6 +169,7 @@ func runBench(ctx context.Context, env *Env, opts benchOptions) error {
 		}
 	}
 	res := benchResult{Model: opts.Model, NPrompt: opts.Prompt, NGen: opts.Gen}
+	res.StartRSSBytes, _ = procStatus("VmRSS")
 	for i, b := range backends {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -340,7 +344,7 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 		summarize(&st, opts.Seed)
 		run.Tests = append(run.Tests, st)
 	}
-	if hwm, err := peakRSS(); err == nil {
+	if hwm, err := procStatus("VmHWM"); err == nil {
 		run.PeakRSSBytes = hwm
 	} else {
 		run.PeakRSSNote = "unknown: " + err.Error()
@@ -396,26 +400,27 @@ func kvBytesF32(s *model.Spec, n int) int64 {
 	return b
 }
 
-// peakRSS reads VmHWM (the peak resident set) from /proc/self/status.
-func peakRSS() (int64, error) {
+// procStatus reads a "kB" field of /proc/self/status (VmHWM: the peak
+// resident set; VmRSS: the current one) in bytes.
+func procStatus(field string) (int64, error) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			if len(f) != 2 || f[1] != "kB" {
-				return 0, fmt.Errorf("VmHWM line %q", line)
+				return 0, fmt.Errorf("%s line %q", field, line)
 			}
 			kb, err := strconv.ParseInt(f[0], 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("VmHWM line %q: %w", line, err)
+				return 0, fmt.Errorf("%s line %q: %w", field, line, err)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, errors.New("no VmHWM in /proc/self/status")
+	return 0, fmt.Errorf("no %s in /proc/self/status", field)
 }
 
 // resetPeakRSS resets VmHWM to the current RSS (Linux: "5" to clear_refs).
@@ -427,7 +432,8 @@ func printBench(w io.Writer, r *benchResult) {
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
 	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
-	fmt.Fprintf(bw, "model %s (%s, %s); KV cache F32 for %d positions %s\n", r.Model, r.Arch, mib(r.FileBytes), max(r.NPrompt, r.NGen), mib(r.KVBytesF32))
+	fmt.Fprintf(bw, "model %s (%s, %s); KV cache F32 for %d positions %s; process RSS before loading %s\n", r.Model, r.Arch,
+		mib(r.FileBytes), max(r.NPrompt, r.NGen), mib(r.KVBytesF32), mib(r.StartRSSBytes))
 	fmt.Fprintf(bw, "| %-8s | %7s | %-7s | %10s | %10s | %10s | %-23s |\n", "backend", "threads", "test", "t/s median", "min", "max", "95% CI of mean t/s")
 	fmt.Fprintf(bw, "|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 10), strings.Repeat("-", 9), strings.Repeat("-", 9),
 		strings.Repeat("-", 12), strings.Repeat("-", 12), strings.Repeat("-", 12), strings.Repeat("-", 25))
@@ -443,8 +449,8 @@ func printBench(w io.Writer, r *benchResult) {
 	}
 	for _, run := range r.Runs {
 		budget := float64(r.FileBytes+r.KVBytesF32) * 1.1
-		fmt.Fprintf(bw, "%s: load %.1f ms, h2d %.1f ms, peak RSS %s (%.0f%% of file + KV + 10%%)", run.Backend, run.LoadMS, run.H2DMS,
-			mib(run.PeakRSSBytes), 100*float64(run.PeakRSSBytes)/budget)
+		fmt.Fprintf(bw, "%s: load %.1f ms, h2d %.1f ms, peak RSS %s (%.0f%% of file + KV + 10%%; %.0f%% less the RSS before loading)", run.Backend,
+			run.LoadMS, run.H2DMS, mib(run.PeakRSSBytes), 100*float64(run.PeakRSSBytes)/budget, 100*float64(run.PeakRSSBytes-r.StartRSSBytes)/budget)
 		if run.PeakRSSNote != "" {
 			fmt.Fprintf(bw, " [%s]", run.PeakRSSNote)
 		}

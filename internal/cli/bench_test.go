@@ -13,6 +13,7 @@ type benchDoc struct {
 	Model      string `json:"model"`
 	FileBytes  int64  `json:"file_bytes"`
 	KVBytesF32 int64  `json:"kv_bytes_f32"`
+	StartRSS   int64  `json:"start_rss_bytes"`
 	NPrompt    int    `json:"n_prompt"`
 	NGen       int    `json:"n_gen"`
 	Runs       []struct {
@@ -61,7 +62,7 @@ func TestBenchJSON(t *testing.T) {
 	if dec.More() {
 		t.Fatalf("apr bench --json printed more than one document")
 	}
-	if doc.NPrompt != 8 || doc.NGen != 4 || doc.FileBytes <= 0 || doc.KVBytesF32 <= 0 {
+	if doc.NPrompt != 8 || doc.NGen != 4 || doc.FileBytes <= 0 || doc.KVBytesF32 <= 0 || doc.StartRSS <= 0 {
 		t.Errorf("header: %+v", doc)
 	}
 	if len(doc.Runs) != 2 || doc.Runs[0].Backend != "cpu" || doc.Runs[1].Backend != "ref" {
