@@ -236,7 +236,7 @@ func writeJUnitFile(path string, rep *falsify.Report, d time.Duration) error {
 }
 
 // verbFields runs an apr verb in-process with the falsifier's args ({model}
-// replaced by --model) and checks its --json document against the verb's
+// replaced by --model, {tmp} by a fresh directory removed afterwards) and checks its --json document against the verb's
 // contract.
 func verbFields(ctx context.Context, c *falsify.Check) error {
 	name, ok := strings.CutPrefix(c.F.Binds, contracts.GroupVerb+".")
@@ -251,8 +251,19 @@ func verbFields(ctx context.Context, c *falsify.Check) error {
 	if err != nil {
 		return err
 	}
+	tmp := ""
 	for i, a := range args {
-		args[i] = strings.ReplaceAll(a, "{model}", c.ModelPath())
+		a = strings.ReplaceAll(a, "{model}", c.ModelPath())
+		if strings.Contains(a, "{tmp}") {
+			if tmp == "" {
+				if tmp, err = os.MkdirTemp("", "apr-verb-fields-"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(tmp)
+			}
+			a = strings.ReplaceAll(a, "{tmp}", tmp)
+		}
+		args[i] = a
 	}
 	if err := c.Ref("verb contract"); err != nil {
 		return err
