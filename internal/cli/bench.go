@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -383,7 +384,11 @@ func bootstrapCI(v []float64, conf float64, b int, seed uint64) [2]float64 {
 	}
 	sort.Float64s(means)
 	a := (1 - conf) / 2
-	return [2]float64{stat.Quantile(a, stat.Empirical, means, nil), stat.Quantile(1-a, stat.Empirical, means, nil)}
+	lo, hi := stat.Quantile(a, stat.Empirical, means, nil), stat.Quantile(1-a, stat.Empirical, means, nil)
+	// A resample's mean lies within [min, max]; summation may round it an
+	// ulp outside.
+	mn, mx := slices.Min(v), slices.Max(v)
+	return [2]float64{min(max(lo, mn), mx), min(max(hi, mn), mx)}
 }
 
 // kvBytesF32 is the F32 KV cache of n positions over the model's attention
