@@ -10,7 +10,6 @@ import (
 	"math"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,14 +23,9 @@ import (
 // Backend names registered by Register.
 const (
 	Perturbed = "qatest-perturbed" // cpu with every logit row perturbed (cosine ≈ 0.999)
-	Slow      = "qatest-slow"      // cpu sleeping SlowDelay per token evaluated
 	Noisy     = "qatest-noisy"     // cpu sleeping 3 ms per token in every other 137 ms window
 	Broken    = "qatest-broken"    // ref whose sessions fail on every Eval
 )
-
-// SlowDelay is the sleep of the Slow backend per token evaluated, in
-// nanoseconds (atomic: tests change it between runs).
-var SlowDelay atomic.Int64
 
 var once sync.Once
 
@@ -39,7 +33,6 @@ var once sync.Once
 func Register() {
 	once.Do(func() {
 		model.RegisterBackend(Perturbed, wrap(Perturbed, "cpu", func(rows [][]float32) { perturb(rows) }, nil, nil))
-		model.RegisterBackend(Slow, wrap(Slow, "cpu", nil, func(n int) { time.Sleep(time.Duration(n) * time.Duration(SlowDelay.Load())) }, nil))
 		// Noisy is a machine whose load comes and goes: in every other
 		// 137 ms window each token costs 3 ms more.
 		model.RegisterBackend(Noisy, wrap(Noisy, "cpu", nil, func(n int) {
