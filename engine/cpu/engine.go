@@ -86,3 +86,15 @@ func (e *Engine) Close() error {
 	e.be.close()
 	return nil
 }
+
+// NewBackend returns the CPU implementation of graph.Backend on its own
+// pool of threads (0: every CPU), and the function that stops it: for
+// running a graph.Model directly, or wrapping the backend (to record or
+// compare its ops against another backend's).
+func NewBackend(threads int) (graph.Backend, func(), error) {
+	be, err := newBackend(threads)
+	if err != nil {
+		return nil, nil, err
+	}
+	return be, be.close, nil
+}
