@@ -289,6 +289,44 @@ func TestMatMulRowsEqualMatVec(t *testing.T) {
 	}
 }
 
+// TestMatVecRowsEqualSingleRow: a matvec over many weight rows (the
+// four-row kernels where a type has them, and the single-row kernel for the
+// rest) gives each row bit for bit what the same row alone gives, with odd
+// and even block counts and row counts that leave remainders.
+func TestMatVecRowsEqualSingleRow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, threads := range []int{1, 2} {
+		pool := kern.NewPool(threads)
+		for _, k := range kernels(kern.OpMatVec) {
+			t.Run(fmt.Sprintf("%s/threads=%d", k.Contract, threads), func(t *testing.T) {
+				for _, units := range []int{1, 2, 3, 7} {
+					n, rows := minCols(k)*units, 11
+					w := kern.Weights{Type: k.Key.Type, Rows: rows, Cols: n, Data: randomWeights(rng, k.Key.Type, rows*n)}
+					x := randomActs(rng, n)
+					var s kern.Scratch
+					got, check := guarded(rows)
+					if err := k.Mul(pool, &s, got, w, x, 1); err != nil {
+						t.Fatal(err)
+					}
+					check(t, k.Contract+".Mul")
+					rb := len(w.Data) / rows
+					one := make([]float32, 1)
+					for r := 0; r < rows; r++ {
+						wr := kern.Weights{Type: w.Type, Rows: 1, Cols: n, Data: w.Data[r*rb : (r+1)*rb]}
+						if err := k.Mul(pool, &s, one, wr, x, 1); err != nil {
+							t.Fatal(err)
+						}
+						if math.Float32bits(got[r]) != math.Float32bits(one[0]) {
+							t.Fatalf("n=%d: %s.Mul(%d rows) row %d = %g (%#08x), the row alone %g (%#08x)", n, k.Contract, rows, r, got[r], math.Float32bits(got[r]), one[0], math.Float32bits(one[0]))
+						}
+					}
+				}
+			})
+		}
+		pool.Close()
+	}
+}
+
 // TestMulActsManyEqualsMulActs: one dispatch over several matrices gives each
 // exactly what MulActs gives it alone, for decode (m = 1) and prefill.
 func TestMulActsManyEqualsMulActs(t *testing.T) {

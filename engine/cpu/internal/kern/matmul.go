@@ -200,7 +200,7 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 	st.tile = max(8, mmTileBytes/st.arb&^7)
 	rows := st.starts[len(jobs)]
 	if m == 1 {
-		p.For(rows, max(4, rows/(8*p.Threads())), s.vecFn)
+		p.For(rows, max(4, rows/(8*p.Threads()))&^3, s.vecFn)
 	} else {
 		wrb := 0
 		for _, b := range st.wrb {
@@ -218,7 +218,13 @@ func (st *mulState) vec(lo, hi int) {
 		j, r0 := st.job(lo)
 		jb, wrb := &st.jobs[j], st.wrb[j]
 		end := min(hi, st.starts[j+1])
-		for r := r0; r < r0+end-lo; r++ {
+		r, r1 := r0, r0+end-lo
+		if f := jb.K.rows4; f != nil {
+			for ; r+4 <= r1; r += 4 {
+				f(n, jb.W.Data[r*wrb:(r+4)*wrb], wrb, act, jb.Dst[r:r+4])
+			}
+		}
+		for ; r < r1; r++ {
 			jb.Dst[r] = jb.K.dot(n, jb.W.Data[r*wrb:(r+1)*wrb], act)
 		}
 		lo = end

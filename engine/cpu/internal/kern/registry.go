@@ -70,6 +70,7 @@ type Kernel struct {
 	dot      dotFunc
 	dot4     dot4Func // one weight row against four activation rows; nil: four dot calls
 	dot8     dot4Func // the same against eight rows (dot4Func's contract with r = 0..7); may be nil
+	rows4    rowsFunc // four weight rows against one activation row (decode); may be nil
 }
 
 // dotFunc returns the dot product of one weight row w with one activation
@@ -81,6 +82,13 @@ type dotFunc func(n int, w, a []byte) float32
 // with the activation row a[r·stride:], for r = 0..3. len(out) must exceed
 // 3·ostride; kernels do not check.
 type dot4Func func(n int, w, a []byte, stride int, out []float32, ostride int)
+
+// rowsFunc writes to out[j] the dot product of the weight row
+// w[j·wstride:] with the activation row a, for j = 0..3: four weight rows
+// against one activation row, so that each activation block is loaded once
+// for four rows and the four rows' accumulator chains overlap. Each row's
+// float32 operations are exactly those dot performs for it. len(out) ≥ 4.
+type rowsFunc func(n int, w []byte, wstride int, a []byte, out []float32)
 
 // Entry is one line of the registry listing.
 type Entry struct {
@@ -150,6 +158,20 @@ func registerDot8(t quant.Type, isa ISA, dot8 dot4Func) {
 			panic("kern: registerDot8: no kernel for " + t.String() + " on " + string(isa))
 		}
 		k.dot8 = dot8
+	}
+}
+
+// registerRows4 adds a four-weight-row matvec kernel to the kernels of
+// (t, isa), which must be registered already.
+func registerRows4(t quant.Type, isa ISA, rows4 rowsFunc) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	for _, op := range []Op{OpMatVec, OpMatMul} {
+		k, ok := reg[Key{Op: op, Type: t, Backend: Backend, ISA: isa}]
+		if !ok {
+			panic("kern: registerRows4: no kernel for " + t.String() + " on " + string(isa))
+		}
+		k.rows4 = rows4
 	}
 }
 
