@@ -23,6 +23,39 @@ func dotR4IQ4_NLAVX2(n int, w []byte, wstride int, a []byte, out []float32)
 //go:noescape
 func dotR4MXFP4AVX2(n int, w []byte, wstride int, a []byte, out []float32)
 
+//go:noescape
+func dotR4Q4_KAVX2(n int, w []byte, wstride int, a []byte, out []float32)
+
+//go:noescape
+func dotR4Q5_KAVX2(n int, w []byte, wstride int, a []byte, out []float32)
+
+//go:noescape
+func dotR4Q6_KAVX2(n int, w []byte, wstride int, a []byte, out []float32)
+
+//go:noescape
+func dotR4F32AVX2Main(n int, w []byte, wstride int, a []byte, out []float32)
+
+//go:noescape
+func dotR4F16AVX2Main(n int, w []byte, wstride int, a []byte, out []float32)
+
+//go:noescape
+func dotR4BF16AVX2Main(n int, w []byte, wstride int, a []byte, out []float32)
+
+// rows4Float wraps a four-row float kernel whose assembly takes multiples of
+// 8 values: each row's tail goes to the Go twin, as in dotF32AVX2.
+func rows4Float(main rowsFunc, tail dotFunc, size int) rowsFunc {
+	return func(n int, w []byte, wstride int, a []byte, out []float32) {
+		m := n &^ 7
+		main(m, w, wstride, a, out)
+		if m < n {
+			for j := 0; j < 4; j++ {
+				row := w[j*wstride:]
+				out[j] += tail(n-m, row[size*m:size*n], a[size*m:size*n])
+			}
+		}
+	}
+}
+
 // registerRowsAVX2 is called by dot_amd64.go's init, after the AVX2
 // kernels are registered.
 func registerRowsAVX2() {
@@ -31,4 +64,10 @@ func registerRowsAVX2() {
 	registerRows4(quant.Q5_0, ISAAVX2, dotR4Q5_0AVX2)
 	registerRows4(quant.IQ4_NL, ISAAVX2, dotR4IQ4_NLAVX2)
 	registerRows4(quant.MXFP4, ISAAVX2, dotR4MXFP4AVX2)
+	registerRows4(quant.Q4_K, ISAAVX2, dotR4Q4_KAVX2)
+	registerRows4(quant.Q5_K, ISAAVX2, dotR4Q5_KAVX2)
+	registerRows4(quant.Q6_K, ISAAVX2, dotR4Q6_KAVX2)
+	registerRows4(quant.F32, ISAAVX2, rows4Float(dotR4F32AVX2Main, dotF32Go, 4))
+	registerRows4(quant.F16, ISAAVX2, rows4Float(dotR4F16AVX2Main, dotF16Go, 2))
+	registerRows4(quant.BF16, ISAAVX2, rows4Float(dotR4BF16AVX2Main, dotBF16Go, 2))
 }
