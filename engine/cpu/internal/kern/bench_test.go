@@ -142,8 +142,12 @@ func BenchmarkMatMul(b *testing.B) {
 						}
 					}
 					reportCPU(b, c0, float64(len(w.Data)))
+					flop := 2 * float64(m) * float64(sh.rows) * float64(sh.cols) * float64(b.N)
 					b.ReportMetric(float64(m)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-					b.ReportMetric(2*float64(m)*float64(sh.rows)*float64(sh.cols)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					if cpu := (cpuTime() - c0).Seconds(); cpu > 0 {
+						b.ReportMetric(flop/cpu/1e9, "GFLOP/cpu-s")
+					}
 				})
 			}
 		}

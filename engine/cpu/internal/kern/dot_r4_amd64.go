@@ -41,6 +41,15 @@ func dotR4F16AVX2Main(n int, w []byte, wstride int, a []byte, out []float32)
 //go:noescape
 func dotR4BF16AVX2Main(n int, w []byte, wstride int, a []byte, out []float32)
 
+//go:noescape
+func dotT8Q8_0AVX2(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
+
+//go:noescape
+func dotT8Q4_0AVX2(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
+
+//go:noescape
+func dotT8Q5_0AVX2(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
+
 // rows4Float wraps a four-row float kernel whose assembly takes multiples of
 // 8 values: each row's tail goes to the Go twin, as in dotF32AVX2.
 func rows4Float(main rowsFunc, tail dotFunc, size int) rowsFunc {
@@ -67,6 +76,9 @@ func registerRowsAVX2() {
 	registerRows4(quant.Q4_K, ISAAVX2, dotR4Q4_KAVX2)
 	registerRows4(quant.Q5_K, ISAAVX2, dotR4Q5_KAVX2)
 	registerRows4(quant.Q6_K, ISAAVX2, dotR4Q6_KAVX2)
+	registerTile8(quant.Q8_0, ISAAVX2, dotT8Q8_0AVX2)
+	registerTile8(quant.Q4_0, ISAAVX2, dotT8Q4_0AVX2)
+	registerTile8(quant.Q5_0, ISAAVX2, dotT8Q5_0AVX2)
 	registerRows4(quant.F32, ISAAVX2, rows4Float(dotR4F32AVX2Main, dotF32Go, 4))
 	registerRows4(quant.F16, ISAAVX2, rows4Float(dotR4F16AVX2Main, dotF16Go, 2))
 	registerRows4(quant.BF16, ISAAVX2, rows4Float(dotR4BF16AVX2Main, dotBF16Go, 2))

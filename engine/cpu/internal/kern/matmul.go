@@ -2,6 +2,7 @@ package kern
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/aprqa/apr/engine/quant"
 )
@@ -54,6 +55,7 @@ type mulState struct {
 	jobs   []Job
 	wrb    []int // bytes per weight row, per job
 	starts []int // first global row of each job, then the total
+	asc    []float32 // activation block scales of whole groups of 8 rows, transposed (actScales); nil: none
 }
 
 // job returns the job holding global row r and r's row within it.
@@ -198,6 +200,15 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 	s.bind()
 	st.jobs, st.a, st.n = jobs, a, a.Cols
 	st.tile = max(8, mmTileBytes/st.arb&^7)
+	st.asc = st.asc[:0]
+	if m >= 8 {
+		for _, jb := range jobs {
+			if jb.K.tile8 != nil {
+				st.asc = actScales(a, st.asc)
+				break
+			}
+		}
+	}
 	rows := st.starts[len(jobs)]
 	if m == 1 {
 		p.For(rows, max(4, rows/(8*p.Threads()))&^3, s.vecFn)
@@ -241,15 +252,28 @@ func (st *mulState) mat(lo, hi int) {
 }
 
 // matJob runs weight rows [lo, hi) of one job over all activation rows, in
-// tiles of st.tile activation rows.
+// tiles of st.tile activation rows. With an eight-row tile kernel, each group
+// of eight activation rows (a few KiB) stays in L1 while the chunk's weight
+// rows pass over it; otherwise each weight row stays in L1 while the tile's
+// activation rows pass over it.
 func (st *mulState) matJob(jb *Job, wrb, lo, hi int) {
 	k, n, arb, act := jb.K, st.n, st.arb, st.a.Data
 	m, rows, dst := st.a.Rows, jb.W.Rows, jb.Dst
 	for i0 := 0; i0 < m; i0 += st.tile {
 		i1 := min(i0+st.tile, m)
+		start := i0
+		if k.tile8 != nil && len(st.asc) > 0 {
+			nb := len(st.asc) / (m &^ 7)
+			for ; start+8 <= i1; start += 8 {
+				a8, sc := act[start*arb:(start+8)*arb], st.asc[start*nb:(start+8)*nb]
+				for r := lo; r < hi; r++ {
+					k.tile8(n, jb.W.Data[r*wrb:(r+1)*wrb], a8, arb, sc, dst[start*rows+r:(start+7)*rows+r+1], rows)
+				}
+			}
+		}
 		for r := lo; r < hi; r++ {
 			wr := jb.W.Data[r*wrb : (r+1)*wrb]
-			i := i0
+			i := start
 			if k.dot8 != nil {
 				for ; i+8 <= i1; i += 8 {
 					k.dot8(n, wr, act[i*arb:(i+8)*arb], arb, dst[i*rows+r:(i+7)*rows+r+1], rows)
@@ -265,4 +289,43 @@ func (st *mulState) matJob(jb *Job, wrb, lo, hi int) {
 			}
 		}
 	}
+}
+
+// actScales returns the block scales of a's activation rows as float32,
+// in dst's storage when it is large enough, for whole groups of eight rows
+// (a.Rows &^ 7 rows), transposed within each group: for group g, block b and
+// row r of the group, the scale is at (g·nb + b)·8 + r, nb blocks per row.
+// Only Q8_0 (fp16 scales) and Q8_K (float32 scales) have tile kernels;
+// other formats give dst[:0].
+func actScales(a *Acts, dst []float32) []float32 {
+	var bsize, bbytes int
+	switch a.Type {
+	case quant.Q8_0:
+		bsize, bbytes = 32, q80Bytes
+	case quant.Q8_K:
+		bsize, bbytes = 256, q8KBytes
+	default:
+		return dst[:0]
+	}
+	nb, rows := a.Cols/bsize, a.Rows&^7
+	arb := nb * bbytes
+	if cap(dst) < rows*nb {
+		dst = make([]float32, rows*nb)
+	}
+	dst = dst[:rows*nb]
+	for g := 0; g < rows/8; g++ {
+		out := dst[g*nb*8 : (g+1)*nb*8]
+		for r := 0; r < 8; r++ {
+			row := a.Data[(8*g+r)*arb : (8*g+r+1)*arb]
+			for b := 0; b < nb; b++ {
+				blk := row[b*bbytes:]
+				if a.Type == quant.Q8_0 {
+					out[8*b+r] = fp16At(blk)
+				} else {
+					out[8*b+r] = math.Float32frombits(le32(blk))
+				}
+			}
+		}
+	}
+	return dst
 }

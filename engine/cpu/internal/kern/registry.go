@@ -71,6 +71,7 @@ type Kernel struct {
 	dot4     dot4Func // one weight row against four activation rows; nil: four dot calls
 	dot8     dot4Func // the same against eight rows (dot4Func's contract with r = 0..7); may be nil
 	rows4    rowsFunc // four weight rows against one activation row (decode); may be nil
+	tile8    tileFunc // one weight row against eight activation rows with float32 scales; may be nil
 }
 
 // dotFunc returns the dot product of one weight row w with one activation
@@ -89,6 +90,13 @@ type dot4Func func(n int, w, a []byte, stride int, out []float32, ostride int)
 // for four rows and the four rows' accumulator chains overlap. Each row's
 // float32 operations are exactly those dot performs for it. len(out) ≥ 4.
 type rowsFunc func(n int, w []byte, wstride int, a []byte, out []float32)
+
+// tileFunc writes to out[r·ostride] the dot product of the weight row w with
+// the activation row a[r·stride:], for r = 0..7, like dot4Func, reading the
+// activation block scales as float32 from sc, transposed: sc[8·b + r] is the
+// scale of block b of row r (see actScales). Each row's float32 operations
+// are exactly those dot performs for it.
+type tileFunc func(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
 
 // Entry is one line of the registry listing.
 type Entry struct {
@@ -172,6 +180,20 @@ func registerRows4(t quant.Type, isa ISA, rows4 rowsFunc) {
 			panic("kern: registerRows4: no kernel for " + t.String() + " on " + string(isa))
 		}
 		k.rows4 = rows4
+	}
+}
+
+// registerTile8 adds an eight-activation-row kernel with float32 scales to
+// the kernels of (t, isa), which must be registered already.
+func registerTile8(t quant.Type, isa ISA, tile8 tileFunc) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	for _, op := range []Op{OpMatVec, OpMatMul} {
+		k, ok := reg[Key{Op: op, Type: t, Backend: Backend, ISA: isa}]
+		if !ok {
+			panic("kern: registerTile8: no kernel for " + t.String() + " on " + string(isa))
+		}
+		k.tile8 = tile8
 	}
 }
 
