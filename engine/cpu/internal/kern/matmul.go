@@ -53,8 +53,8 @@ type mulState struct {
 	arb    int // bytes per activation row
 	tile   int // activation rows per tile
 	jobs   []Job
-	wrb    []int // bytes per weight row, per job
-	starts []int // first global row of each job, then the total
+	wrb    []int     // bytes per weight row, per job
+	starts []int     // first global row of each job, then the total
 	asc    []float32 // activation block scales of whole groups of 8 rows, transposed (actScales); nil: none
 }
 
