@@ -228,8 +228,9 @@ func (be *backend) attendBlock(w *worker, c *kvCache, qb, ob *buf, g, t0, t1, po
 
 // causalSoftmax turns row i of the tiled scores ([nT][m][kvTile]) into
 // probabilities over its first valid positions, as ggml's soft_max with a
-// causal mask: e^(x·scale − max)/Σ with the sum in float64; the masked
-// positions become 0.
+// causal mask does on the cache's row: x·scale, e^(x − max) summed by groups
+// of 8 in position order (ggml_vec_soft_max_f32), the masked positions 0,
+// then a float32 multiplication by 1/Σ.
 func causalSoftmax(sc []float32, nT, m, i, valid int, scale float32) {
 	seg := func(ti int) []float32 { return sc[(ti*m+i)*kvTile : (ti*m+i+1)*kvTile] }
 	mx := float32(math.Inf(-1))
@@ -243,14 +244,7 @@ func causalSoftmax(sc []float32, nT, m, i, valid int, scale float32) {
 	}
 	var sum float64
 	for ti := 0; ti < nT; ti++ {
-		s := seg(ti)
-		nv := max(0, min(kvTile, valid-ti*kvTile))
-		for j, v := range s[:nv] {
-			e := expf(v - mx)
-			s[j] = e
-			sum += float64(e)
-		}
-		clear(s[nv:])
+		sum = expSumRow(seg(ti), mx, valid-ti*kvTile, sum)
 	}
 	inv := float32(1 / sum)
 	for ti := 0; ti < nT; ti++ {

@@ -80,7 +80,7 @@ func (be *backend) DeltaRule(out, q, k, v, g, beta, state graph.Buf, hk int) {
 // out_r = scale·S_r·q.
 func deltaStep(S, out, q, k, v []float32, g, beta, scale float32) {
 	hk := len(k)
-	decay := expf(g)
+	decay := libmExpf(g)
 	for r := range out {
 		row := S[r*hk : (r+1)*hk : (r+1)*hk]
 		for c := range row {

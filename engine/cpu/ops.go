@@ -81,9 +81,7 @@ func (be *backend) SwiGLU(dst, gate, up graph.Buf) {
 	be.forRows(d.rows, 4*d.cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			dr, gr, ur := d.row(r), g.row(r), u.row(r)
-			for i := range dr {
-				dr[i] = silu(gr[i]) * ur[i]
-			}
+			swigluRow(dr, gr, ur)
 		}
 	})
 }
@@ -95,8 +93,9 @@ func (be *backend) Softmax(x graph.Buf) {
 	}
 }
 
-// softmax is ggml's soft_max with a scale: y = e^(x·scale − max) / Σ, the
-// sum in float64, the division as a float32 multiplication by 1/Σ.
+// softmax is ggml's soft_max with a scale: x·scale, the max, e^(x − max)
+// summed as ggml_vec_soft_max_f32 sums, then a float32 multiplication by
+// 1/Σ.
 func softmax(x []float32, scale float32) {
 	if len(x) == 0 {
 		return
@@ -107,13 +106,7 @@ func softmax(x []float32, scale float32) {
 		x[i] = v
 		mx = max(mx, v)
 	}
-	var sum float64
-	for i, v := range x {
-		e := expf(v - mx)
-		x[i] = e
-		sum += float64(e)
-	}
-	inv := float32(1 / sum)
+	inv := float32(1 / expSumRow(x, mx, len(x), 0))
 	for i := range x {
 		x[i] *= inv
 	}
@@ -202,10 +195,7 @@ func (be *backend) SiLU(x graph.Buf) {
 	b := asBuf(x)
 	be.forRows(b.rows, 4*b.cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			row := b.row(r)
-			for i, v := range row {
-				row[i] = silu(v)
-			}
+			siluRow(b.row(r))
 		}
 	})
 }
@@ -243,7 +233,7 @@ func (be *backend) L2Norm(x graph.Buf, group int, eps float32) {
 		row := b.row(r)
 		for g0 := 0; g0 < len(row); g0 += group {
 			seg := row[g0 : g0+group]
-			scale := 1 / max(float32(math.Sqrt(sumSq(seg))), eps)
+			scale := 1 / max(float32(math.Sqrt(float64(float32(sumSq(seg))))), eps) // sqrtf of the float sum
 			for i := range seg {
 				seg[i] *= scale
 			}
@@ -257,14 +247,18 @@ func (be *backend) GatedNorm(o, z graph.Buf, w graph.Weight, group int, eps floa
 	if group <= 0 || ob.cols%group != 0 || len(wv) != group {
 		panic(fmt.Sprintf("cpu: GatedNorm: group %d of %d columns, %d weights", group, ob.cols, len(wv)))
 	}
+	// ggml applies silu to the whole z row (ggml_vec_silu_f32), then the
+	// per-head norm and the product.
+	sz := make([]float32, ob.cols)
 	for r := 0; r < ob.rows; r++ {
-		or, zr := ob.row(r), zb.row(r)
+		or := ob.row(r)
+		copy(sz, zb.row(r))
+		siluRow(sz)
 		for g0 := 0; g0 < len(or); g0 += group {
 			seg := or[g0 : g0+group]
 			rmsNorm(seg, seg, wv, eps)
-			zs := zr[g0 : g0+group]
-			for i := range seg {
-				seg[i] *= silu(zs[i])
+			for i, s := range sz[g0 : g0+group] {
+				seg[i] *= s
 			}
 		}
 	}
