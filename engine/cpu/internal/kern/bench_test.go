@@ -49,48 +49,97 @@ func benchWeights(t quant.Type, k *kern.Kernel, rows, cols int) (kern.Weights, b
 	return kern.Weights{Type: t, Rows: rows, Cols: cols, Data: data}, true
 }
 
-func BenchmarkMatVec(b *testing.B) {
-	for _, t := range benchTypes {
-		k, err := kern.Select(kern.OpMatVec, t)
+// benchKernels returns, for op and type t, the kernel of every runnable
+// assembly instruction set (the one Select picks last), or the Go kernel
+// when there is none: decode and prefill are reported per instruction set.
+func benchKernels(b *testing.B, op kern.Op, t quant.Type) []*kern.Kernel {
+	var ks []*kern.Kernel
+	for _, e := range kern.List() {
+		if e.Key.Op == op && e.Key.Type == t && e.Runnable && e.Key.ISA != kern.ISAGo {
+			k, err := kern.Lookup(e.Key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		k, err := kern.Select(op, t)
 		if err != nil {
 			b.Fatal(err)
 		}
+		ks = append(ks, k)
+	}
+	return ks
+}
+
+// lazy builds a benchmark's operands on first use, so that sub-benchmarks
+// left out by -bench cost nothing.
+type lazy[T any] struct {
+	done bool
+	v    T
+}
+
+func (l *lazy[T]) get(f func() T) T {
+	if !l.done {
+		l.v, l.done = f(), true
+	}
+	return l.v
+}
+
+func BenchmarkMatVec(b *testing.B) {
+	for _, t := range benchTypes {
+		ks := benchKernels(b, kern.OpMatVec, t)
 		for _, sh := range benchShapes {
-			w, ok := benchWeights(t, k, sh.rows, sh.cols)
-			if !ok {
+			if sh.cols%rowUnit(ks[0]) != 0 {
 				continue
 			}
-			x := randomActs(rand.New(rand.NewPCG(1, 1)), sh.cols)
-			dst := make([]float32, sh.rows)
-			// Decode reads every weight once per token from memory, so the
-			// benchmark cycles through copies of the matrix that together
-			// exceed the last-level cache (32 MiB here) by a wide margin.
-			copies := []kern.Weights{w}
-			for total := len(w.Data); total < 256<<20; total += len(w.Data) {
-				c := w
-				c.Data = append([]byte(nil), w.Data...)
-				copies = append(copies, c)
+			type operands struct {
+				w      kern.Weights
+				copies []kern.Weights
+				x      []float32
 			}
-			for _, threads := range []int{1, 2} {
-				b.Run(fmt.Sprintf("%s/%dx%d/%s/threads=%d", t, sh.rows, sh.cols, k.Key.ISA, threads), func(b *testing.B) {
-					pool := kern.NewPool(threads)
-					defer pool.Close()
-					var s kern.Scratch
-					b.SetBytes(int64(len(w.Data)))
-					b.ReportAllocs()
-					c0 := cpuTime()
-					i := 0
-					for b.Loop() {
-						if err := k.Mul(pool, &s, dst, copies[i%len(copies)], x, 1); err != nil {
-							b.Fatal(err)
+			var ops lazy[operands]
+			prep := func() operands {
+				w, _ := benchWeights(t, ks[0], sh.rows, sh.cols)
+				// Decode reads every weight once per token from memory, so
+				// the benchmark cycles through copies of the matrix that
+				// together exceed the last-level cache by a wide margin.
+				copies := []kern.Weights{w}
+				for total := len(w.Data); total < 256<<20; total += len(w.Data) {
+					c := w
+					c.Data = append([]byte(nil), w.Data...)
+					copies = append(copies, c)
+				}
+				return operands{w, copies, randomActs(rand.New(rand.NewPCG(1, 1)), sh.cols)}
+			}
+			for _, k := range ks {
+				for _, threads := range []int{1, 2} {
+					b.Run(fmt.Sprintf("%s/%dx%d/%s/threads=%d", t, sh.rows, sh.cols, k.Key.ISA, threads), func(b *testing.B) {
+						o := ops.get(prep)
+						pool := kern.NewPool(threads)
+						defer pool.Close()
+						var s kern.Scratch
+						dst := make([]float32, sh.rows)
+						b.SetBytes(int64(len(o.w.Data)))
+						b.ReportAllocs()
+						c0 := cpuTime()
+						i := 0
+						for b.Loop() {
+							if err := k.Mul(pool, &s, dst, o.copies[i%len(o.copies)], o.x, 1); err != nil {
+								b.Fatal(err)
+							}
+							i++
 						}
-						i++
-					}
-					reportCPU(b, c0, float64(len(w.Data)))
-				})
+						reportCPU(b, c0, float64(len(o.w.Data)))
+					})
+				}
 			}
 			if sh.rows <= 4864 {
 				b.Run(fmt.Sprintf("%s/%dx%d/naive/threads=1", t, sh.rows, sh.cols), func(b *testing.B) {
+					o := ops.get(prep)
+					w, x := o.w, o.x
+					dst := make([]float32, sh.rows)
 					b.SetBytes(int64(len(w.Data)))
 					row := make([]float32, sh.cols)
 					rb := len(w.Data) / w.Rows
@@ -117,38 +166,45 @@ func BenchmarkMatVec(b *testing.B) {
 func BenchmarkMatMul(b *testing.B) {
 	const m = 512
 	for _, t := range benchTypes {
-		k, err := kern.Select(kern.OpMatMul, t)
-		if err != nil {
-			b.Fatal(err)
-		}
+		ks := benchKernels(b, kern.OpMatMul, t)
 		for _, sh := range benchShapes {
-			w, ok := benchWeights(t, k, sh.rows, sh.cols)
-			if !ok {
+			if sh.cols%rowUnit(ks[0]) != 0 {
 				continue
 			}
-			x := randomActs(rand.New(rand.NewPCG(2, 2)), m*sh.cols)
-			dst := make([]float32, m*sh.rows)
-			for _, threads := range []int{1, 2} {
-				b.Run(fmt.Sprintf("%s/%dx%d/m=%d/%s/threads=%d", t, sh.rows, sh.cols, m, k.Key.ISA, threads), func(b *testing.B) {
-					pool := kern.NewPool(threads)
-					defer pool.Close()
-					var s kern.Scratch
-					b.SetBytes(int64(len(w.Data)))
-					b.ReportAllocs()
-					c0 := cpuTime()
-					for b.Loop() {
-						if err := k.Mul(pool, &s, dst, w, x, m); err != nil {
-							b.Fatal(err)
+			type operands struct {
+				w kern.Weights
+				x []float32
+			}
+			var ops lazy[operands]
+			prep := func() operands {
+				w, _ := benchWeights(t, ks[0], sh.rows, sh.cols)
+				return operands{w, randomActs(rand.New(rand.NewPCG(2, 2)), m*sh.cols)}
+			}
+			for _, k := range ks {
+				for _, threads := range []int{1, 2} {
+					b.Run(fmt.Sprintf("%s/%dx%d/m=%d/%s/threads=%d", t, sh.rows, sh.cols, m, k.Key.ISA, threads), func(b *testing.B) {
+						o := ops.get(prep)
+						pool := kern.NewPool(threads)
+						defer pool.Close()
+						var s kern.Scratch
+						dst := make([]float32, m*sh.rows)
+						b.SetBytes(int64(len(o.w.Data)))
+						b.ReportAllocs()
+						c0 := cpuTime()
+						for b.Loop() {
+							if err := k.Mul(pool, &s, dst, o.w, o.x, m); err != nil {
+								b.Fatal(err)
+							}
 						}
-					}
-					reportCPU(b, c0, float64(len(w.Data)))
-					flop := 2 * float64(m) * float64(sh.rows) * float64(sh.cols) * float64(b.N)
-					b.ReportMetric(float64(m)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-					b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-					if cpu := (cpuTime() - c0).Seconds(); cpu > 0 {
-						b.ReportMetric(flop/cpu/1e9, "GFLOP/cpu-s")
-					}
-				})
+						reportCPU(b, c0, float64(len(o.w.Data)))
+						flop := 2 * float64(m) * float64(sh.rows) * float64(sh.cols) * float64(b.N)
+						b.ReportMetric(float64(m)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+						b.ReportMetric(flop/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+						if cpu := (cpuTime() - c0).Seconds(); cpu > 0 {
+							b.ReportMetric(flop/cpu/1e9, "GFLOP/cpu-s")
+						}
+					})
+				}
 			}
 		}
 	}

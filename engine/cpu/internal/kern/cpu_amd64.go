@@ -12,9 +12,9 @@ func cpuHas(isa ISA) bool {
 	case ISAAVX2:
 		return x.HasAVX2 && x.HasFMA && x.HasF16C
 	case ISAAVX512:
-		return x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL
+		return cpuHas(ISAAVX2) && x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL
 	case ISAAVX512VNNI:
-		return x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VNNI
+		return cpuHas(ISAAVX512) && x.HasAVX512VNNI
 	}
 	return false
 }

@@ -154,6 +154,33 @@ func reference(tb testing.TB, k *kern.Kernel, w kern.Weights, x []float32, m int
 			}
 		}
 	}
+	// TQ1_0 and TQ2_0 follow ggml's AVX2 arithmetic, which subtracts the
+	// Q8_K bsums (sums of 16 or 32 consecutive activations) from int lanes
+	// that hold other values' products: the lanes, whose float32 products
+	// are rounded one by one, can exceed Σ|w·a| by up to 2·Σ|a| per super-
+	// block, so the bound includes Σ_b |d_w·d_a|·2·Σ|q_a|.
+	var tq []float64
+	if w.Type == quant.TQ1_0 || w.Type == quant.TQ2_0 {
+		dOff := map[quant.Type]int{quant.TQ1_0: 52, quant.TQ2_0: 64}[w.Type]
+		nb := n / 256
+		tq = make([]float64, m*w.Rows)
+		for i := 0; i < m; i++ {
+			ab := convertAct(tb, k.Act, x[i*n:(i+1)*n])
+			for r := 0; r < w.Rows; r++ {
+				row := w.Data[r*nb*info.TypeSize:]
+				for b := 0; b < nb; b++ {
+					dw := float64(quant.FP16ToFP32(binary.LittleEndian.Uint16(row[b*info.TypeSize+dOff:])))
+					blk := ab[b*292:]
+					da := float64(math.Float32frombits(binary.LittleEndian.Uint32(blk)))
+					var sq float64
+					for _, q := range blk[4:260] {
+						sq += math.Abs(float64(int8(q)))
+					}
+					tq[i*w.Rows+r] += math.Abs(dw*da) * 2 * sq
+				}
+			}
+		}
+	}
 	want = make([]float64, m*w.Rows)
 	tol = make([]float64, m*w.Rows)
 	for i := 0; i < m; i++ {
@@ -168,6 +195,9 @@ func reference(tb testing.TB, k *kern.Kernel, w kern.Weights, x []float32, m int
 			tol[i*w.Rows+r] = (blocks+8)*0x1p-23*sa + 1e-30
 			if q81 != nil {
 				tol[i*w.Rows+r] += q81[i*w.Rows+r]
+			}
+			if tq != nil {
+				tol[i*w.Rows+r] += (blocks + 8) * 0x1p-23 * tq[i*w.Rows+r]
 			}
 		}
 	}
