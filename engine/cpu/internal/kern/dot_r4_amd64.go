@@ -8,6 +8,10 @@ import "github.com/aprqa/apr/engine/quant"
 // dot_r4k_amd64.s: each row's float32 operations are those of the
 // single-row kernel of its type.
 
+// r4Lead is how many weight rows ahead of the current group of four the
+// four-row kernels' linear prefetch starts (two groups).
+var r4Lead = 8
+
 //go:noescape
 func dotR4Q8_0AVX2(n int, w []byte, wstride int, a []byte, out []float32)
 

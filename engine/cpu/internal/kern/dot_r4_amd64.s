@@ -15,8 +15,8 @@
 //
 // Q4_0 and Q5_0 take their weights unsigned (w + 8, w + 16) and subtract
 // bias·Σa per lane, which gives the same exact int32 lanes as ggml's VPSIGNB
-// form. R11 runs over the weight rows two groups of four ahead and
-// prefetches them: four interleaved row streams defeat the hardware
+// form. R11 runs over the weight rows r4Lead rows (two groups of four) ahead
+// and prefetches them: four interleaved row streams defeat the hardware
 // prefetcher, one linear prefetch stream does not.
 //
 // Registers: SI weight row 0, R8 wstride, R9 3·wstride, R11 prefetch, DI
@@ -42,7 +42,9 @@
 	MOVQ wstride+32(FP), R8    \
 	LEAQ (R8)(R8*2), R9        \
 	MOVQ a_base+40(FP), DI     \
-	LEAQ (SI)(R8*8), R11       \
+	MOVQ ·r4Lead(SB), R11      \
+	IMULQ R8, R11              \
+	ADDQ SI, R11               \
 	SHRQ $5, CX                \
 	VXORPS Y0, Y0, Y0          \
 	VXORPS Y1, Y1, Y1          \

@@ -17,8 +17,8 @@
 //     own form, the 32·a pairs computed once for the four rows), giving the
 //     int16 pairs of (q − 32)·a that the single-row kernel forms by VPSIGNB.
 //
-// A pointer runs linearly over the weight rows two groups of four ahead and
-// prefetches them (four interleaved row streams defeat the hardware
+// A pointer runs linearly over the weight rows r4Lead rows (two groups of
+// four) ahead and prefetches them (four interleaved row streams defeat the hardware
 // prefetcher; one linear stream does not).
 //
 // Registers: SI weight row 0, R8 wstride, R9 3·wstride, DX the current
@@ -48,7 +48,9 @@
 	MOVQ wstride+32(FP), R8    \
 	LEAQ (R8)(R8*2), R9        \
 	MOVQ a_base+40(FP), DI     \
-	LEAQ (SI)(R8*8), R13       \
+	MOVQ ·r4Lead(SB), R13      \
+	IMULQ R8, R13              \
+	ADDQ SI, R13               \
 	SHRQ $shift, CX            \
 	VXORPS Y0, Y0, Y0          \
 	VXORPS Y1, Y1, Y1          \

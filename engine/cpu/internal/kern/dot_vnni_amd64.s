@@ -47,7 +47,9 @@
 	MOVQ wstride+32(FP), R8    \
 	LEAQ (R8)(R8*2), R9        \
 	MOVQ a_base+40(FP), DI     \
-	LEAQ (SI)(R8*8), R11       \
+	MOVQ ·r4Lead(SB), R11      \
+	IMULQ R8, R11              \
+	ADDQ SI, R11               \
 	SHRQ $5, CX                \
 	VXORPS Y0, Y0, Y0          \
 	VXORPS Y1, Y1, Y1          \
