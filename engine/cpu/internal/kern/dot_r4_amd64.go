@@ -4,8 +4,8 @@ package kern
 
 import "github.com/aprqa/apr/engine/quant"
 
-// Four-weight-row matvec kernels (rowsFunc), dot_r4_amd64.s and
-// dot_r4k_amd64.s: each row's float32 operations are those of the
+// Four-weight-row matvec kernels (rowsFunc), dot_r4_amd64.s,
+// dot_r4k_amd64.s and dot_r4k2_amd64.s: each row's float32 operations are those of the
 // single-row kernel of its type.
 
 // r4Lead is how many weight rows ahead of the current group of four the
@@ -35,6 +35,15 @@ func dotR4Q5_KAVX2(n int, w []byte, wstride int, a []byte, out []float32)
 
 //go:noescape
 func dotR4Q6_KAVX2(n int, w []byte, wstride int, a []byte, out []float32)
+
+//go:noescape
+func dotR4Q2_KAVX2(n int, w []byte, wstride int, a []byte, out []float32)
+
+//go:noescape
+func dotR4Q3_KAVX2(n int, w []byte, wstride int, a []byte, out []float32)
+
+//go:noescape
+func dotR4IQ4_XSAVX2(n int, w []byte, wstride int, a []byte, out []float32)
 
 //go:noescape
 func dotR4F32AVX2Main(n int, w []byte, wstride int, a []byte, out []float32)
@@ -80,6 +89,9 @@ func registerRowsAVX2() {
 	registerRows4(quant.Q4_K, ISAAVX2, dotR4Q4_KAVX2)
 	registerRows4(quant.Q5_K, ISAAVX2, dotR4Q5_KAVX2)
 	registerRows4(quant.Q6_K, ISAAVX2, dotR4Q6_KAVX2)
+	registerRows4(quant.Q2_K, ISAAVX2, dotR4Q2_KAVX2)
+	registerRows4(quant.Q3_K, ISAAVX2, dotR4Q3_KAVX2)
+	registerRows4(quant.IQ4_XS, ISAAVX2, dotR4IQ4_XSAVX2)
 	registerTile8(quant.Q8_0, ISAAVX2, dotT8Q8_0AVX2)
 	registerTile8(quant.Q4_0, ISAAVX2, dotT8Q4_0AVX2)
 	registerTile8(quant.Q5_0, ISAAVX2, dotT8Q5_0AVX2)

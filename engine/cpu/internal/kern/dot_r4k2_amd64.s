@@ -1,0 +1,629 @@
+//go:build amd64 && !noasm
+
+#include "textflag.h"
+
+// Four-weight-row matvec kernels (decode) of Q2_K, Q3_K and IQ4_XS against
+// Q8_K: dotR4<T>AVX2(n, w, wstride, a, out) writes to out[j] the dot
+// product of the weight row at w + j·wstride with the activation row a, for
+// j = 0..3. Each super-block runs the single-row kernel's body
+// (dot_k_amd64.s, its macros read here with the row in DX) once per row,
+// into the row's own accumulator: every row gets exactly the single-row
+// kernel's operations, the four rows' chains overlap, and a pointer r4Lead
+// rows ahead prefetches the rows linearly.
+//
+// Registers: SI weight row 0, R8 wstride, R9 3·wstride, DX the current
+// row, DI activations, CX super-blocks, R13 prefetch, Y0..Y3 row
+// accumulators; the rest as in dot_k_amd64.s. Every macro precedes the
+// first TEXT.
+
+#define BCASTD(v, x, y) MOVL v, BX; VMOVD BX, x; VPBROADCASTD x, y
+
+#define HSUMX(y, x, t) \
+	VEXTRACTF128 $1, y, t      \
+	VADDPS       t, x, x       \
+	VMOVHLPS     x, x, t       \
+	VADDPS       t, x, x       \
+	VMOVSHDUP    x, t          \
+	VADDSS       t, x, x
+
+// PAIR sets Y12 to [int16 at lo ×8 | int16 at hi ×8] (X13 scratch).
+#define PAIR(lo, hi) \
+	VPBROADCASTW lo, X12       \
+	VPBROADCASTW hi, X13       \
+	VINSERTI128  $1, X13, Y12, Y12
+
+// SROW: sum += madd(Y12, maddubs(|w| (Y5), a·sign(w) (w in Y4))).
+#define SROW(a, sum) \
+	VMOVDQU    a, Y13          \
+	VPSIGNB    Y4, Y13, Y13    \
+	VPMADDUBSW Y13, Y5, Y13    \
+	VPMADDWD   Y12, Y13, Y13   \
+	VPADDD     Y13, sum, sum
+
+#define SROWS1(o) SROW(o(DI), Y8)
+
+// UROW: sum += madd(scale, maddubs(q (unsigned, in reg), a)).
+#define UROW(a, q, scale, sum) \
+	VPMADDUBSW a, q, Y13       \
+	VPMADDWD   scale, Y13, Y13 \
+	VPADDD     Y13, sum, sum
+
+#define Q3W(q, shift) \
+	VMOVDQU  q, Y4               \
+	VPSRLW   $shift, Y4, Y4      \
+	VPAND    Y15, Y4, Y4         \
+	VPAND    bytes01<>(SB), Y7, Y5 \
+	VPSLLW   $2, Y5, Y5          \
+	VPOR     Y5, Y4, Y4          \
+	VPSRLW   $1, Y7, Y7          \
+	VPSUBB   bytes04<>(SB), Y4, Y4 \
+	VPSIGNB  Y4, Y4, Y5
+
+#define Q3SCALES \
+	MOVL 96(DX), R10             \
+	MOVL 100(DX), R11            \
+	MOVL 104(DX), R12            \
+	MOVL R10, AX                 \
+	ANDL $0x0f0f0f0f, AX         \
+	MOVL R12, BX                 \
+	ANDL $0x03030303, BX         \
+	SHLL $4, BX                  \
+	ORL  BX, AX                  \
+	VMOVD AX, X7                 \
+	MOVL R11, AX                 \
+	ANDL $0x0f0f0f0f, AX         \
+	MOVL R12, BX                 \
+	SHRL $2, BX                  \
+	ANDL $0x03030303, BX         \
+	SHLL $4, BX                  \
+	ORL  BX, AX                  \
+	VPINSRD $1, AX, X7, X7       \
+	MOVL R10, AX                 \
+	SHRL $4, AX                  \
+	ANDL $0x0f0f0f0f, AX         \
+	MOVL R12, BX                 \
+	SHRL $4, BX                  \
+	ANDL $0x03030303, BX         \
+	SHLL $4, BX                  \
+	ORL  BX, AX                  \
+	VPINSRD $2, AX, X7, X7       \
+	MOVL R11, AX                 \
+	SHRL $4, AX                  \
+	ANDL $0x0f0f0f0f, AX         \
+	MOVL R12, BX                 \
+	SHRL $6, BX                  \
+	ANDL $0x03030303, BX         \
+	SHLL $4, BX                  \
+	ORL  BX, AX                  \
+	VPINSRD $3, AX, X7, X7       \
+	VPSUBB  bytes20<>(SB), X7, X7 \
+	VPMOVSXBW X7, Y7             \
+	VMOVDQU Y7, 0(SP)
+
+#define Q2SCALES \
+	VPMOVZXBW 0(DX), Y12         \
+	VPSRLW    $4, Y12, Y13       \
+	VPAND     words0F<>(SB), Y12, Y12 \
+	VMOVDQU   Y12, 0(SP)         \
+	VMOVDQU   Y13, 32(SP)        \
+	VPBROADCASTW 82(DX), X6      \
+	VCVTPH2PS X6, Y6
+
+// Q2MIN: acc = fma(−dmin_w·d_a, float(madd(mins, bsums)), acc) (Y6 = dmin_w).
+#define Q2MIN(a, b, acc) \
+	VMOVDQU      b, Y12          \
+	VPMADDWD     32(SP), Y12, Y12 \
+	VCVTDQ2PS    Y12, Y12        \
+	VBROADCASTSS a, Y13          \
+	VMULPS       Y6, Y13, Y13    \
+	VFNMADD231PS Y12, Y13, acc
+
+#define Q2Q(q, shift) \
+	VMOVDQU  q, Y4               \
+	VPSRLW   $shift, Y4, Y4      \
+	VPAND    Y15, Y4, Y4
+
+#define XSLS(sl, sh, off) \
+	MOVL R10, AX                   \
+	SHRL $sl, AX                   \
+	ANDL $15, AX                   \
+	MOVL R11, BX                   \
+	SHRL $sh, BX                   \
+	ANDL $3, BX                    \
+	SHLL $4, BX                    \
+	ORL  BX, AX                    \
+	SUBL $32, AX                   \
+	MOVW AX, off(SP)
+
+#define XSSCALES \
+	MOVL    4(DX), R10             \
+	MOVWLZX 2(DX), R11             \
+	XSLS(0, 0, 0)                  \
+	XSLS(4, 2, 2)                  \
+	XSLS(8, 4, 4)                  \
+	XSLS(12, 6, 6)                 \
+	XSLS(16, 8, 8)                 \
+	XSLS(20, 10, 10)               \
+	XSLS(24, 12, 12)               \
+	XSLS(28, 14, 14)
+
+// XSW: codebook values of the 16 index bytes at q in Y4, |values| in Y5,
+// the sub-block scale in Y12.
+#define XSW(q, s) \
+	VMOVDQU      q, X4             \
+	VPSRLW       $4, X4, X5        \
+	VINSERTI128  $1, X5, Y4, Y4    \
+	VPAND        Y14, Y4, Y4       \
+	VPSHUFB      Y4, Y7, Y4        \
+	VPSIGNB      Y4, Y4, Y5        \
+	VPBROADCASTW s, Y12
+
+// Q6DFMA: acc = fma(d_w·d_a, float(sum), acc) with d_w in Y12.
+#define Q6DFMA(dA, sum, acc) \
+	VCVTDQ2PS    sum, sum      \
+	VBROADCASTSS dA, Y13       \
+	VMULPS       Y12, Y13, Y13 \
+	VFMADD231PS  sum, Y13, acc
+
+#define K2ARGS \
+	MOVQ n+0(FP), CX           \
+	MOVQ w_base+8(FP), SI      \
+	MOVQ wstride+32(FP), R8    \
+	LEAQ (R8)(R8*2), R9        \
+	MOVQ a_base+40(FP), DI     \
+	MOVQ ·r4Lead(SB), R13      \
+	IMULQ R8, R13              \
+	ADDQ SI, R13               \
+	SHRQ $8, CX                \
+	VXORPS Y0, Y0, Y0          \
+	VXORPS Y1, Y1, Y1          \
+	VXORPS Y2, Y2, Y2          \
+	VXORPS Y3, Y3, Y3
+
+#define K2STORE \
+	MOVQ   out_base+64(FP), AX \
+	HSUMX(Y0, X0, X12)         \
+	VMOVSS X0, (AX)            \
+	HSUMX(Y1, X1, X12)         \
+	VMOVSS X1, 4(AX)           \
+	HSUMX(Y2, X2, X12)         \
+	VMOVSS X2, 8(AX)           \
+	HSUMX(Y3, X3, X12)         \
+	VMOVSS X3, 12(AX)
+
+// func dotR4Q3_KAVX2(n int, w []byte, wstride int, a []byte, out []float32)
+TEXT ·dotR4Q3_KAVX2(SB), NOSPLIT, $32-88
+	K2ARGS
+	BCASTD($0x03030303, X15, Y15)
+	TESTQ CX, CX
+	JZ    r4q3kdone
+
+r4q3kloop:
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
+	PREFETCHT0 256(R13)
+	PREFETCHT0 320(R13)
+	PREFETCHT0 384(R13)
+	ADDQ $(440), R13
+	MOVQ SI, DX
+	Q3SCALES
+	VPXOR   Y8, Y8, Y8
+	VMOVDQU 0(DX), Y7
+	Q3W(32(DX), 0)
+	PAIR(0(SP), 2(SP))
+	SROWS1(4)
+	Q3W(32(DX), 2)
+	PAIR(4(SP), 6(SP))
+	SROWS1(36)
+	Q3W(32(DX), 4)
+	PAIR(8(SP), 10(SP))
+	SROWS1(68)
+	Q3W(32(DX), 6)
+	PAIR(12(SP), 14(SP))
+	SROWS1(100)
+	Q3W(64(DX), 0)
+	PAIR(16(SP), 18(SP))
+	SROWS1(132)
+	Q3W(64(DX), 2)
+	PAIR(20(SP), 22(SP))
+	SROWS1(164)
+	Q3W(64(DX), 4)
+	PAIR(24(SP), 26(SP))
+	SROWS1(196)
+	Q3W(64(DX), 6)
+	PAIR(28(SP), 30(SP))
+	SROWS1(228)
+	VPBROADCASTW 108(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y0)
+	LEAQ (SI)(R8*1), DX
+	Q3SCALES
+	VPXOR   Y8, Y8, Y8
+	VMOVDQU 0(DX), Y7
+	Q3W(32(DX), 0)
+	PAIR(0(SP), 2(SP))
+	SROWS1(4)
+	Q3W(32(DX), 2)
+	PAIR(4(SP), 6(SP))
+	SROWS1(36)
+	Q3W(32(DX), 4)
+	PAIR(8(SP), 10(SP))
+	SROWS1(68)
+	Q3W(32(DX), 6)
+	PAIR(12(SP), 14(SP))
+	SROWS1(100)
+	Q3W(64(DX), 0)
+	PAIR(16(SP), 18(SP))
+	SROWS1(132)
+	Q3W(64(DX), 2)
+	PAIR(20(SP), 22(SP))
+	SROWS1(164)
+	Q3W(64(DX), 4)
+	PAIR(24(SP), 26(SP))
+	SROWS1(196)
+	Q3W(64(DX), 6)
+	PAIR(28(SP), 30(SP))
+	SROWS1(228)
+	VPBROADCASTW 108(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y1)
+	LEAQ (SI)(R8*2), DX
+	Q3SCALES
+	VPXOR   Y8, Y8, Y8
+	VMOVDQU 0(DX), Y7
+	Q3W(32(DX), 0)
+	PAIR(0(SP), 2(SP))
+	SROWS1(4)
+	Q3W(32(DX), 2)
+	PAIR(4(SP), 6(SP))
+	SROWS1(36)
+	Q3W(32(DX), 4)
+	PAIR(8(SP), 10(SP))
+	SROWS1(68)
+	Q3W(32(DX), 6)
+	PAIR(12(SP), 14(SP))
+	SROWS1(100)
+	Q3W(64(DX), 0)
+	PAIR(16(SP), 18(SP))
+	SROWS1(132)
+	Q3W(64(DX), 2)
+	PAIR(20(SP), 22(SP))
+	SROWS1(164)
+	Q3W(64(DX), 4)
+	PAIR(24(SP), 26(SP))
+	SROWS1(196)
+	Q3W(64(DX), 6)
+	PAIR(28(SP), 30(SP))
+	SROWS1(228)
+	VPBROADCASTW 108(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y2)
+	LEAQ (SI)(R9*1), DX
+	Q3SCALES
+	VPXOR   Y8, Y8, Y8
+	VMOVDQU 0(DX), Y7
+	Q3W(32(DX), 0)
+	PAIR(0(SP), 2(SP))
+	SROWS1(4)
+	Q3W(32(DX), 2)
+	PAIR(4(SP), 6(SP))
+	SROWS1(36)
+	Q3W(32(DX), 4)
+	PAIR(8(SP), 10(SP))
+	SROWS1(68)
+	Q3W(32(DX), 6)
+	PAIR(12(SP), 14(SP))
+	SROWS1(100)
+	Q3W(64(DX), 0)
+	PAIR(16(SP), 18(SP))
+	SROWS1(132)
+	Q3W(64(DX), 2)
+	PAIR(20(SP), 22(SP))
+	SROWS1(164)
+	Q3W(64(DX), 4)
+	PAIR(24(SP), 26(SP))
+	SROWS1(196)
+	Q3W(64(DX), 6)
+	PAIR(28(SP), 30(SP))
+	SROWS1(228)
+	VPBROADCASTW 108(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y3)
+	ADDQ $110, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  r4q3kloop
+
+r4q3kdone:
+	K2STORE
+	VZEROUPPER
+	RET
+
+// func dotR4Q2_KAVX2(n int, w []byte, wstride int, a []byte, out []float32)
+TEXT ·dotR4Q2_KAVX2(SB), NOSPLIT, $64-88
+	K2ARGS
+	BCASTD($0x03030303, X15, Y15)
+	TESTQ CX, CX
+	JZ    r4q2kdone
+
+r4q2kloop:
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
+	PREFETCHT0 256(R13)
+	PREFETCHT0 320(R13)
+	ADDQ $(336), R13
+	MOVQ SI, DX
+	Q2SCALES
+	Q2MIN((DI), 260(DI), Y0)
+	VPXOR Y8, Y8, Y8
+	Q2Q(16(DX), 0)
+	PAIR(0(SP), 2(SP))
+	UROW(4(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 2)
+	PAIR(4(SP), 6(SP))
+	UROW(36(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 4)
+	PAIR(8(SP), 10(SP))
+	UROW(68(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 6)
+	PAIR(12(SP), 14(SP))
+	UROW(100(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 0)
+	PAIR(16(SP), 18(SP))
+	UROW(132(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 2)
+	PAIR(20(SP), 22(SP))
+	UROW(164(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 4)
+	PAIR(24(SP), 26(SP))
+	UROW(196(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 6)
+	PAIR(28(SP), 30(SP))
+	UROW(228(DI), Y4, Y12, Y8)
+	VPBROADCASTW 80(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y0)
+	LEAQ (SI)(R8*1), DX
+	Q2SCALES
+	Q2MIN((DI), 260(DI), Y1)
+	VPXOR Y8, Y8, Y8
+	Q2Q(16(DX), 0)
+	PAIR(0(SP), 2(SP))
+	UROW(4(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 2)
+	PAIR(4(SP), 6(SP))
+	UROW(36(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 4)
+	PAIR(8(SP), 10(SP))
+	UROW(68(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 6)
+	PAIR(12(SP), 14(SP))
+	UROW(100(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 0)
+	PAIR(16(SP), 18(SP))
+	UROW(132(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 2)
+	PAIR(20(SP), 22(SP))
+	UROW(164(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 4)
+	PAIR(24(SP), 26(SP))
+	UROW(196(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 6)
+	PAIR(28(SP), 30(SP))
+	UROW(228(DI), Y4, Y12, Y8)
+	VPBROADCASTW 80(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y1)
+	LEAQ (SI)(R8*2), DX
+	Q2SCALES
+	Q2MIN((DI), 260(DI), Y2)
+	VPXOR Y8, Y8, Y8
+	Q2Q(16(DX), 0)
+	PAIR(0(SP), 2(SP))
+	UROW(4(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 2)
+	PAIR(4(SP), 6(SP))
+	UROW(36(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 4)
+	PAIR(8(SP), 10(SP))
+	UROW(68(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 6)
+	PAIR(12(SP), 14(SP))
+	UROW(100(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 0)
+	PAIR(16(SP), 18(SP))
+	UROW(132(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 2)
+	PAIR(20(SP), 22(SP))
+	UROW(164(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 4)
+	PAIR(24(SP), 26(SP))
+	UROW(196(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 6)
+	PAIR(28(SP), 30(SP))
+	UROW(228(DI), Y4, Y12, Y8)
+	VPBROADCASTW 80(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y2)
+	LEAQ (SI)(R9*1), DX
+	Q2SCALES
+	Q2MIN((DI), 260(DI), Y3)
+	VPXOR Y8, Y8, Y8
+	Q2Q(16(DX), 0)
+	PAIR(0(SP), 2(SP))
+	UROW(4(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 2)
+	PAIR(4(SP), 6(SP))
+	UROW(36(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 4)
+	PAIR(8(SP), 10(SP))
+	UROW(68(DI), Y4, Y12, Y8)
+	Q2Q(16(DX), 6)
+	PAIR(12(SP), 14(SP))
+	UROW(100(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 0)
+	PAIR(16(SP), 18(SP))
+	UROW(132(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 2)
+	PAIR(20(SP), 22(SP))
+	UROW(164(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 4)
+	PAIR(24(SP), 26(SP))
+	UROW(196(DI), Y4, Y12, Y8)
+	Q2Q(48(DX), 6)
+	PAIR(28(SP), 30(SP))
+	UROW(228(DI), Y4, Y12, Y8)
+	VPBROADCASTW 80(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y3)
+	ADDQ $84, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  r4q2kloop
+
+r4q2kdone:
+	K2STORE
+	VZEROUPPER
+	RET
+
+// func dotR4IQ4_XSAVX2(n int, w []byte, wstride int, a []byte, out []float32)
+TEXT ·dotR4IQ4_XSAVX2(SB), NOSPLIT, $32-88
+	K2ARGS
+	BCASTD($0x0f0f0f0f, X14, Y14)
+	VBROADCASTI128 ·kvaluesIQ4NL(SB), Y7
+	TESTQ CX, CX
+	JZ    r4iq4xsdone
+
+r4iq4xsloop:
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
+	PREFETCHT0 256(R13)
+	PREFETCHT0 320(R13)
+	PREFETCHT0 384(R13)
+	PREFETCHT0 448(R13)
+	PREFETCHT0 512(R13)
+	ADDQ $(544), R13
+	MOVQ SI, DX
+	XSSCALES
+	VPXOR Y8, Y8, Y8
+	XSW(8(DX), 0(SP))
+	SROWS1(4)
+	XSW(24(DX), 2(SP))
+	SROWS1(36)
+	XSW(40(DX), 4(SP))
+	SROWS1(68)
+	XSW(56(DX), 6(SP))
+	SROWS1(100)
+	XSW(72(DX), 8(SP))
+	SROWS1(132)
+	XSW(88(DX), 10(SP))
+	SROWS1(164)
+	XSW(104(DX), 12(SP))
+	SROWS1(196)
+	XSW(120(DX), 14(SP))
+	SROWS1(228)
+	VPBROADCASTW 0(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y0)
+	LEAQ (SI)(R8*1), DX
+	XSSCALES
+	VPXOR Y8, Y8, Y8
+	XSW(8(DX), 0(SP))
+	SROWS1(4)
+	XSW(24(DX), 2(SP))
+	SROWS1(36)
+	XSW(40(DX), 4(SP))
+	SROWS1(68)
+	XSW(56(DX), 6(SP))
+	SROWS1(100)
+	XSW(72(DX), 8(SP))
+	SROWS1(132)
+	XSW(88(DX), 10(SP))
+	SROWS1(164)
+	XSW(104(DX), 12(SP))
+	SROWS1(196)
+	XSW(120(DX), 14(SP))
+	SROWS1(228)
+	VPBROADCASTW 0(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y1)
+	LEAQ (SI)(R8*2), DX
+	XSSCALES
+	VPXOR Y8, Y8, Y8
+	XSW(8(DX), 0(SP))
+	SROWS1(4)
+	XSW(24(DX), 2(SP))
+	SROWS1(36)
+	XSW(40(DX), 4(SP))
+	SROWS1(68)
+	XSW(56(DX), 6(SP))
+	SROWS1(100)
+	XSW(72(DX), 8(SP))
+	SROWS1(132)
+	XSW(88(DX), 10(SP))
+	SROWS1(164)
+	XSW(104(DX), 12(SP))
+	SROWS1(196)
+	XSW(120(DX), 14(SP))
+	SROWS1(228)
+	VPBROADCASTW 0(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y2)
+	LEAQ (SI)(R9*1), DX
+	XSSCALES
+	VPXOR Y8, Y8, Y8
+	XSW(8(DX), 0(SP))
+	SROWS1(4)
+	XSW(24(DX), 2(SP))
+	SROWS1(36)
+	XSW(40(DX), 4(SP))
+	SROWS1(68)
+	XSW(56(DX), 6(SP))
+	SROWS1(100)
+	XSW(72(DX), 8(SP))
+	SROWS1(132)
+	XSW(88(DX), 10(SP))
+	SROWS1(164)
+	XSW(104(DX), 12(SP))
+	SROWS1(196)
+	XSW(120(DX), 14(SP))
+	SROWS1(228)
+	VPBROADCASTW 0(DX), X12
+	VCVTPH2PS    X12, Y12
+	Q6DFMA((DI), Y8, Y3)
+	ADDQ $136, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  r4iq4xsloop
+
+r4iq4xsdone:
+	K2STORE
+	VZEROUPPER
+	RET
+
+DATA bytes01<>+0(SB)/8, $0x0101010101010101
+DATA bytes01<>+8(SB)/8, $0x0101010101010101
+DATA bytes01<>+16(SB)/8, $0x0101010101010101
+DATA bytes01<>+24(SB)/8, $0x0101010101010101
+GLOBL bytes01<>(SB), RODATA|NOPTR, $32
+DATA bytes04<>+0(SB)/8, $0x0404040404040404
+DATA bytes04<>+8(SB)/8, $0x0404040404040404
+DATA bytes04<>+16(SB)/8, $0x0404040404040404
+DATA bytes04<>+24(SB)/8, $0x0404040404040404
+GLOBL bytes04<>(SB), RODATA|NOPTR, $32
+DATA bytes20<>+0(SB)/8, $0x2020202020202020
+DATA bytes20<>+8(SB)/8, $0x2020202020202020
+DATA bytes20<>+16(SB)/8, $0x2020202020202020
+DATA bytes20<>+24(SB)/8, $0x2020202020202020
+GLOBL bytes20<>(SB), RODATA|NOPTR, $32
+DATA words0F<>+0(SB)/8, $0x000f000f000f000f
+DATA words0F<>+8(SB)/8, $0x000f000f000f000f
+DATA words0F<>+16(SB)/8, $0x000f000f000f000f
+DATA words0F<>+24(SB)/8, $0x000f000f000f000f
+GLOBL words0F<>(SB), RODATA|NOPTR, $32
