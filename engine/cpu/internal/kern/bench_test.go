@@ -103,10 +103,11 @@ func BenchmarkMatVec(b *testing.B) {
 			prep := func() operands {
 				w, _ := benchWeights(t, ks[0], sh.rows, sh.cols)
 				// Decode reads every weight once per token from memory, so
-				// the benchmark cycles through copies of the matrix that
-				// together exceed the last-level cache by a wide margin.
+				// the benchmark cycles through copies of the matrix as large
+				// together as BenchmarkStreamRead's buffer (512 MiB; the
+				// device machine's last-level cache is 300 MiB).
 				copies := []kern.Weights{w}
-				for total := len(w.Data); total < 256<<20; total += len(w.Data) {
+				for total := len(w.Data); total < 512<<20; total += len(w.Data) {
 					c := w
 					c.Data = append([]byte(nil), w.Data...)
 					copies = append(copies, c)

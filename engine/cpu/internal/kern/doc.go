@@ -47,11 +47,34 @@
 //	                        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS IQ2_XXS IQ2_XS
 //	                        IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M TQ1_0 TQ2_0 NVFP4
 //	                        Q1_0 Q2_0 (every weight type)
+//	avx2 four-weight-row    F32 F16 BF16 Q8_0 Q4_0 Q5_0 IQ4_NL MXFP4
+//	matvec (decode):        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS
+//	avx2 eight-activation-  Q8_0 Q4_0 Q5_0 (activation scales as float32,
+//	row matmul:             transposed per group of eight rows)
 //	avx2 four-row matmul:   F32 F16 BF16 Q8_0 Q4_0 Q5_0 IQ4_NL MXFP4
-//	                        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS
+//	                        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS (F32 F16 BF16
+//	                        also eight-row)
 //	single-row only:        Q4_1 Q5_1 and the i-quants but IQ4_*, TQ1_0, TQ2_0,
-//	                        NVFP4, Q1_0, Q2_0: their matmul runs the single-row
-//	                        kernel for each activation row
+//	                        NVFP4, Q1_0, Q2_0: their matvec and matmul run the
+//	                        single-row kernel for each row
+//
+// and, where the CPU has AVX-512 F/BW/VL with VNNI ("avx512vnni"), for
+// Q8_0, Q4_0, Q5_0 and IQ4_NL: four-weight-row matvec and (not IQ4_NL)
+// eight-activation-row matmul kernels that take the integer block sums with
+// VPDPBUSD on 256-bit registers; their single-row and four-row kernels are
+// the AVX2 ones. 512-bit registers are not used: each row's float part must
+// stay one eight-lane fma chain (below), which leaves a 512-bit register two
+// rows that need different scales and a shuffle per fma.
+//
+// Decode (Mul with m = 1) runs the four-weight-row kernels over the rows in
+// groups of four, the single-row kernel on the rest: each activation block
+// is loaded once for four rows, the four rows' fma chains overlap (the
+// single-row kernel waits on its one chain), and a pointer r4Lead rows ahead
+// prefetches the weight rows linearly (four interleaved row streams defeat
+// the hardware prefetchers). Prefill (m > 1) tiles the product: each pool
+// task takes a chunk of weight rows and walks the activation rows in tiles;
+// with an eight-activation-row kernel each group of eight activation rows
+// stays in L1 while the chunk's weight rows pass over it.
 //
 // Unlike gonum's internal/asm, where a build has either the assembly or the
 // Go form, both are compiled into amd64 binaries: the instruction set is
@@ -79,9 +102,15 @@
 // holds values 4k..4k+3 of every 32-value group, offsets and scales folded
 // in per lane as ggml folds them), the same number of float accumulators and
 // the same order of fma/add operations, and hsum_float_8 at the end. The
-// four-row matmul kernels perform, for each row, exactly the single-row
-// kernel's operations, so a matmul row is bit for bit the matvec of that
-// activation row (TestMatMulRowsEqualMatVec): prefill and decode agree.
+// multi-row kernels (four-row and eight-row matmul, four-weight-row matvec,
+// and the avx512vnni ones) perform, for each row, exactly the single-row
+// kernel's float32 operations; they may form the exact integer lane sums
+// differently (unsigned weights minus bias·Σa, VPDPBUSD, scales picked from
+// registers), which gives the same integers. So a matmul row is bit for bit
+// the matvec of that activation row (TestMatMulRowsEqualMatVec), a matvec
+// row is bit for bit that row alone (TestMatVecRowsEqualSingleRow), and
+// avx512vnni gives what avx2 gives (TestAssemblyISAsAgreeBitForBit): prefill
+// and decode agree, on every amd64 machine.
 // The AVX2 kernels of the 1- to 3-bit i-quants, NVFP4, Q1_0 and Q2_0 compute
 // the same integer sums in their own float order (ggml-cpu runs scalar code
 // for NVFP4, Q1_0 and Q2_0 on x86). The Go kernels follow ggml's generic C
@@ -94,7 +123,9 @@
 // the float64 dot product of the dequantized weights and the dequantized
 // converted activations by at most (B + 8)·2⁻²³·Σ|wᵢ·aᵢ|; for Q4_1 and Q5_1
 // add Σ_blocks |m_w·s_a|·2⁻¹⁰ (Q8_1 stores s = d·Σq in half precision, from
-// the unrounded d). Assembly and Go kernels differ only in the order of
+// the unrounded d); for TQ1_0 and TQ2_0 add (B + 8)·2⁻²³·Σ_blocks
+// |d_w·d_a|·2·Σ|q_a| (ggml's AVX2 order subtracts the Q8_K bsums from lanes
+// that hold other values' products, so a lane can exceed its values' Σ|w·a|). Assembly and Go kernels differ only in the order of
 // float32 additions, within the same bound; Mul with m > 1 gives each row
 // exactly what Mul with m = 1 gives for it, on every instruction set.
 package kern
