@@ -4,11 +4,13 @@ package kern
 
 import "github.com/aprqa/apr/engine/quant"
 
-// AVX-512 VNNI kernels (dot_vnni_amd64.s), registered under the instruction
-// set "avx512vnni" for Q8_0, Q4_0, Q5_0 and IQ4_NL. Their single-row and
-// four-activation-row kernels are the AVX2 ones (the same results: these
-// keys differ only in their four-weight-row and eight-activation-row
-// kernels, which give every row exactly the AVX2 single-row result).
+// AVX-512 VNNI kernels (dot_vnni_amd64.s, dot_t8k_vnni_amd64.s,
+// dot_t8q6_vnni_amd64.s), registered under the instruction set "avx512vnni"
+// for Q8_0, Q4_0, Q5_0, IQ4_NL, Q4_K and Q6_K. Their single-row and four-activation-row kernels are the AVX2 ones
+// (the same results: these keys differ only in their four-weight-row and
+// eight-activation-row kernels, which give every row exactly the AVX2
+// single-row result; Q4_K's and Q6_K's four-weight-row kernels are the
+// AVX2 ones too).
 
 //go:noescape
 func dotR4Q8_0VNNI(n int, w []byte, wstride int, a []byte, out []float32)
@@ -31,6 +33,12 @@ func dotT8Q4_0VNNI(n int, w, a []byte, stride int, sc []float32, out []float32, 
 //go:noescape
 func dotT8Q5_0VNNI(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
 
+//go:noescape
+func dotT8Q4_KVNNI(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
+
+//go:noescape
+func dotT8Q6_KVNNI(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
+
 // registerVNNI is called by dot_amd64.go's init.
 func registerVNNI() {
 	const isa = ISAAVX512VNNI
@@ -45,4 +53,10 @@ func registerVNNI() {
 	registerTile8(quant.Q8_0, isa, dotT8Q8_0VNNI)
 	registerTile8(quant.Q4_0, isa, dotT8Q4_0VNNI)
 	registerTile8(quant.Q5_0, isa, dotT8Q5_0VNNI)
+	register(quant.Q4_K, isa, quant.Q8_K, dotQ4_KAVX2, dot4Q4_KAVX2)
+	registerRows4(quant.Q4_K, isa, dotR4Q4_KAVX2)
+	registerTile8(quant.Q4_K, isa, dotT8Q4_KVNNI)
+	register(quant.Q6_K, isa, quant.Q8_K, dotQ6_KAVX2, dot4Q6_KAVX2)
+	registerRows4(quant.Q6_K, isa, dotR4Q6_KAVX2)
+	registerTile8(quant.Q6_K, isa, dotT8Q6_KVNNI)
 }
