@@ -59,12 +59,15 @@
 //	                        single-row kernel for each row
 //
 // and, where the CPU has AVX-512 F/BW/VL with VNNI ("avx512vnni"), for
-// Q8_0, Q4_0, Q5_0 and IQ4_NL: four-weight-row matvec and (not IQ4_NL)
+// Q8_0, Q4_0, Q5_0 and IQ4_NL four-weight-row matvec and (not IQ4_NL)
 // eight-activation-row matmul kernels that take the integer block sums with
-// VPDPBUSD on 256-bit registers; their single-row and four-row kernels are
-// the AVX2 ones. 512-bit registers are not used: each row's float part must
-// stay one eight-lane fma chain (below), which leaves a 512-bit register two
-// rows that need different scales and a shuffle per fma.
+// VPDPBUSD on 256-bit registers, and for Q4_K, Q5_K and Q6_K
+// eight-activation-row matmul kernels that keep the eight rows' int32 lanes
+// in Y16..Y23 (32 registers) and add the scaled sub-block products with
+// VPDPWSSD; the other kernels of these keys are the AVX2 ones. 512-bit
+// registers are not used: each row's float part must stay one eight-lane fma
+// chain (below), which leaves a 512-bit register two rows that need
+// different scales and a shuffle per fma.
 //
 // Decode (Mul with m = 1) runs the four-weight-row kernels over the rows in
 // groups of four, the single-row kernel on the rest: each activation block

@@ -19,7 +19,7 @@ import (
 // refuses them by their contract id and Select does not pick them, and on
 // one with it Select picks them.
 func TestAVX512KernelsAreChosenOnlyWithTheFeatures(t *testing.T) {
-	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_K, quant.Q6_K} {
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 		for _, op := range []kern.Op{kern.OpMatVec, kern.OpMatMul} {
 			key := kern.Key{Op: op, Type: typ, Backend: kern.Backend, ISA: kern.ISAAVX512VNNI}
 			found := false
