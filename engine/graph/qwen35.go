@@ -18,20 +18,6 @@ func init() {
 	RegisterMixer(model.LayerGatedAttention, newQ35Attention)
 }
 
-// Trace op names particular to qwen35, the same strings the reference
-// engine reports.
-const (
-	OpQ35Gate     = "q_gate"       // full attention: output gate from attn_q, before the sigmoid
-	OpQ35AttnPre  = "attn_pregate" // full attention: output before the gate and attn_output
-	OpQ35QKV      = "ssm_qkv"      // DeltaNet: attn_qkv projection, before the convolution
-	OpQ35Z        = "ssm_z"        // DeltaNet: attn_gate projection z
-	OpQ35Beta     = "ssm_beta"     // DeltaNet: sigmoid(beta) per value head
-	OpQ35G        = "ssm_g"        // DeltaNet: log decay per value head
-	OpQ35Conv     = "ssm_conv"     // DeltaNet: after the causal convolution and SiLU
-	OpQ35Delta    = "ssm_delta"    // DeltaNet: delta-rule output, before the gated norm
-	OpQ35GatedOut = "ssm_norm"     // DeltaNet: after the gated RMSNorm, before ssm_out
-)
-
 func q35Of(m *Model) (*model.Qwen35, error) {
 	q, ok := m.Spec.Ext.(*model.Qwen35)
 	if !ok || q == nil {
@@ -123,10 +109,10 @@ func (st *q35DeltaState) Forward(c *Ctx, x, out Buf) error {
 	}
 	b.Sigmoid(beta)
 	b.SoftplusMul(g, d.dt, d.a)
-	c.Emit(OpQ35QKV, qkv)
-	c.Emit(OpQ35Z, z)
-	c.Emit(OpQ35Beta, beta)
-	c.Emit(OpQ35G, g)
+	c.Emit(model.OpQ35QKV, qkv)
+	c.Emit(model.OpQ35Z, z)
+	c.Emit(model.OpQ35Beta, beta)
+	c.Emit(model.OpQ35G, g)
 
 	conv := c.Buf("dn.conv", d.nCh)
 	state := st.conv
@@ -135,7 +121,7 @@ func (st *q35DeltaState) Forward(c *Ctx, x, out Buf) error {
 	}
 	b.Conv(conv, qkv, state, d.conv)
 	b.SiLU(conv)
-	c.Emit(OpQ35Conv, conv)
+	c.Emit(model.OpQ35Conv, conv)
 	qs := b.View(conv, 0, c.N, 0, d.kd)
 	ks := b.View(conv, 0, c.N, d.kd, 2*d.kd)
 	vs := b.View(conv, 0, c.N, 2*d.kd, d.nCh)
@@ -143,9 +129,9 @@ func (st *q35DeltaState) Forward(c *Ctx, x, out Buf) error {
 	b.L2Norm(ks, d.hk, d.eps)
 	o := c.Buf("dn.o", d.vd)
 	b.DeltaRule(o, qs, ks, vs, g, beta, st.state, d.hk)
-	c.Emit(OpQ35Delta, o)
+	c.Emit(model.OpQ35Delta, o)
 	b.GatedNorm(o, z, d.norm, d.hv, d.eps)
-	c.Emit(OpQ35GatedOut, o)
+	c.Emit(model.OpQ35GatedOut, o)
 	if err := b.MatMul(out, d.out, o); err != nil {
 		return err
 	}
@@ -244,7 +230,7 @@ func (st *q35AttnState) Forward(c *Ctx, x, out Buf) error {
 	c.Emit(model.OpQ, q)
 	c.Emit(model.OpK, k)
 	c.Emit(model.OpV, v)
-	c.Emit(OpQ35Gate, gate)
+	c.Emit(model.OpQ35Gate, gate)
 	b.Rope(q, c.Pos, at.rope)
 	b.Rope(k, c.Pos, at.rope)
 	c.Emit(model.OpQRope, q)
@@ -256,7 +242,7 @@ func (st *q35AttnState) Forward(c *Ctx, x, out Buf) error {
 	if err := b.Attend(o, q, st.kv, c.Pos); err != nil {
 		return err
 	}
-	c.Emit(OpQ35AttnPre, o)
+	c.Emit(model.OpQ35AttnPre, o)
 	b.MulSigmoid(o, gate)
 	if err := b.MatMul(out, at.wo, o); err != nil {
 		return err
