@@ -31,10 +31,13 @@ func RegisterBuiltins(r *Registry) {
 	r.Register("greedy_golden", KindGolden, greedyGolden,
 		Needs(NeedModel), Thresholds("mismatched_cases"), Refs("golden store"), AppliesWhen(goldenApplies),
 		Doc("greedy generation on the reference engine equals the reviewed golden (package golden) of that model object"))
+	// logits_parity finds llama.cpp's logits under params.expect_dir, else
+	// the fixtures' expect/ (so it needs one of them: parityApplies says so).
 	r.Register("logits_parity", KindCosine, logitsParity,
-		Needs(NeedModel, NeedFixtures), Thresholds("min_cosine", "mean_cosine"), Refs("llama.cpp logits"),
-		AppliesWhen(parityApplies),
-		Doc("an engine's logits against llama.cpp's recorded logits for the same model object, per position"))
+		Needs(NeedModel), Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
+		Params("tier", "argmax_margin", ParamNearTieEps), Refs("llama.cpp logits", "reference engine router"),
+		AppliesWhen(parityApplies), VetWith(VetTier),
+		Doc("an engine's logits against llama.cpp's recorded logits for the same model object, per position, at the thresholds of the model's weight tier; a mixture of experts' router near-ties excluded and reported"))
 }
 
 // modelCheck checks the model against the bound model contract and counts

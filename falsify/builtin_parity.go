@@ -3,9 +3,14 @@ package falsify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/aprqa/apr/engine/generate"
@@ -23,9 +28,91 @@ type recordedLogits struct {
 	Logits [][]float32 `json:"logits"`
 }
 
-func recordedPath(c *Check) (string, error) {
-	base := strings.TrimSuffix(filepath.Base(c.ModelPath()), ".gguf")
-	return c.Fixture("expect/" + base + ".logits.json")
+// expectDir is where llama.cpp's recorded logits are looked up:
+// params.expect_dir, else the fixtures' expect/.
+func expectDir(c *Check) (string, error) {
+	if d, err := c.ParamString("expect_dir", ""); err != nil || d != "" {
+		return d, err
+	}
+	return c.Fixture("expect")
+}
+
+var shaField = regexp.MustCompile(`"sha256"\s*:\s*"([0-9a-f]{64})"`)
+
+// recordedSHA256 reads the "sha256" a recorded-logits file states: from its
+// first 4 KiB (where the fixtures put it), else from the whole document.
+func recordedSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	head := make([]byte, 4096)
+	n, err := io.ReadFull(f, head)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return "", err
+	}
+	if m := shaField.FindSubmatch(head[:n]); m != nil {
+		return string(m[1]), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var doc struct {
+		SHA256 string `json:"sha256"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return doc.SHA256, nil
+}
+
+// RecordedLogits returns the file under dir (*.logits.json, as in the
+// fixtures' expect/) that records llama.cpp's logits for the model object
+// whose sha256 is sum, matched by that sha256, never by name alone: the file
+// named after the model (name, without .gguf) is tried first, then every
+// other. It returns "" and why when none records sum.
+func RecordedLogits(dir, name, sum string) (path, why string, err error) {
+	first := filepath.Join(dir, strings.TrimSuffix(name, ".gguf")+".logits.json")
+	paths, err := filepath.Glob(filepath.Join(dir, "*.logits.json"))
+	if err != nil {
+		return "", "", err
+	}
+	paths = append([]string{first}, paths...)
+	named := ""
+	for i, p := range paths {
+		if i > 0 && p == first {
+			continue
+		}
+		got, err := recordedSHA256(p)
+		if i == 0 && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", "", err
+		}
+		if got == sum {
+			return p, "", nil
+		}
+		if i == 0 {
+			named = fmt.Sprintf("; %s was recorded for sha256 %s", filepath.Base(p), got)
+		}
+	}
+	return "", fmt.Sprintf("no recorded llama.cpp logits for this model object (sha256 %s) in %s%s", sum, dir, named), nil
+}
+
+// recordedPath is RecordedLogits for c's model.
+func recordedPath(c *Check) (path, why string, err error) {
+	dir, err := expectDir(c)
+	if err != nil {
+		return "", "", err
+	}
+	sum, err := c.ModelSHA256()
+	if err != nil {
+		return "", "", err
+	}
+	return RecordedLogits(dir, filepath.Base(c.ModelPath()), sum)
 }
 
 func readRecorded(path string) (*recordedLogits, error) {
@@ -43,14 +130,21 @@ func readRecorded(path string) (*recordedLogits, error) {
 	return &r, nil
 }
 
-// parityApplies: llama.cpp's logits exist for this very model object.
+// parityApplies: the model is of the falsifier's weight tier, and
+// llama.cpp's logits exist for this very model object.
 func parityApplies(c *Check) (bool, string) {
-	path, err := recordedPath(c)
-	if err != nil {
-		return false, err.Error()
+	if ok, why := TierApplies(c); !ok {
+		return false, why
 	}
-	if _, err := os.Stat(path); err != nil {
-		return false, fmt.Sprintf("no recorded llama.cpp logits for this model (%s)", path)
+	if _, ok := c.Param("expect_dir"); !ok && c.in.fixtures == "" {
+		return false, "needs apr's shared fixtures (--fixtures DIR)"
+	}
+	path, why, err := recordedPath(c)
+	if err != nil {
+		return true, "" // the run refuses with the reason
+	}
+	if path == "" {
+		return false, why
 	}
 	return true, ""
 }
@@ -64,33 +158,54 @@ func generateLogits(ctx context.Context, model, backend string, tokens []int32) 
 	return res.Logits, err
 }
 
-func logitsParity(ctx context.Context, c *Check) error { return LogitsParity(generateLogits)(ctx, c) }
+func logitsParity(ctx context.Context, c *Check) error {
+	return LogitsParity(generateLogits, nil)(ctx, c)
+}
 
 // LogitsParity returns the logits_parity code (the cosine kind) over eval:
-// the backend's logits against llama.cpp's recorded ones for the same model
-// object and tokens, position by position. It measures min_cosine,
-// mean_cosine, argmax_agree (fraction of positions) and max_kl, and notes
-// the worst position. A NaN, an Inf or a zero row is a fail by name.
-func LogitsParity(eval LogitsFunc) Func {
+// the backend's (params.backend, default "ref") logits against llama.cpp's
+// recorded ones for the same model object and tokens, position by
+// position. For a mixture of experts the positions where the reference
+// engine's router is near a tie (NearTies over router; nil: RouterProbs)
+// are left out of every aggregate and reported. It measures min_cosine,
+// mean_cosine, argmax_mismatches (positions whose argmax differs where
+// llama.cpp's top-1 margin is at least params.argmax_margin), argmax_agree
+// (fraction of compared positions), max_kl, worst_position,
+// excluded_positions and compared_positions, and notes the worst position
+// and each excluded one. A NaN, an Inf or a zero row is a fail by name.
+func LogitsParity(eval LogitsFunc, router RouterFunc) Func {
 	return func(ctx context.Context, c *Check) error {
 		backend, err := c.ParamString("backend", "ref")
 		if err != nil {
 			return err
 		}
-		path, err := recordedPath(c)
-		if err != nil {
-			return err
-		}
 		var want *recordedLogits
-		if err := c.CallRef("llama.cpp logits", func() (err error) { want, err = readRecorded(path); return err }); err != nil {
-			return err
-		}
-		sha, err := c.ModelSHA256()
+		err = c.CallRef("llama.cpp logits", func() error {
+			path, why, err := recordedPath(c)
+			if err != nil {
+				return err
+			}
+			if path == "" {
+				return errors.New(why)
+			}
+			if want, err = readRecorded(path); err != nil {
+				return err
+			}
+			sha, err := c.ModelSHA256()
+			if err != nil {
+				return err
+			}
+			if want.SHA256 != sha {
+				return fmt.Errorf("%s was recorded for sha256 %s, the model is %s", path, want.SHA256, sha)
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		if want.SHA256 != sha {
-			return c.Refuse("%s was recorded for sha256 %s, the model is %s", path, want.SHA256, sha)
+		ties, err := NearTies(ctx, c, want.Tokens, router)
+		if err != nil {
+			return err
 		}
 		got, err := eval(ctx, c.ModelPath(), backend, want.Tokens)
 		if err != nil {
@@ -99,26 +214,41 @@ func LogitsParity(eval LogitsFunc) Func {
 			}
 			return Fail("%s logits: %v", backend, err)
 		}
-		return CompareLogits(c, got, want.Logits)
+		return CompareLogits(c, got, want.Logits, ties)
 	}
 }
 
-// CompareLogits is the cosine kind's judgement of got against want.
-func CompareLogits(c *Check, got, want [][]float32) error {
-	rep, err := oracle.CompareSeq(got, want, 0)
+// CompareLogits is the cosine kind's judgement of got against want, with
+// the positions of ties left out of the aggregates (and reported).
+func CompareLogits(c *Check, got, want [][]float32, ties []oracle.NearTie) error {
+	margin, err := c.ParamFloat("argmax_margin", 0)
+	if err != nil {
+		return err
+	}
+	eps, _ := c.ParamFloat(ParamNearTieEps, math.NaN())
+	rep, err := oracle.CompareSeqWith(got, want, oracle.SeqOptions{Exclude: oracle.TiePositions(ties), ArgmaxMargin: margin})
 	if err != nil {
 		return Fail("%v", err)
 	}
 	w := rep.Positions[rep.Worst]
 	c.Note("worst position %d: cosine %.9f, max-abs %.3g, KL %.3g, argmax %d vs %d", rep.Worst, w.Cosine, w.MaxAbs, w.KL, w.ArgmaxGot, w.ArgmaxWant)
-	if rep.FirstArgmaxMismatch >= 0 {
-		p := rep.Positions[rep.FirstArgmaxMismatch]
-		c.Note("first argmax mismatch at position %d: %d vs %d", rep.FirstArgmaxMismatch, p.ArgmaxGot, p.ArgmaxWant)
+	for _, p := range rep.ArgmaxMismatches {
+		s := rep.Positions[p]
+		c.Note("argmax mismatch at position %d: %d vs %d (the reference's top-1 margin is at least %g)", p, s.ArgmaxGot, s.ArgmaxWant, margin)
+	}
+	for _, n := range NearTieNotes(ties, rep, eps) {
+		c.Note("%s", n)
 	}
 	c.Measure("min_cosine", rep.MinCosine)
 	c.Measure("mean_cosine", rep.MeanCosine)
-	c.Measure("argmax_agree", float64(rep.ArgmaxAgree)/float64(len(want)))
+	c.Measure("argmax_mismatches", float64(len(rep.ArgmaxMismatches)))
+	c.Measure("argmax_agree", float64(rep.ArgmaxAgree)/float64(rep.Compared))
 	c.Measure("max_kl", rep.MaxKL)
 	c.Measure("worst_position", float64(rep.Worst))
+	c.Measure("compared_positions", float64(rep.Compared))
+	c.Measure("excluded_positions", float64(len(rep.Excluded)))
+	if len(rep.Excluded) > 0 {
+		c.Measure("excluded_min_cosine", ExcludedMinCosine(rep))
+	}
 	return nil
 }

@@ -191,8 +191,8 @@ func TestPlantedCosine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := falsify.NewRegistry()
 			reg.Register("logits_parity", falsify.KindCosine, func(ctx context.Context, c *falsify.Check) error {
-				return falsify.CompareLogits(c, tt.got(), want)
-			}, falsify.Thresholds("min_cosine", "mean_cosine"))
+				return falsify.CompareLogits(c, tt.got(), want, nil)
+			}, falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"))
 			r := runOne(t, reg, embedded(t), "llama.logits_parity", testutil.Fixture(t, "models/stories260K.gguf"), "")
 			if r.Verdict != tt.want || !strings.Contains(r.Reason, tt.reason) {
 				t.Errorf("llama.logits_parity with %s: %s (%s), want %s mentioning %q", tt.name, r.Verdict, r.Reason, tt.want, tt.reason)
@@ -215,7 +215,7 @@ func TestPlantedCosineRealLogits(t *testing.T) {
 			}
 		}
 		return lg, err
-	}), falsify.Needs(falsify.NeedModel, falsify.NeedFixtures), falsify.Thresholds("min_cosine", "mean_cosine"), falsify.Refs("llama.cpp logits"))
+	}, nil), falsify.Needs(falsify.NeedModel, falsify.NeedFixtures), falsify.Thresholds("min_cosine", "mean_cosine"), falsify.Refs("llama.cpp logits"))
 	r := runOne(t, reg, embedded(t), "llama.logits_parity", model, fixtures)
 	notPass(t, r, falsify.VerdictFail, "min_cosine")
 	if !strings.Contains(strings.Join(r.Details, "\n"), "worst position 10") {

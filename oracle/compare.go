@@ -64,8 +64,19 @@ func (e *PositionError) Error() string { return fmt.Sprintf("position %d: %v", e
 func (e *PositionError) Unwrap() error { return e.Err }
 
 // SeqReport compares two logit sequences position by position.
+//
+// Positions holds every position's Stats, excluded ones included; the
+// aggregates (Worst, MinCosine, MeanCosine, MaxKL, MaxAbs, ArgmaxAgree,
+// FirstArgmaxMismatch, ArgmaxMismatches) are over the Compared positions
+// only, those not in Excluded.
 type SeqReport struct {
 	Positions []Stats `json:"positions"`
+	// Excluded are the positions SeqOptions.Exclude left out of the
+	// aggregates, in increasing order (each once); their Stats are still in
+	// Positions, so a caller can report what they measured.
+	Excluded []int `json:"excluded"`
+	// Compared is the number of positions the aggregates cover.
+	Compared int `json:"compared"`
 	// Worst is the position with the lowest cosine (the first among ties).
 	Worst       int     `json:"worst"`
 	MinCosine   float64 `json:"min_cosine"`
@@ -75,26 +86,63 @@ type SeqReport struct {
 	ArgmaxAgree int     `json:"argmax_agree"` // positions whose argmax agrees
 	// FirstArgmaxMismatch is the first position whose argmax differs, -1 if none.
 	FirstArgmaxMismatch int `json:"first_argmax_mismatch"`
+	// ArgmaxMismatches are the positions whose argmax differs while want's
+	// top-1 minus top-2 is at least SeqOptions.ArgmaxMargin (where want is
+	// decided), in increasing order.
+	ArgmaxMismatches []int `json:"argmax_mismatches"`
+}
+
+// SeqOptions refine CompareSeqWith.
+type SeqOptions struct {
+	// TopK is Compare's k (≤ 0: DefaultTopK).
+	TopK int
+	// Exclude lists positions to leave out of the aggregates (e.g. a
+	// router's near-ties, RouterNearTies). They are still compared — a NaN
+	// or a zero row there is still an error — and are reported in
+	// SeqReport.Excluded. A position outside the sequence is an error, and
+	// so is excluding every position: nothing would be left to judge.
+	Exclude []int
+	// ArgmaxMargin: an argmax mismatch counts in ArgmaxMismatches only where
+	// want's top-1 minus top-2 logit is at least this (0: every mismatch).
+	ArgmaxMargin float64
 }
 
 // CompareSeq compares got[p] with want[p] for every position p. An error at
 // any position (NaN, zero row, length) is returned as a *PositionError naming
 // it: a sequence with one bad row has no report.
 func CompareSeq(got, want [][]float32, k int) (SeqReport, error) {
+	return CompareSeqWith(got, want, SeqOptions{TopK: k})
+}
+
+// CompareSeqWith is CompareSeq with exclusions and an argmax margin.
+func CompareSeqWith(got, want [][]float32, o SeqOptions) (SeqReport, error) {
 	if len(got) != len(want) {
 		return SeqReport{}, fmt.Errorf("%w: got has %d positions, want has %d", ErrLength, len(got), len(want))
 	}
 	if len(want) == 0 {
 		return SeqReport{}, fmt.Errorf("%w: no positions to compare", ErrEmpty)
 	}
-	r := SeqReport{Positions: make([]Stats, len(want)), MinCosine: math.Inf(1), FirstArgmaxMismatch: -1}
+	excluded := make([]bool, len(want))
+	r := SeqReport{Positions: make([]Stats, len(want)), Excluded: []int{}, ArgmaxMismatches: []int{},
+		MinCosine: math.Inf(1), FirstArgmaxMismatch: -1, Worst: -1}
+	for _, p := range o.Exclude {
+		if p < 0 || p >= len(want) {
+			return SeqReport{}, fmt.Errorf("%w: excluded position %d is outside the %d positions", ErrLength, p, len(want))
+		}
+		excluded[p] = true
+	}
 	var sum float64
 	for p := range want {
-		s, err := Compare(got[p], want[p], k)
+		s, err := Compare(got[p], want[p], o.TopK)
 		if err != nil {
 			return SeqReport{}, &PositionError{Pos: p, Err: err}
 		}
 		r.Positions[p] = s
+		if excluded[p] {
+			r.Excluded = append(r.Excluded, p)
+			continue
+		}
+		r.Compared++
 		sum += s.Cosine
 		if s.Cosine < r.MinCosine {
 			r.MinCosine, r.Worst = s.Cosine, p
@@ -103,10 +151,18 @@ func CompareSeq(got, want [][]float32, k int) (SeqReport, error) {
 		r.MaxAbs = math.Max(r.MaxAbs, s.MaxAbs)
 		if s.ArgmaxEqual {
 			r.ArgmaxAgree++
-		} else if r.FirstArgmaxMismatch < 0 {
+			continue
+		}
+		if r.FirstArgmaxMismatch < 0 {
 			r.FirstArgmaxMismatch = p
 		}
+		if _, margin, _ := TopMargin(want[p]); margin >= o.ArgmaxMargin {
+			r.ArgmaxMismatches = append(r.ArgmaxMismatches, p)
+		}
 	}
-	r.MeanCosine = sum / float64(len(want))
+	if r.Compared == 0 {
+		return SeqReport{}, fmt.Errorf("%w: all %d positions are excluded, none is left to compare", ErrEmpty, len(want))
+	}
+	r.MeanCosine = sum / float64(r.Compared)
 	return r, nil
 }

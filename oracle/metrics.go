@@ -188,6 +188,22 @@ func Argmax(x []float32) (int, error) {
 	return at, nil
 }
 
+// TopMargin returns the index of the largest value (the lowest index among
+// ties) and how far it is above the second largest: +Inf for one value, 0
+// for a tie. NaN or Inf is an error.
+func TopMargin(x []float32) (best int, margin float64, err error) {
+	if best, err = Argmax(x); err != nil {
+		return 0, 0, err
+	}
+	second := math.Inf(-1)
+	for i, v := range x {
+		if i != best {
+			second = math.Max(second, float64(v))
+		}
+	}
+	return best, float64(x[best]) - second, nil
+}
+
 // ArgmaxEqual reports whether got and want have the same argmax, and both.
 func ArgmaxEqual(got, want []float32) (equal bool, gotIdx, wantIdx int, err error) {
 	if err := pair(got, want); err != nil {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
@@ -53,8 +52,9 @@ func Register(reg *falsify.Registry) {
 	reg.Register(FalsifierEngineParity, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.opts.hooks.parity(ctx, c, m, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
-		falsify.Params("tier"), falsify.Refs("reference engine"), falsify.AppliesWhen(tierApplies), falsify.VetWith(vetTier),
-		falsify.Doc("a backend's logits against the reference engine's at every position of a probe prompt, at the thresholds of the model's weight tier"))
+		falsify.Params("tier", "argmax_margin", falsify.ParamNearTieEps), falsify.Refs("reference engine", "reference engine router"),
+		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
+		falsify.Doc("a backend's logits against the reference engine's at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
 	reg.Register(FalsifierThroughput, falsify.KindTiming, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.throughputGate(ctx, c.F, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("decode_ratio", "prefill_ratio", "max_cv"), falsify.Refs("baseline"),
@@ -62,37 +62,14 @@ func Register(reg *falsify.Registry) {
 		falsify.Doc("decode and prefill tok/s against the baseline recorded for this model, host and backend, by bootstrap confidence intervals"))
 }
 
-// Weight tiers of engine_parity (params.tier).
+// Weight tiers of engine_parity (params.tier): falsify's, the one rule
+// every cosine falsifier uses.
 const (
-	TierFloat     = "float"     // every matrix F32, F16 or BF16
-	TierQuantized = "quantized" // some matrix in a quantized type
+	TierFloat     = falsify.TierFloat     // every matrix F32, F16 or BF16
+	TierQuantized = falsify.TierQuantized // some matrix in a quantized type
 )
 
-func tier(f *gguf.File) string {
-	if isQuantized(f) {
-		return TierQuantized
-	}
-	return TierFloat
-}
-
-func tierApplies(c *falsify.Check) (bool, string) {
-	f, err := c.Model()
-	if err != nil {
-		return true, "" // the run refuses with the reason
-	}
-	want, _ := c.ParamString("tier", "")
-	if got := tier(f); got != want {
-		return false, fmt.Sprintf("its thresholds are for %s weights; the model's are %s", want, got)
-	}
-	return true, ""
-}
-
-func vetTier(f schema.Falsifier, _ *contracts.Set) []string {
-	if t, _ := f.Params["tier"].(string); t != TierFloat && t != TierQuantized {
-		return []string{fmt.Sprintf("param tier is %q, want %q or %q", t, TierFloat, TierQuantized)}
-	}
-	return nil
-}
+func tier(f *gguf.File) string { return falsify.WeightTier(f) }
 
 // templateApplies: a model without a chat template has none to gate (apr
 // qa reports it refused-optional, apr falsify as not run).

@@ -105,6 +105,12 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	if err != nil {
 		return refused(CodeReference, c.By(), nil, "the reference %s gave no usable logits, so nothing can be compared: %v", m.opts.Reference, err)
 	}
+	// A mixture of experts: the positions where the reference's router is
+	// near a tie are left out of the aggregates (and reported).
+	ties, err := falsify.NearTies(ctx, c, toks, m.opts.hooks.router)
+	if err != nil {
+		return refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced, so its near-ties are unknown: %v", m.opts.Reference, err)
+	}
 	got, err := m.logits(ctx, backend, toks)
 	if err != nil {
 		return fromError(CodeBackend, err, "backend %s", backend)
@@ -112,19 +118,15 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	if len(got.Logits) != len(toks) {
 		return failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(toks))
 	}
-	rep, err := oracle.CompareSeq(got.Logits, want.Logits, 0)
+	margin := paramFloat(fz, "argmax_margin", 0.2)
+	rep, err := oracle.CompareSeqWith(got.Logits, want.Logits, oracle.SeqOptions{Exclude: oracle.TiePositions(ties), ArgmaxMargin: margin})
 	if err != nil {
 		return failed(nil, "backend %s vs %s: %v", backend, m.opts.Reference, err)
 	}
-	margin := paramFloat(fz, "argmax_margin", 0.2)
 	var mismatches []string
-	for p, s := range rep.Positions {
-		if s.ArgmaxEqual {
-			continue
-		}
-		if mg := topMargin(want.Logits[p]); mg >= margin {
-			mismatches = append(mismatches, fmt.Sprintf("position %d: argmax %d, reference %d (reference margin %.3g)", p, s.ArgmaxGot, s.ArgmaxWant, mg))
-		}
+	for _, p := range rep.ArgmaxMismatches {
+		s := rep.Positions[p]
+		mismatches = append(mismatches, fmt.Sprintf("position %d: argmax %d, reference %d (reference margin at least %g)", p, s.ArgmaxGot, s.ArgmaxWant, margin))
 	}
 	k := newCheck(fz)
 	k.hold("min_cosine", rep.MinCosine, "")
@@ -132,10 +134,15 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	k.hold("argmax_mismatches", float64(len(mismatches)), "count")
 	k.note("argmax_agree", float64(rep.ArgmaxAgree), "positions")
 	k.note("positions", float64(len(toks)), "positions")
+	k.note("compared_positions", float64(rep.Compared), "positions")
+	k.note("excluded_positions", float64(len(rep.Excluded)), "positions")
+	if len(rep.Excluded) > 0 {
+		k.note("excluded_min_cosine", falsify.ExcludedMinCosine(rep), "")
+	}
 	k.note("worst_position", float64(rep.Worst), "")
 	k.note("max_kl", rep.MaxKL, "nats")
 	o := k.outcome(firstN(mismatches))
-	o.details = mismatches
+	o.details = append(mismatches, falsify.NearTieNotes(ties, rep, paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
 	return o
 }
 

@@ -19,8 +19,8 @@ import (
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
-	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
 )
@@ -397,17 +397,7 @@ func paramStrings(f schema.Falsifier, name string, def []string) []string {
 
 // isQuantized reports whether any matrix (≥ 2 dimensions) of f is stored in
 // a quantized type.
-func isQuantized(f *gguf.File) bool {
-	for _, t := range f.Tensors {
-		if len(t.Shape) < 2 {
-			continue
-		}
-		if info, err := quant.Lookup(t.Type); err == nil && info.Quantized {
-			return true
-		}
-	}
-	return false
-}
+func isQuantized(f *gguf.File) bool { return falsify.WeightTier(f) == falsify.TierQuantized }
 
 func fileSHA256(path string) (string, int64, error) {
 	fd, err := os.Open(path)

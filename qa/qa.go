@@ -418,6 +418,9 @@ type hooks struct {
 	parity func(ctx context.Context, c *falsify.Check, m *modelRun, backend string) outcome
 	// golden finds a model's reviewed golden.
 	golden func(sha string) (*golden.File, bool, error)
+	// router traces the reference's router for the parity gate's near-ties
+	// (nil: falsify.RouterProbs).
+	router falsify.RouterFunc
 }
 
 func (h *hooks) defaults() {
