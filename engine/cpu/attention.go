@@ -141,7 +141,9 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 	task := func(t int) {
 		w := <-be.workers
 		defer func() { be.workers <- w }()
-		g, bi := t%a.NKV, t/a.NKV
+		// The last blocks see the most positions: hand them out first, so
+		// that the threads finish together.
+		g, bi := t%a.NKV, nb-1-t/a.NKV
 		t0 := bi * blk
 		if err := be.attendBlock(w, c, qb, ob, g, t0, min(n, t0+blk), pos0); err != nil {
 			errMu.Lock()

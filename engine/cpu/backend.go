@@ -25,7 +25,11 @@ type backend struct {
 
 	f32mv, f32mm *kern.Kernel // attention's products on the F32 cache
 
-	stageX, stageD []float32 // contiguous copies of strided operands
+	stageX, stageD []float32   // contiguous copies of strided operands
+	stageDs        [][]float32 // MatMuls' stand-ins for strided destinations
+	jobs           []kern.Job  // MatMuls' products of one activation format
+	staged         []stagedDst
+	doneMM         []bool
 
 	mu   sync.Mutex
 	used map[string]int  // contract id → tensors prepared with it
@@ -308,7 +312,9 @@ func (be *backend) MatMul(dst graph.Buf, w graph.Weight, x graph.Buf) error {
 }
 
 // MatMuls converts x once per activation format and multiplies it by every
-// weight (q, k and v of one input, say).
+// weight (q, k and v of one input, say): the weights sharing a format go to
+// the pool as one dispatch (kern.MulActsMany), each computed exactly as
+// alone.
 func (be *backend) MatMuls(x graph.Buf, dst []graph.Buf, w []graph.Weight) error {
 	xb := asBuf(x)
 	if len(dst) != len(w) {
@@ -324,7 +330,8 @@ func (be *backend) MatMuls(x graph.Buf, dst []graph.Buf, w []graph.Weight) error
 			copy(xs[r*xb.cols:], xb.row(r))
 		}
 	}
-	var conv *kern.Kernel // the kernel be.acts was converted with
+	// Check every product first, then run them grouped by activation format.
+	done := be.doneMM[:0]
 	for i := range w {
 		d, m := asBuf(dst[i]), asMatrix(w[i])
 		if len(m.w) != 1 {
@@ -334,30 +341,65 @@ func (be *backend) MatMuls(x graph.Buf, dst []graph.Buf, w []graph.Weight) error
 		if xb.cols != wt.Cols || d.cols != wt.Rows || d.rows != xb.rows {
 			panic(fmt.Sprintf("cpu: MatMul %d×%d = %q (%d×%d) · %d×%d", d.rows, d.cols, m.t.Name, wt.Rows, wt.Cols, xb.rows, xb.cols))
 		}
-		k := m.mm
-		if xb.rows == 1 {
-			k = m.mv
-		}
-		if conv == nil || conv.Act != k.Act {
-			if err := k.Convert(be.pool, &be.scratch, &be.acts, xs, xb.rows, xb.cols); err != nil {
-				return fmt.Errorf("cpu: %q: %w", m.t.Name, err)
-			}
-			conv = k
-		}
-		ds, direct := d.flat()
-		if !direct {
-			ds = grow(&be.stageD, d.rows*d.cols)
-		}
-		if err := k.MulActs(be.pool, &be.scratch, ds, wt, &be.acts); err != nil {
-			return fmt.Errorf("cpu: %q: %w", m.t.Name, err)
-		}
-		if !direct {
-			for r := 0; r < d.rows; r++ {
-				copy(d.row(r), ds[r*d.cols:(r+1)*d.cols])
-			}
-		}
+		done = append(done, false)
 	}
+	for i := range w {
+		if done[i] {
+			continue
+		}
+		k := asMatrix(w[i]).kernel(xb.rows)
+		if err := k.Convert(be.pool, &be.scratch, &be.acts, xs, xb.rows, xb.cols); err != nil {
+			return fmt.Errorf("cpu: %q: %w", asMatrix(w[i]).t.Name, err)
+		}
+		jobs, staged := be.jobs[:0], be.staged[:0]
+		for j := i; j < len(w); j++ {
+			m := asMatrix(w[j])
+			kj := m.kernel(xb.rows)
+			if done[j] || kj.Act != k.Act {
+				continue
+			}
+			done[j] = true
+			d := asBuf(dst[j])
+			ds, direct := d.flat()
+			if !direct {
+				for len(be.stageDs) <= len(staged) {
+					be.stageDs = append(be.stageDs, nil)
+				}
+				ds = grow(&be.stageDs[len(staged)], d.rows*d.cols)
+				staged = append(staged, stagedDst{d, ds})
+			}
+			jobs = append(jobs, kern.Job{K: kj, W: m.w[0], Dst: ds})
+		}
+		err := kern.MulActsMany(be.pool, &be.scratch, &be.acts, jobs)
+		clear(jobs) // drop the references to the weights and buffers
+		be.jobs = jobs[:0]
+		if err != nil {
+			return fmt.Errorf("cpu: %q and the other products of its input: %w", asMatrix(w[i]).t.Name, err)
+		}
+		for _, st := range staged {
+			for r := 0; r < st.d.rows; r++ {
+				copy(st.d.row(r), st.ds[r*st.d.cols:(r+1)*st.d.cols])
+			}
+		}
+		clear(staged)
+		be.staged = staged[:0]
+	}
+	be.doneMM = done[:0]
 	return nil
+}
+
+// stagedDst is a strided product destination and its contiguous stand-in.
+type stagedDst struct {
+	d  *buf
+	ds []float32
+}
+
+// kernel returns the matrix's kernel for m activation rows.
+func (m *matrix) kernel(rows int) *kern.Kernel {
+	if rows == 1 {
+		return m.mv
+	}
+	return m.mm
 }
 
 func grow(p *[]float32, n int) []float32 {
@@ -431,4 +473,31 @@ func (be *backend) forRows(n, cost int, fn func(lo, hi int)) {
 		return
 	}
 	be.pool.For(n, max(1, n/(4*be.threads)), fn)
+}
+
+// byCols reports whether an element-wise op over one row of cost values is
+// better split by columns (forCols) than run inline.
+func (be *backend) byCols(rows, cost int) bool {
+	return be.threads > 1 && rows == 1 && cost >= 1<<14
+}
+
+// forCols runs fn over [0, n) in runs that start at multiples of 8, so that
+// each run's groups of eight values are the whole row's groups (the last
+// run takes the tail): a row function over the runs computes exactly what
+// it computes over the row.
+func (be *backend) forCols(n int, fn func(lo, hi int)) {
+	groups := n / 8
+	per := max(1, groups/(2*be.threads))
+	chunks := (groups + per - 1) / per
+	if chunks < 2 {
+		fn(0, n)
+		return
+	}
+	be.pool.For(chunks, 1, func(lo, hi int) {
+		end := hi * per * 8
+		if hi == chunks {
+			end = n
+		}
+		fn(lo*per*8, end)
+	})
 }

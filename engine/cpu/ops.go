@@ -78,6 +78,13 @@ func (be *backend) SwiGLU(dst, gate, up graph.Buf) {
 	d, g, u := asBuf(dst), asBuf(gate), asBuf(up)
 	sameShape("SwiGLU", d, g)
 	sameShape("SwiGLU", d, u)
+	if be.byCols(d.rows, 4*d.cols) {
+		// Decode: one row, split in runs of whole groups of 8 (each run's
+		// lanes and tail are the row's own), so both threads work on it.
+		dr, gr, ur := d.row(0), g.row(0), u.row(0)
+		be.forCols(len(dr), func(lo, hi int) { swigluRow(dr[lo:hi], gr[lo:hi], ur[lo:hi]) })
+		return
+	}
 	be.forRows(d.rows, 4*d.cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			dr, gr, ur := d.row(r), g.row(r), u.row(r)
@@ -193,6 +200,11 @@ func (be *backend) Sigmoid(x graph.Buf) {
 
 func (be *backend) SiLU(x graph.Buf) {
 	b := asBuf(x)
+	if be.byCols(b.rows, 4*b.cols) {
+		row := b.row(0)
+		be.forCols(len(row), func(lo, hi int) { siluRow(row[lo:hi]) })
+		return
+	}
 	be.forRows(b.rows, 4*b.cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			siluRow(b.row(r))

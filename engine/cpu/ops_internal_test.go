@@ -230,6 +230,27 @@ func TestOps(t *testing.T) {
 			close("Softmax", x.row(r), want[r], 1e-6)
 		}
 	})
+	t.Run("swiglu and silu of one row split by columns", func(t *testing.T) {
+		for _, cols := range []int{4864, 4864 + 3, 1 << 13, 8*1024 + 7} {
+			g, u := randBuf(rng, 1, cols), randBuf(rng, 1, cols)
+			d := randBuf(rng, 1, cols)
+			if !be.byCols(1, 4*cols) {
+				t.Fatalf("byCols(1, %d) is false: the split is not exercised", 4*cols)
+			}
+			be.SwiGLU(d, g, u)
+			want := make([]float32, cols)
+			swigluRow(want, g.row(0), u.row(0))
+			s := &buf{d: append([]float32(nil), g.d...), rows: 1, cols: cols, stride: cols}
+			be.SiLU(s)
+			wantS := append([]float32(nil), g.row(0)...)
+			siluRow(wantS)
+			for i := range want {
+				if d.row(0)[i] != want[i] || s.row(0)[i] != wantS[i] {
+					t.Fatalf("%d columns, column %d: SwiGLU %g (row function %g), SiLU %g (%g)", cols, i, d.row(0)[i], want[i], s.row(0)[i], wantS[i])
+				}
+			}
+		}
+	})
 	t.Run("weighted sum", func(t *testing.T) {
 		y := randBuf(rng, 6, 10)
 		w := []float32{0.5, 0.25, 0.25, 1, -1, 2}

@@ -121,6 +121,42 @@ func TestPrefillThenDecode(t *testing.T) {
 	}
 }
 
+// TestLastRowOnly checks that an Eval asking for the last row's logits only
+// (which skips the other rows after the last layer's mixer, as llama.cpp
+// does) returns exactly the last row of the Eval returning every row, for
+// a first batch and for a batch after earlier positions, on every fixture.
+func TestLastRowOnly(t *testing.T) {
+	dir := testutil.Fixtures(t)
+	for _, path := range fixtureModels(t, dir) {
+		name := strings.TrimSuffix(filepath.Base(path), ".gguf")
+		t.Run(name, func(t *testing.T) {
+			m := open(t, path, "cpu", 0)
+			tokens := fixtureTokens(m.spec.NVocab)
+			all := feed(t, m, tokens, []int{9, len(tokens) - 9})
+			s, err := m.eng.NewSession(len(tokens))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, piece := range [][2]int{{0, 9}, {9, len(tokens)}} {
+				got, err := s.Eval(tokens[piece[0]:piece[1]], false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := all[piece[1]-1]
+				if len(got) != 1 {
+					t.Fatalf("Eval(tokens[%d:%d], false) returned %d rows, want 1", piece[0], piece[1], len(got))
+				}
+				for i := range want {
+					if got[0][i] != want[i] {
+						t.Errorf("Eval(tokens[%d:%d], false): logit %d = %g, the all-rows Eval gives %g", piece[0], piece[1], i, got[0][i], want[i])
+						break
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestTraceMatchesReference checks that cpu reports the same (layer, op,
 // position) set as the reference and that each traced vector is close to
 // the reference's, on the F32 models (where both engines compute the same

@@ -188,7 +188,11 @@ func (st *attnState) Forward(c *Ctx, x, out Buf) error {
 		return err
 	}
 	o := c.Buf("attn.o", at.a.NHead*at.a.HV)
-	if err := b.Attend(o, q, st.kv, c.Pos); err != nil {
+	if f := c.OutFrom; f > 0 {
+		// Only rows f… of the output are read: attend with their queries.
+		o, q, out = b.View(o, f, c.N, 0, o.Cols()), b.View(q, f, c.N, 0, q.Cols()), b.View(out, f, c.N, 0, out.Cols())
+	}
+	if err := b.Attend(o, q, st.kv, c.Pos+c.OutFrom); err != nil {
 		return err
 	}
 	if err := b.MatMul(out, at.wo, o); err != nil {
@@ -197,7 +201,7 @@ func (st *attnState) Forward(c *Ctx, x, out Buf) error {
 	if at.bo != nil {
 		b.AddVec(out, at.bo)
 	}
-	c.Emit(model.OpAttnOut, out)
+	c.EmitAt(model.OpAttnOut, c.Pos+c.OutFrom, out)
 	st.pos += c.N
 	return nil
 }

@@ -207,6 +207,12 @@ type Ctx struct {
 	Layer int // -1 outside the layers
 	Pos   int // position of row 0
 	N     int // rows (tokens) in this Eval
+	// OutFrom is the first row of a mixer's output that is read afterwards:
+	// in the last layer of an Eval that returns the last row's logits only,
+	// N−1 (the other rows feed nothing but their own, unused, logits), else
+	// 0. A mixer may leave rows [0, OutFrom) of out unwritten; its state
+	// (KV cache, recurrence) still takes every row.
+	OutFrom int
 
 	trace model.Trace
 	arena map[arenaKey]Buf
@@ -382,11 +388,24 @@ func (s *Session) Eval(tokens []int32, all bool) ([][]float32, error) {
 		return fail(err)
 	}
 	c.Emit(model.OpEmbed, x)
+	// As llama.cpp's graphs do (inp_out_ids), the last layer carries on
+	// past its mixer with the rows whose logits are returned only; each
+	// row is computed exactly as in a full evaluation. A trace sees every
+	// row.
+	skip := 0 // leading rows dropped
 	for i, ly := range m.layers {
 		c.Layer = i
 		b.RMSNorm(h, x, ly.attnNorm, sp.NEmbd, m.Eps)
 		c.Emit(model.OpAttnNorm, h)
-		if err := s.states[i].Forward(c, h, out); err != nil {
+		if i == len(m.layers)-1 && !all && n > 1 && !c.Tracing() {
+			c.OutFrom = n - 1
+		}
+		err := s.states[i].Forward(c, h, out)
+		if skip = c.OutFrom; skip > 0 {
+			x, h, out = b.View(x, skip, n, 0, sp.NEmbd), b.View(h, skip, n, 0, sp.NEmbd), b.View(out, skip, n, 0, sp.NEmbd)
+			c.Pos, c.N, c.OutFrom = c.Pos+skip, n-skip, 0
+		}
+		if err != nil {
 			return fail(fmt.Errorf("graph: layer %d: %w", i, err))
 		}
 		b.Add(x, out)
@@ -400,13 +419,13 @@ func (s *Session) Eval(tokens []int32, all bool) ([][]float32, error) {
 		b.Add(x, out)
 		c.Emit(model.OpLayerOut, x)
 	}
-	c.Layer = -1
+	c.Layer, c.Pos, c.N = -1, s.pos, n
 	first := 0
 	if !all {
 		first = n - 1
 	}
-	xs := b.View(x, first, n, 0, sp.NEmbd)
-	hs := b.View(h, first, n, 0, sp.NEmbd)
+	xs := b.View(x, first-skip, n-skip, 0, sp.NEmbd)
+	hs := b.View(h, first-skip, n-skip, 0, sp.NEmbd)
 	b.RMSNorm(hs, xs, m.outNorm, sp.NEmbd, m.Eps)
 	c.EmitAt(model.OpResultNorm, s.pos+first, hs)
 	// One row is kept for the next Eval; many (all logits) are not, so that

@@ -239,15 +239,19 @@ func (st *q35AttnState) Forward(c *Ctx, x, out Buf) error {
 		return err
 	}
 	o := c.Buf("ga.o", nq)
-	if err := b.Attend(o, q, st.kv, c.Pos); err != nil {
+	if f := c.OutFrom; f > 0 {
+		// Only rows f… of the output are read: attend with their queries.
+		o, q, gate, out = b.View(o, f, c.N, 0, nq), b.View(q, f, c.N, 0, nq), b.View(gate, f, c.N, 0, nq), b.View(out, f, c.N, 0, out.Cols())
+	}
+	if err := b.Attend(o, q, st.kv, c.Pos+c.OutFrom); err != nil {
 		return err
 	}
-	c.Emit(model.OpQ35AttnPre, o)
+	c.EmitAt(model.OpQ35AttnPre, c.Pos+c.OutFrom, o)
 	b.MulSigmoid(o, gate)
 	if err := b.MatMul(out, at.wo, o); err != nil {
 		return err
 	}
-	c.Emit(model.OpAttnOut, out)
+	c.EmitAt(model.OpAttnOut, c.Pos+c.OutFrom, out)
 	st.pos += c.N
 	return nil
 }
