@@ -1,24 +1,19 @@
 package ladder
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
+	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/model"
-	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/qa"
 )
@@ -27,9 +22,12 @@ import (
 type ExecOptions struct {
 	// ExpectDir holds reference outputs (*.logits.json as in the fixtures'
 	// expect/); a file is used for the model whose sha256 it records, never
-	// matched by name. "" compares nothing: logits are then only checked to
-	// be finite and well-formed.
+	// matched by name alone (falsify.RecordedLogits). "" compares nothing:
+	// logits are then only checked to be finite and well-formed.
 	ExpectDir string
+	// Contracts judge the logits cells (the model contract's logits_parity);
+	// nil: the embedded set, as the ladder's receipts record.
+	Contracts *contracts.Set
 	// RunTokens is how many tokens a run cell generates (default 8).
 	RunTokens int
 	// Prompt is the run cell's prompt, tokenized raw (default below).
@@ -113,10 +111,6 @@ func (x *executors) qa(ctx context.Context, m *Model, backend string) Result {
 
 type executors struct {
 	opts ExecOptions
-
-	indexOnce sync.Once
-	index     map[string]string // model sha256 → expect file
-	indexErr  error
 }
 
 // run generates RunTokens tokens greedily (end-of-generation ignored, so
@@ -171,94 +165,38 @@ func (x *executors) run(ctx context.Context, m *Model, backend string) Result {
 	return out
 }
 
-// expected is the part of a *.logits.json reference the ladder uses.
-type expected struct {
-	Model  string      `json:"model"`
-	SHA256 string      `json:"sha256"`
-	Tokens []int32     `json:"tokens"`
-	NVocab int         `json:"n_vocab"`
-	Logits [][]float32 `json:"logits"`
-}
-
-// Logits tiers: the minimum and mean cosine per position against the
-// reference, as engine/ref's parity test holds the reference engine to
-// (float weights; quantized weights, where ggml also quantizes activations;
-// the hybrid qwen35, where plain FP32 reaches only 0.973–0.992; and mixtures
-// of experts, where a router near-tie can swap an expert at one position:
-// the fixtures README measured 0.955 there). Contracts should own these
-// numbers; until they do, every cell records the limit it was held to.
-type logitsTier struct {
-	name          string
-	minCos, mean  float64
-	argmaxMargin  float64 // argmax must agree where the reference's top-1/top-2 gap is at least this
-	argmaxAllowed int     // mismatches tolerated among those positions
-}
-
-var (
-	tierFloat  = logitsTier{"float", 0.99999, 0, 0.2, 0}
-	tierQuant  = logitsTier{"quant", 0.998, 0.999, 0.2, 0}
-	tierHybrid = logitsTier{"quant-hybrid", 0.95, 0.985, 0.2, 0}
-	tierMoE    = logitsTier{"quant-moe", 0.95, 0.995, 0.2, 1}
-)
-
-func tierOf(m *Model) logitsTier {
-	quantized := false
-	for name := range m.Header.TypeCounts {
-		if t, err := quant.ParseType(name); err == nil {
-			if in, err := quant.Lookup(t); err == nil && in.Quantized {
-				quantized = true
-			}
+// logits evaluates a token sequence in one call. When ExpectDir records
+// llama.cpp's logits for this model object (matched by sha256), the cell is
+// the model contract's logits_parity falsifier of the model's weight tier,
+// run through falsify.Run on this backend: the thresholds, the argmax rule
+// and a mixture of experts' router near-tie exclusion are the contract's.
+// Without a reference it checks that every row is there, of n_vocab finite
+// values, and says that it compared nothing.
+func (x *executors) logits(ctx context.Context, m *Model, backend string) Result {
+	expect := ""
+	if x.opts.ExpectDir != "" && m.SHA256 != "" {
+		p, _, err := falsify.RecordedLogits(x.opts.ExpectDir, filepath.Base(m.realPath()), m.SHA256)
+		if err != nil {
+			return Failed("reading the reference outputs: %v", err)
 		}
+		expect = p
 	}
-	switch {
-	case !quantized:
-		return tierFloat
-	case m.Header.Architecture == "qwen35":
-		return tierHybrid
-	case m.experts() > 0:
-		return tierMoE
+	if expect != "" {
+		return x.logitsParity(ctx, m, backend, expect)
 	}
-	return tierQuant
-}
-
-func (m *Model) experts() uint64 {
 	f, err := m.File()
 	if err != nil {
-		return 0
+		return FromError(err)
 	}
-	v, ok := f.Get(m.Header.Architecture + ".expert_count")
-	if !ok {
-		return 0
-	}
-	n, _ := v.Uint()
-	return n
-}
-
-// logits evaluates a token sequence in one call and checks every row: the
-// right count and length, finite values, and, when a reference for this
-// model's sha256 exists, cosine and argmax agreement per position.
-func (x *executors) logits(ctx context.Context, m *Model, backend string) Result {
-	ref, err := x.expectFor(m.SHA256)
+	tok, err := tokenizer.New(f)
 	if err != nil {
-		return Failed("reading the reference outputs: %v", err)
+		return FromError(err)
 	}
-	var tokens []int32
-	if ref != nil {
-		tokens = ref.Tokens
-	} else {
-		f, err := m.File()
-		if err != nil {
-			return FromError(err)
-		}
-		tok, err := tokenizer.New(f)
-		if err != nil {
-			return FromError(err)
-		}
-		if tokens, err = tok.Encode(DefaultPrompt, tokenizer.Options{AddSpecial: true}); err != nil {
-			return FromError(err)
-		}
-		tokens = tokens[:min(len(tokens), 16)]
+	tokens, err := tok.Encode(DefaultPrompt, tokenizer.Options{AddSpecial: true})
+	if err != nil {
+		return FromError(err)
 	}
+	tokens = tokens[:min(len(tokens), 16)]
 	got, err := generate.Logits(ctx, generate.LogitsOptions{Model: m.realPath(), Backend: backend, Tokens: tokens, Log: x.opts.Log})
 	if err != nil {
 		return FromError(err)
@@ -279,131 +217,92 @@ func (x *executors) logits(ctx context.Context, m *Model, backend string) Result
 			return fail("%v", err)
 		}
 	}
-	if ref == nil {
-		out.Verdict = Pass
-		out.Detail = "no reference outputs for this model's sha256: checked that the logits are finite and well-formed only"
-		return out
-	}
-	if ref.NVocab != got.NVocab || len(ref.Logits) != len(got.Logits) {
-		return fail("reference %s has %d rows of %d, the engine gave %d rows of %d", ref.Model, len(ref.Logits), ref.NVocab, len(got.Logits), got.NVocab)
-	}
-	tier := tierOf(m)
-	minCos, sum := 1.0, 0.0
-	worst, checked, mismatched := 0, 0, []int{}
-	for pos := range got.Logits {
-		c, err := oracle.Cosine(got.Logits[pos], ref.Logits[pos])
-		if err != nil {
-			return fail("position %d: %v", pos, err)
-		}
-		if c < minCos {
-			minCos, worst = c, pos
-		}
-		sum += c
-		best, margin := top2(ref.Logits[pos])
-		if margin >= tier.argmaxMargin {
-			checked++
-			if a, _ := oracle.Argmax(got.Logits[pos]); a != best {
-				mismatched = append(mismatched, pos)
-			}
-		}
-	}
-	mean := sum / float64(len(got.Logits))
-	out.Values = append(out.Values,
-		Value{Name: "cosine_min", Value: minCos, Limit: fmt.Sprintf(">= %g (%s tier)", tier.minCos, tier.name)},
-		Value{Name: "cosine_mean", Value: mean, Limit: fmt.Sprintf(">= %g (%s tier)", tier.mean, tier.name)},
-		Value{Name: "argmax_checked", Value: float64(checked)},
-		Value{Name: "argmax_mismatches", Value: float64(len(mismatched)), Limit: fmt.Sprintf("<= %d", tier.argmaxAllowed)},
-	)
-	out.Detail = "compared with " + ref.Model + " (matched by sha256)"
-	switch {
-	case minCos < tier.minCos:
-		return fail("cosine with the reference %.6f at position %d, below the %s tier's %g", minCos, worst, tier.name, tier.minCos)
-	case mean < tier.mean:
-		return fail("mean cosine with the reference %.6f, below the %s tier's %g", mean, tier.name, tier.mean)
-	case len(mismatched) > tier.argmaxAllowed:
-		return fail("argmax differs from the reference at positions %v where its top-1/top-2 margin is at least %g", mismatched, tier.argmaxMargin)
-	}
 	out.Verdict = Pass
+	out.Detail = "no reference outputs for this model's sha256: checked that the logits are finite and well-formed only"
 	return out
 }
 
-func top2(row []float32) (int, float64) {
-	best, second := -1, -1
-	for i, v := range row {
-		switch {
-		case best < 0 || v > row[best]:
-			best, second = i, best
-		case second < 0 || v > row[second]:
-			second = i
-		}
-	}
-	if second < 0 {
-		return best, math.Inf(1)
-	}
-	return best, float64(row[best] - row[second])
-}
+// ByContracts is the refuser named when the contracts cannot judge a cell
+// (none loaded, or no falsifier for it).
+const ByContracts = "contracts"
 
-var shaField = regexp.MustCompile(`"sha256"\s*:\s*"([0-9a-f]{64})"`)
-
-// expectFor returns the reference whose recorded sha256 is sum, or nil.
-// The directory is indexed once by reading the head of each file.
-func (x *executors) expectFor(sum string) (*expected, error) {
-	if x.opts.ExpectDir == "" || sum == "" {
-		return nil, nil
+// logitsParity runs the model contract's logits_parity falsifier of the
+// model's weight tier on backend, with llama.cpp's logits from expect's
+// directory, and turns its result into the cell's.
+func (x *executors) logitsParity(ctx context.Context, m *Model, backend, expect string) Result {
+	set, err := x.contracts()
+	if err != nil {
+		return RefusedBy(ByContracts, "loading the contracts: %v", err)
 	}
-	x.indexOnce.Do(func() {
-		x.index = map[string]string{}
-		paths, err := filepath.Glob(filepath.Join(x.opts.ExpectDir, "*.logits.json"))
-		if err != nil {
-			x.indexErr = err
-			return
-		}
-		for _, p := range paths {
-			head, err := readPrefix(p, 4096)
-			if err != nil {
-				x.indexErr = err
-				return
-			}
-			if mm := shaField.FindSubmatch(head); mm != nil {
-				x.index[string(mm[1])] = p
-			}
-		}
-	})
-	if x.indexErr != nil {
-		return nil, x.indexErr
+	f, err := m.File()
+	if err != nil {
+		return FromError(err)
 	}
-	p, ok := x.index[sum]
+	arch, tier := f.Architecture(), falsify.WeightTier(f)
+	mc, ok := set.Model(arch)
 	if !ok {
-		return nil, nil
+		return RefusedBy(ByContracts, "the contracts (digest %.12s) have no model contract for architecture %q to judge its logits by", set.Digest, arch)
 	}
-	b, err := os.ReadFile(p)
+	id := ""
+	for _, fz := range mc.Falsifiers {
+		if t, _ := fz.Params["tier"].(string); fz.Code == "logits_parity" && t == tier {
+			id = fz.ID
+			break
+		}
+	}
+	if id == "" {
+		return RefusedBy(mc.ID, "contract %s has no logits_parity falsifier for %s weights", mc.ID, tier)
+	}
+	rep, err := falsify.Run(ctx, falsify.Options{IDs: []string{id}, Model: m.realPath(), ModelSHA256: m.SHA256,
+		Set: set, Params: map[string]any{"backend": backend, "expect_dir": filepath.Dir(expect)}, Log: x.opts.Log})
 	if err != nil {
-		return nil, err
+		return RefusedBy(ByContracts, "%v", err)
 	}
-	var e expected
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&e); err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
+	if len(rep.Results) != 1 {
+		return RefusedBy(ByContracts, "falsify ran %d falsifiers for %s, want 1", len(rep.Results), id)
 	}
-	if e.SHA256 != sum || len(e.Tokens) == 0 || len(e.Logits) != len(e.Tokens) {
-		return nil, fmt.Errorf("%s: sha256 %.12s…, %d tokens, %d logits rows: not a usable reference", p, e.SHA256, len(e.Tokens), len(e.Logits))
-	}
-	if e.Model == "" {
-		e.Model = strings.TrimSuffix(filepath.Base(p), ".logits.json")
-	}
-	return &e, nil
+	return fromFalsify(rep.Results[0], "compared with "+filepath.Base(expect)+" (matched by sha256) by "+id)
 }
 
-func readPrefix(path string, n int) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// fromFalsify is a cell's result from a falsifier's: its verdict, reason or
+// refuser, every measured value (with its threshold as the limit) and its
+// details.
+func fromFalsify(r falsify.Result, detail string) Result {
+	var out Result
+	switch r.Verdict {
+	case falsify.VerdictPass:
+		out = Passed()
+	case falsify.VerdictFail:
+		out = Failed("%s: %s", r.ID, r.Reason)
+	default:
+		out = RefusedBy(r.RemovedBy, "%s: %s", r.ID, r.Reason)
 	}
-	defer f.Close()
-	b := make([]byte, n)
-	k, err := io.ReadFull(f, b)
-	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
-		return nil, err
+	names := make([]string, 0, len(r.Measured)+len(r.NonFinite))
+	for n := range r.Measured {
+		names = append(names, n)
 	}
-	return b[:k], nil
+	for n := range r.NonFinite {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		v := Value{Name: n, Value: r.Measured[n]}
+		if _, bad := r.NonFinite[n]; bad {
+			v.Value = math.NaN()
+		}
+		if t, ok := r.Thresholds[n]; ok {
+			v.Limit = fmt.Sprintf("%s %g", t.Op, t.Value)
+		}
+		out.Values = append(out.Values, v)
+	}
+	out.Detail = strings.Join(append([]string{detail}, r.Details...), "; ")
+	return out
+}
+
+// contracts returns ExecOptions.Contracts, or the embedded set.
+func (x *executors) contracts() (*contracts.Set, error) {
+	if x.opts.Contracts != nil {
+		return x.opts.Contracts, nil
+	}
+	return contracts.Embedded()
 }

@@ -3,18 +3,21 @@ package ref_test
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/ref"
+	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/testutil"
+	"github.com/aprqa/apr/oracle"
+	"github.com/aprqa/apr/schema"
 )
 
 // expectLogits is a fixtures expect/<model>.logits.json file.
@@ -22,7 +25,7 @@ type expectLogits struct {
 	Model  string      `json:"model"`
 	Tokens []int32     `json:"tokens"`
 	NVocab int         `json:"n_vocab"`
-	Logits [][]float64 `json:"logits"`
+	Logits [][]float32 `json:"logits"`
 }
 
 func readJSON(tb testing.TB, path string, v any) {
@@ -44,41 +47,6 @@ func modelPath(dir, name string) string {
 		}
 	}
 	return ""
-}
-
-func cosine(a []float32, b []float64) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		x := float64(a[i])
-		ab += x * b[i]
-		aa += x * x
-		bb += b[i] * b[i]
-	}
-	return ab / math.Sqrt(aa*bb)
-}
-
-func argmaxF32(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
-}
-
-// top2 returns the best index and the gap between the best and second best.
-func top2(v []float64) (int, float64) {
-	b1, b2 := 0, -1
-	for i := 1; i < len(v); i++ {
-		switch {
-		case v[i] > v[b1]:
-			b1, b2 = i, b1
-		case b2 < 0 || v[i] > v[b2]:
-			b2 = i
-		}
-	}
-	return b1, v[b1] - v[b2]
 }
 
 // quantized reports whether any tensor of f has a quantized type.
@@ -121,12 +89,44 @@ func TestLogitsParity(t *testing.T) {
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].model < rows[j].model })
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\n%-28s %-6s %-12s %-12s %-10s %-9s %s\n", "model", "tier", "min cos", "mean cos", "excluded", "argmax", "status")
+	fmt.Fprintf(&sb, "\n%-28s %-9s %-12s %-12s %-10s %-9s %s\n", "model", "tier", "min cos", "mean cos", "excluded", "argmax", "status")
 	for _, r := range rows {
-		fmt.Fprintf(&sb, "%-28s %-6s %-12.9f %-12.9f %-10s %-9s %s\n", r.model, r.tier, r.min, r.mean,
+		fmt.Fprintf(&sb, "%-28s %-9s %-12.9f %-12.9f %-10s %-9s %s\n", r.model, r.tier, r.min, r.mean,
 			fmt.Sprint(len(r.excluded)), fmt.Sprintf("%d/%d", r.argmaxChecked-len(r.argmaxMismatches), r.argmaxChecked), r.status)
 	}
 	t.Log(sb.String())
+}
+
+// logitsParity is the model contract's logits_parity falsifier of f's
+// weight tier: the thresholds, the argmax margin and the router near-tie
+// epsilon this test holds the reference to are the contracts'.
+func logitsParity(t *testing.T, f *gguf.File) schema.Falsifier {
+	t.Helper()
+	set, err := contracts.Embedded()
+	if err != nil {
+		t.Fatalf("contracts.Embedded(): %v", err)
+	}
+	mc, ok := set.Model(f.Architecture())
+	if !ok {
+		t.Fatalf("no model contract for %s", f.Architecture())
+	}
+	tier := falsify.WeightTier(f)
+	for _, fz := range mc.Falsifiers {
+		if tr, _ := fz.Params["tier"].(string); fz.Code == "logits_parity" && tr == tier {
+			return fz
+		}
+	}
+	t.Fatalf("contract %s has no logits_parity falsifier for %s weights", mc.ID, tier)
+	return schema.Falsifier{}
+}
+
+func param(t *testing.T, fz schema.Falsifier, name string) float64 {
+	t.Helper()
+	v, ok := fz.Params[name].(float64)
+	if !ok {
+		t.Fatalf("%s: param %s is %v, want a number", fz.ID, name, fz.Params[name])
+	}
+	return v
 }
 
 func checkParity(t *testing.T, dir string, ex expectLogits, row parityRow) parityRow {
@@ -161,78 +161,45 @@ func checkParity(t *testing.T, dir string, ex expectLogits, row parityRow) parit
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Router probabilities per position and layer, to find near-ties.
-	k := spec.NExpertUsed
-	nearTie := map[int]bool{}
+	fz := logitsParity(t, f)
+	row.tier = fz.Params["tier"].(string)
+	// Router probabilities per layer and position, for the near-ties.
+	rec := oracle.Recording{Ops: map[string]bool{model.OpRouter: true}}
 	if spec.NExpert > 0 {
-		sess.SetTrace(func(layer int, op string, pos int, v []float32) {
-			if op != model.OpRouter {
-				return
-			}
-			p := append([]float32(nil), v...)
-			sort.Slice(p, func(i, j int) bool { return p[i] > p[j] })
-			if float64(p[k-1]-p[k]) < 1e-3 {
-				nearTie[pos] = true
-			}
-		})
+		sess.SetTrace(rec.Trace())
 	}
 	got, err := sess.Eval(ex.Tokens, true)
 	if err != nil {
 		t.Fatalf("Eval(%s): %v", ex.Model, err)
 	}
-	if len(got) != len(ex.Logits) {
-		t.Fatalf("Eval(%s) gave %d rows, want %d", ex.Model, len(got), len(ex.Logits))
-	}
-	row.tier = "float"
-	minWant, meanWant := 0.99999, 0.0
-	if quantized(f) {
-		row.tier = "quant"
-		minWant, meanWant = 0.998, 0.999
-		if spec.Arch == "qwen35" {
-			// The fixtures README measured 0.973–0.992 minimum for quantized
-			// qwen35 in plain FP32 (the gated RMSNorm after each DeltaNet
-			// block amplifies ggml's activation quantization, which the
-			// reference deliberately does not imitate). Same tier as
-			// engine/ref/qwen35_test.go.
-			row.tier = "q-hyb"
-			minWant, meanWant = 0.95, 0.985
+	var ties []oracle.NearTie
+	if spec.NExpert > 0 {
+		eps := param(t, fz, falsify.ParamNearTieEps)
+		if ties, err = oracle.RouterNearTies(rec.Records, len(ex.Tokens), spec.NExpertUsed, eps); err != nil {
+			t.Fatalf("RouterNearTies(%s): %v", ex.Model, err)
 		}
 	}
-	row.min = 1
-	var sum float64
-	var n int
-	for pos := range got {
-		if len(got[pos]) != ex.NVocab {
-			t.Fatalf("row %d has %d logits, want %d", pos, len(got[pos]), ex.NVocab)
-		}
-		c := cosine(got[pos], ex.Logits[pos])
-		best, margin := top2(ex.Logits[pos])
-		if margin >= 0.2 {
-			row.argmaxChecked++
-			if argmaxF32(got[pos]) != best {
-				row.argmaxMismatches = append(row.argmaxMismatches, pos)
-			}
-		}
-		if nearTie[pos] {
-			row.excluded = append(row.excluded, pos)
-			t.Logf("position %d excluded: router near-tie (k-th vs k+1-th probability < 1e-3); cosine %.6f", pos, c)
-			continue
-		}
-		row.min = min(row.min, c)
-		sum += c
-		n++
+	margin := param(t, fz, "argmax_margin")
+	rep, err := oracle.CompareSeqWith(got, ex.Logits, oracle.SeqOptions{Exclude: oracle.TiePositions(ties), ArgmaxMargin: margin})
+	if err != nil {
+		row.status = "FAIL"
+		t.Fatalf("CompareSeqWith(%s): %v", ex.Model, err)
 	}
-	if n > 0 {
-		row.mean = sum / float64(n)
+	for _, tie := range ties {
+		t.Logf("position %d excluded: router near-tie at layer %d (gap %.3g); cosine %.6f", tie.Pos, tie.Layer, tie.Gap, rep.Positions[tie.Pos].Cosine)
 	}
+	row.min, row.mean, row.excluded = rep.MinCosine, rep.MeanCosine, rep.Excluded
+	row.argmaxChecked, row.argmaxMismatches = rep.Compared, rep.ArgmaxMismatches
 	row.status = "ok"
-	if row.min < minWant || row.mean < meanWant {
-		row.status = "FAIL"
-		t.Errorf("%s: cosine min %.9f (want ≥ %g), mean %.9f (want ≥ %g)", ex.Model, row.min, minWant, row.mean, meanWant)
-	}
-	if len(row.argmaxMismatches) > 0 {
-		row.status = "FAIL"
-		t.Errorf("%s: argmax differs at positions %v where llama.cpp's top-1/top-2 margin ≥ 0.2", ex.Model, row.argmaxMismatches)
+	for name, v := range map[string]float64{"min_cosine": rep.MinCosine, "mean_cosine": rep.MeanCosine, "argmax_mismatches": float64(len(rep.ArgmaxMismatches))} {
+		th, ok := fz.Thresholds[name]
+		if !ok {
+			t.Fatalf("%s has no threshold %s", fz.ID, name)
+		}
+		if !th.Holds(v) {
+			row.status = "FAIL"
+			t.Errorf("%s: %s = %.9g, want %s %g (%s; argmax mismatches at %v)", ex.Model, name, v, th.Op, th.Value, fz.ID, rep.ArgmaxMismatches)
+		}
 	}
 	return row
 }
