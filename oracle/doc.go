@@ -1,8 +1,11 @@
 // Package oracle compares engine outputs: metrics over float32 vectors (cosine,
 // max-abs and relative error, NMSE, KL divergence of softmaxes, top-k overlap,
-// argmax equality), per-position comparison of logit sequences, named
-// tolerances, and the first divergent (layer, op, position) between two
-// engines' traces.
+// argmax equality), per-position comparison of logit sequences (with
+// excluded positions reported apart, and an argmax margin), named
+// tolerances, the first divergent (layer, op, position) between two
+// engines' traces, and a mixture of experts' router near-ties
+// (RouterNearTies): the positions a comparison of logits excludes because
+// noise may swap an expert there.
 //
 // # Conventions
 //

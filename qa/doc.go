@@ -11,7 +11,7 @@
 //	tokenizer              tokenizer_roundtrip
 //	template               chat_template
 //	golden_output          golden_output, per backend
-//	parity                 engine_parity (the model's weight tier), per non-reference backend
+//	parity                 engine_parity (the model's weight tier; MoE router near-ties excluded), per non-reference backend
 //	failclosed             failclosed targeting that parity, plus garbage-reference probes
 //	timing                 timing (verb run's run.timing), per backend
 //	throughput             throughput, per backend
