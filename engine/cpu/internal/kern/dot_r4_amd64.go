@@ -63,6 +63,18 @@ func dotT8Q4_0AVX2(n int, w, a []byte, stride int, sc []float32, out []float32, 
 //go:noescape
 func dotT8Q5_0AVX2(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
 
+//go:noescape
+func dotT8RQ8_0AVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
+
+//go:noescape
+func dotT8RQ4_0AVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
+
+//go:noescape
+func dotT8RQ5_0AVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
+
+//go:noescape
+func repackQ8_0AVX2(nb int, a []byte, stride int, aq, corr []byte, bias int)
+
 // rows4Float wraps a four-row float kernel whose assembly takes multiples of
 // 8 values: each row's tail goes to the Go twin, as in dotF32AVX2.
 func rows4Float(main rowsFunc, tail dotFunc, size int) rowsFunc {
@@ -95,6 +107,12 @@ func registerRowsAVX2() {
 	registerTile8(quant.Q8_0, ISAAVX2, dotT8Q8_0AVX2)
 	registerTile8(quant.Q4_0, ISAAVX2, dotT8Q4_0AVX2)
 	registerTile8(quant.Q5_0, ISAAVX2, dotT8Q5_0AVX2)
+	registerTile8R(quant.Q8_0, ISAAVX2, dotT8RQ8_0AVX2, 0)
+	registerTile8R(quant.Q4_0, ISAAVX2, dotT8RQ4_0AVX2, 8)
+	registerTile8R(quant.Q5_0, ISAAVX2, dotT8RQ5_0AVX2, 16)
+	if cpuHas(ISAAVX2) {
+		repackQ8 = repackQ8_0AVX2
+	}
 	registerRows4(quant.F32, ISAAVX2, rows4Float(dotR4F32AVX2Main, dotF32Go, 4))
 	registerRows4(quant.F16, ISAAVX2, rows4Float(dotR4F16AVX2Main, dotF16Go, 2))
 	registerRows4(quant.BF16, ISAAVX2, rows4Float(dotR4BF16AVX2Main, dotBF16Go, 2))

@@ -1,6 +1,7 @@
 package kern
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -33,7 +34,7 @@ type Scratch struct {
 	st   mulState
 	one  [1]Job
 	// Bound once to &st, so that handing them to the pool allocates nothing.
-	convFn, vecFn, matFn func(lo, hi int)
+	convFn, vecFn, matFn, prepFn func(lo, hi int)
 }
 
 // Job is one weight matrix of a MulActsMany call: its kernel, its weights
@@ -56,6 +57,9 @@ type mulState struct {
 	wrb    []int     // bytes per weight row, per job
 	starts []int     // first global row of each job, then the total
 	asc    []float32 // activation block scales of whole groups of 8 rows, transposed (actScales); nil: none
+	aq     []byte    // Q8_0 activation quants of whole groups of 8 rows, repacked (repackQ8Group); nil: none
+	corr8  []byte    // 8·Σ₄a lanes in aq's layout, for tile8r kernels with corrBias 8; nil: none
+	corr16 []byte    // the same with 16
 }
 
 // job returns the job holding global row r and r's row within it.
@@ -70,7 +74,7 @@ func (st *mulState) job(r int) (int, int) {
 func (s *Scratch) bind() {
 	if s.convFn == nil {
 		st := &s.st
-		s.convFn, s.vecFn, s.matFn = st.convert, st.vec, st.mat
+		s.convFn, s.vecFn, s.matFn, s.prepFn = st.convert, st.vec, st.mat, st.prep
 	}
 }
 
@@ -200,15 +204,7 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 	s.bind()
 	st.jobs, st.a, st.n = jobs, a, a.Cols
 	st.tile = max(8, mmTileBytes/st.arb&^7)
-	st.asc = st.asc[:0]
-	if m >= 8 {
-		for _, jb := range jobs {
-			if jb.K.tile8 != nil {
-				st.asc = actScales(a, st.asc)
-				break
-			}
-		}
-	}
+	st.prepare(p, s)
 	rows := st.starts[len(jobs)]
 	if m == 1 {
 		p.For(rows, max(4, rows/(8*p.Threads()))&^3, s.vecFn)
@@ -221,6 +217,81 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 	}
 	st.jobs, st.a = nil, nil
 	return nil
+}
+
+// prepare builds, for whole groups of eight activation rows, what the jobs'
+// eight-row kernels read besides the activations: the transposed float32
+// scales (tile8, tile8r), the repacked Q8_0 quants (tile8r) and the
+// corrections of the biases they subtract, over the pool, one group a task.
+func (st *mulState) prepare(p *Pool, s *Scratch) {
+	st.asc, st.aq, st.corr8, st.corr16 = st.asc[:0], st.aq[:0], st.corr8[:0], st.corr16[:0]
+	a := st.a
+	groups := a.Rows / 8
+	if groups == 0 {
+		return
+	}
+	var scales, q8, c8, c16 bool
+	for _, jb := range st.jobs {
+		k := jb.K
+		scales = scales || k.tile8 != nil || k.tile8r != nil
+		if k.tile8r != nil && a.Type == quant.Q8_0 {
+			q8 = true
+			c8 = c8 || k.corrBias == 8
+			c16 = c16 || k.corrBias == 16
+		}
+	}
+	if !scales {
+		return
+	}
+	bsize := 32
+	if a.Type == quant.Q8_K {
+		bsize = 256
+	} else if a.Type != quant.Q8_0 {
+		return
+	}
+	nb := a.Cols / bsize
+	st.asc = grow(st.asc, groups*8*nb)
+	if q8 {
+		st.aq = grow(st.aq, groups*nb*256)
+		if c8 {
+			st.corr8 = grow(st.corr8, groups*nb*256)
+		}
+		if c16 {
+			st.corr16 = grow(st.corr16, groups*nb*256)
+		}
+	}
+	p.For(groups, 1, s.prepFn)
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// prep prepares groups [lo, hi) of eight activation rows (see prepare).
+func (st *mulState) prep(lo, hi int) {
+	a := st.a
+	arb := len(a.Data) / a.Rows
+	nb := len(st.asc) / (a.Rows &^ 7)
+	for g := lo; g < hi; g++ {
+		actScalesGroup(a, g, nb, st.asc[g*nb*8:(g+1)*nb*8])
+		if len(st.aq) == 0 {
+			continue
+		}
+		src := a.Data[8*g*arb : 8*(g+1)*arb]
+		aq := st.aq[g*nb*256 : (g+1)*nb*256]
+		if len(st.corr8) > 0 {
+			repackQ8(nb, src, arb, aq, st.corr8[g*nb*256:(g+1)*nb*256], 8)
+		}
+		if len(st.corr16) > 0 {
+			repackQ8(nb, src, arb, aq, st.corr16[g*nb*256:(g+1)*nb*256], 16)
+		}
+		if len(st.corr8) == 0 && len(st.corr16) == 0 {
+			repackQ8(nb, src, arb, aq, nil, 0)
+		}
+	}
 }
 
 func (st *mulState) vec(lo, hi int) {
@@ -262,7 +333,27 @@ func (st *mulState) matJob(jb *Job, wrb, lo, hi int) {
 	for i0 := 0; i0 < m; i0 += st.tile {
 		i1 := min(i0+st.tile, m)
 		start := i0
-		if k.tile8 != nil && len(st.asc) > 0 {
+		if k.tile8r != nil && len(st.aq) > 0 {
+			nb, gb := n/32, n/32*256
+			var corr []byte
+			switch k.corrBias {
+			case 8:
+				corr = st.corr8
+			case 16:
+				corr = st.corr16
+			}
+			for ; start+8 <= i1; start += 8 {
+				g := start / 8
+				aq, sc := st.aq[g*gb:(g+1)*gb], st.asc[start*nb:(start+8)*nb]
+				var cg []byte
+				if corr != nil {
+					cg = corr[g*gb : (g+1)*gb]
+				}
+				for r := lo; r < hi; r++ {
+					k.tile8r(n, jb.W.Data[r*wrb:(r+1)*wrb], aq, cg, sc, dst[start*rows+r:(start+7)*rows+r+1], rows)
+				}
+			}
+		} else if k.tile8 != nil && len(st.asc) > 0 {
 			nb := len(st.asc) / (m &^ 7)
 			for ; start+8 <= i1; start += 8 {
 				a8, sc := act[start*arb:(start+8)*arb], st.asc[start*nb:(start+8)*nb]
@@ -291,41 +382,74 @@ func (st *mulState) matJob(jb *Job, wrb, lo, hi int) {
 	}
 }
 
+// actScalesGroup writes group g's transposed scales (nb blocks per row) to
+// out (8·nb values); a is Q8_0 or Q8_K.
+func actScalesGroup(a *Acts, g, nb int, out []float32) {
+	arb := len(a.Data) / a.Rows
+	bbytes := arb / nb
+	for r := 0; r < 8; r++ {
+		row := a.Data[(8*g+r)*arb : (8*g+r+1)*arb]
+		for b := 0; b < nb; b++ {
+			blk := row[b*bbytes:]
+			if a.Type == quant.Q8_0 {
+				out[8*b+r] = fp16At(blk)
+			} else {
+				out[8*b+r] = math.Float32frombits(le32(blk))
+			}
+		}
+	}
+}
+
+// repackQ8Go is repackQ8_0AVX2's Go twin: it lays out the eight Q8_0 rows
+// at a (row r at a[r·stride:]) as the tile8r kernels read them, the 32
+// quants of block b of row r at aq[256b + 32r] and, when corr is not nil,
+// the eight int32 lanes bias·Σ₄a of that block at corr[256b + 32r] (lane k
+// sums quants 4k..4k+3).
+func repackQ8Go(nb int, a []byte, stride int, aq, corr []byte, bias int) {
+	for b := 0; b < nb; b++ {
+		for r := 0; r < 8; r++ {
+			q := a[r*stride+b*q80Bytes+2 : r*stride+(b+1)*q80Bytes]
+			o := 256*b + 32*r
+			copy(aq[o:o+32], q)
+			if corr == nil {
+				continue
+			}
+			for k := 0; k < 8; k++ {
+				s := int32(0)
+				for j := 0; j < 4; j++ {
+					s += int32(int8(q[4*k+j]))
+				}
+				binary.LittleEndian.PutUint32(corr[o+4*k:], uint32(int32(bias)*s))
+			}
+		}
+	}
+}
+
+// repackQ8 is the repacking in use: the amd64 build replaces it with
+// assembly when the CPU has AVX2 (tested bit-exact against the Go twin).
+var repackQ8 = repackQ8Go
+
 // actScales returns the block scales of a's activation rows as float32,
 // in dst's storage when it is large enough, for whole groups of eight rows
 // (a.Rows &^ 7 rows), transposed within each group: for group g, block b and
 // row r of the group, the scale is at (g·nb + b)·8 + r, nb blocks per row.
 // Only Q8_0 (fp16 scales) and Q8_K (float32 scales) have tile kernels;
-// other formats give dst[:0].
+// other formats give dst[:0]. (MulActsMany builds the same per group, over
+// the pool.)
 func actScales(a *Acts, dst []float32) []float32 {
-	var bsize, bbytes int
+	var bsize int
 	switch a.Type {
 	case quant.Q8_0:
-		bsize, bbytes = 32, q80Bytes
+		bsize = 32
 	case quant.Q8_K:
-		bsize, bbytes = 256, q8KBytes
+		bsize = 256
 	default:
 		return dst[:0]
 	}
 	nb, rows := a.Cols/bsize, a.Rows&^7
-	arb := nb * bbytes
-	if cap(dst) < rows*nb {
-		dst = make([]float32, rows*nb)
-	}
-	dst = dst[:rows*nb]
+	dst = grow(dst, rows*nb)
 	for g := 0; g < rows/8; g++ {
-		out := dst[g*nb*8 : (g+1)*nb*8]
-		for r := 0; r < 8; r++ {
-			row := a.Data[(8*g+r)*arb : (8*g+r+1)*arb]
-			for b := 0; b < nb; b++ {
-				blk := row[b*bbytes:]
-				if a.Type == quant.Q8_0 {
-					out[8*b+r] = fp16At(blk)
-				} else {
-					out[8*b+r] = math.Float32frombits(le32(blk))
-				}
-			}
-		}
+		actScalesGroup(a, g, nb, dst[g*nb*8:(g+1)*nb*8])
 	}
 	return dst
 }

@@ -68,10 +68,12 @@ type Kernel struct {
 	aBytes   int // bytes per activation block
 	convert  func(x []float32, dst []byte)
 	dot      dotFunc
-	dot4     dot4Func // one weight row against four activation rows; nil: four dot calls
-	dot8     dot4Func // the same against eight rows (dot4Func's contract with r = 0..7); may be nil
-	rows4    rowsFunc // four weight rows against one activation row (decode); may be nil
-	tile8    tileFunc // one weight row against eight activation rows with float32 scales; may be nil
+	dot4     dot4Func  // one weight row against four activation rows; nil: four dot calls
+	dot8     dot4Func  // the same against eight rows (dot4Func's contract with r = 0..7); may be nil
+	rows4    rowsFunc  // four weight rows against one activation row (decode); may be nil
+	tile8    tileFunc  // one weight row against eight activation rows with float32 scales; may be nil
+	tile8r   tileRFunc // tile8 on activations repacked by repackQ8Group (preferred over tile8); may be nil
+	corrBias int       // tile8r's bias: the corrections bias·Σ₄a it subtracts (0: none)
 }
 
 // dotFunc returns the dot product of one weight row w with one activation
@@ -97,6 +99,13 @@ type rowsFunc func(n int, w []byte, wstride int, a []byte, out []float32)
 // scale of block b of row r (see actScales). Each row's float32 operations
 // are exactly those dot performs for it.
 type tileFunc func(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
+
+// tileRFunc is tileFunc on one group of eight Q8_0 activation rows repacked
+// by repackQ8Group: block b of row r has its quants at aq[256b + 32r] and,
+// for kernels with a corrBias, the int32 lanes corrBias·Σ₄a at
+// corr[256b + 32r]; sc as for tileFunc. Each row's float32 operations are
+// exactly those dot performs for it.
+type tileRFunc func(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
 
 // Entry is one line of the registry listing.
 type Entry struct {
@@ -194,6 +203,21 @@ func registerTile8(t quant.Type, isa ISA, tile8 tileFunc) {
 			panic("kern: registerTile8: no kernel for " + t.String() + " on " + string(isa))
 		}
 		k.tile8 = tile8
+	}
+}
+
+// registerTile8R adds an eight-activation-row kernel on repacked Q8_0
+// activations (bias: the corrections it reads, 0, 8 or 16) to the kernels
+// of (t, isa), which must be registered already.
+func registerTile8R(t quant.Type, isa ISA, tile8r tileRFunc, bias int) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	for _, op := range []Op{OpMatVec, OpMatMul} {
+		k, ok := reg[Key{Op: op, Type: t, Backend: Backend, ISA: isa}]
+		if !ok || k.Act != quant.Q8_0 {
+			panic("kern: registerTile8R: no Q8_0-activation kernel for " + t.String() + " on " + string(isa))
+		}
+		k.tile8r, k.corrBias = tile8r, bias
 	}
 }
 

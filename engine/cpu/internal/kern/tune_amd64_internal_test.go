@@ -220,7 +220,7 @@ func TestTuneHot(t *testing.T) {
 // TestTunePrefill: min-of-reps GFLOP/s of Mul at m=512 on the qwen2.5-0.5b
 // shapes for every runnable assembly ISA, and for AVX2 without its
 // eight-activation-row kernel (the four-row path the previous kernels ran),
-// interleaved. XMUL=1, XT=types, XTHREADS=1,2.
+// interleaved. XMUL=1, XT=types, XTHREADS=1,2, XREPS=repetitions (4).
 func TestTunePrefill(t *testing.T) {
 	if os.Getenv("XMUL") == "" {
 		t.Skip()
@@ -265,25 +265,33 @@ func TestTunePrefill(t *testing.T) {
 					name string
 					k    *Kernel
 					t8   tileFunc
+					t8r  tileRFunc
 				}
 				var vs []variant
 				for _, k := range ks {
 					if k.Key.ISA == ISAAVX2 {
-						vs = append(vs, variant{"avx2-4row", k, nil})
+						vs = append(vs, variant{"avx2-4row", k, nil, nil})
+						if k.tile8r != nil && k.tile8 != nil {
+							vs = append(vs, variant{"avx2-t8", k, k.tile8, nil})
+						}
 					}
-					vs = append(vs, variant{string(k.Key.ISA), k, k.tile8})
+					vs = append(vs, variant{string(k.Key.ISA), k, k.tile8, k.tile8r})
 				}
 				best := make([]time.Duration, len(vs))
-				for rep := 0; rep < 4; rep++ {
+				reps := 4
+				if v, err := strconv.Atoi(os.Getenv("XREPS")); err == nil {
+					reps = v
+				}
+				for rep := 0; rep < reps; rep++ {
 					for i, v := range vs {
-						saved := v.k.tile8
-						v.k.tile8 = v.t8
+						saved, savedr := v.k.tile8, v.k.tile8r
+						v.k.tile8, v.k.tile8r = v.t8, v.t8r
 						t0 := time.Now()
 						if err := v.k.Mul(pool, &s, dst, w, x, m); err != nil {
 							t.Fatal(err)
 						}
 						d := time.Since(t0)
-						v.k.tile8 = saved
+						v.k.tile8, v.k.tile8r = saved, savedr
 						if rep == 0 || d < best[i] {
 							best[i] = d
 						}
@@ -296,6 +304,67 @@ func TestTunePrefill(t *testing.T) {
 				}
 				t.Log(line + " GFLOP/s")
 			}
+		}
+	}
+}
+
+// TestTuneTileHot: min-of-reps GFLOP/s of the eight-activation-row kernels
+// with operands in L1 (16 weight rows of 896 values, eight activation rows):
+// the compute rate of the prefill inner kernel alone. XTILE=1, XT=types.
+func TestTuneTileHot(t *testing.T) {
+	if os.Getenv("XTILE") == "" {
+		t.Skip()
+	}
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+		if os.Getenv("XT") != "" && !strings.Contains(","+os.Getenv("XT")+",", ","+typ.String()+",") {
+			continue
+		}
+		n := 896
+		if info, _ := quant.Lookup(typ); n%info.BlockSize != 0 {
+			n = 1024
+		}
+		const wr = 16
+		w := xrand(typ, wr*n)
+		rb := len(w) / wr
+		act := xact(typ)
+		a := xrand(act, 8*n)
+		arb := len(a) / 8
+		out := make([]float32, 8*wr)
+		for _, e := range List() {
+			if e.Key.Op != OpMatMul || e.Key.Type != typ || !e.Runnable || e.Key.ISA == ISAGo {
+				continue
+			}
+			k, _ := Lookup(e.Key)
+			aa := Acts{Type: act, Rows: 8, Cols: n, Data: a}
+			sc := actScales(&aa, nil)
+			measure := func(f func()) float64 {
+				best := time.Duration(1 << 62)
+				for rep := 0; rep < 100; rep++ {
+					t0 := time.Now()
+					for i := 0; i < 20; i++ {
+						f()
+					}
+					best = min(best, time.Since(t0))
+				}
+				return 2 * float64(8*wr*n) * 20 / float64(best.Nanoseconds())
+			}
+			line := fmt.Sprintf("%-7s %-10s", typ, e.Key.ISA)
+			if k.tile8 != nil {
+				line += fmt.Sprintf(" tile8 %6.1f", measure(func() {
+					for r := 0; r < wr; r++ {
+						k.tile8(n, w[r*rb:(r+1)*rb], a, arb, sc, out[r:], wr)
+					}
+				}))
+			}
+			if k.dot4 != nil {
+				line += fmt.Sprintf(" dot4 %6.1f", measure(func() {
+					for r := 0; r < wr; r++ {
+						k.dot4(n, w[r*rb:(r+1)*rb], a, arb, out[r:], wr)
+						k.dot4(n, w[r*rb:(r+1)*rb], a[4*arb:], arb, out[4*wr+r:], wr)
+					}
+				}))
+			}
+			t.Log(line + " GFLOP/s")
 		}
 	}
 }
