@@ -246,7 +246,8 @@ func causalSoftmax(sc []float32, nT, m, i, valid int, scale float32) {
 	}
 	var sum float64
 	for ti := 0; ti < nT; ti++ {
-		sum = expSumRow(seg(ti), mx, valid-ti*kvTile, sum)
+		s := seg(ti)
+		sum = kern.ExpSum(s, s, mx, valid-ti*kvTile, sum)
 	}
 	inv := float32(1 / sum)
 	for ti := 0; ti < nT; ti++ {

@@ -1,8 +1,12 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/aprqa/apr/engine/cpu/internal/kern"
 )
 
 // TestVexpf checks the ggml_v_expf lane against math.Exp within the error
@@ -47,8 +51,11 @@ func TestVexpf(t *testing.T) {
 	}
 }
 
-// TestRowFunctions: groups of 8 use the vector lane, the tail libm's expf,
-// and the softmax sum adds each group's lanes in ggml's order.
+// TestRowFunctions: the reference rows use the vector lane for groups of 8,
+// libm's expf for the tail, and add each group's lanes in ggml's order; and
+// kern's SiLU, SwiGLU, SoftMax and ExpSum (what the engine runs) equal them
+// bit for bit, on every length of tail, with masks, running sums and values
+// far out in both directions (the two-factor scale, overflow, underflow).
 func TestRowFunctions(t *testing.T) {
 	x := make([]float32, 21)
 	for i := range x {
@@ -80,5 +87,50 @@ func TestRowFunctions(t *testing.T) {
 	}
 	if sum != want || e[19] != 0 || e[20] != 0 || e[17] != libmExpf(x[17]-2) {
 		t.Errorf("expSumRow: sum %v want %v; masked %g %g", sum, want, e[19], e[20])
+	}
+
+	rng := rand.New(rand.NewPCG(5, 6))
+	same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
+	for _, n := range []int{1, 7, 8, 9, 21, 64, 4864, 4867} {
+		for _, scale := range []float64{1, 8, 60, 110} {
+			g, u := make([]float32, n), make([]float32, n)
+			for i := range g {
+				g[i], u[i] = float32(rng.NormFloat64()*scale), float32(rng.NormFloat64())
+			}
+			name := fmt.Sprintf("%d values of scale %g", n, scale)
+			want, got := make([]float32, n), make([]float32, n)
+			swigluRow(want, g, u)
+			kern.SwiGLU(got, g, u)
+			for i := range want {
+				if !same(got[i], want[i]) {
+					t.Fatalf("kern.SwiGLU, %s: [%d] = %g, reference %g", name, i, got[i], want[i])
+				}
+			}
+			copy(want, g)
+			siluRow(want)
+			kern.SiLU(got, g)
+			for i := range want {
+				if !same(got[i], want[i]) {
+					t.Fatalf("kern.SiLU, %s: [%d] = %g, reference %g", name, i, got[i], want[i])
+				}
+			}
+			mx := g[0]
+			for _, v := range g {
+				mx = max(mx, v)
+			}
+			for _, valid := range []int{n, n / 2, n - 1, 0} {
+				copy(want, g)
+				ws := expSumRow(want, mx, valid, 0.5)
+				gs := kern.ExpSum(got, g, mx, valid, 0.5)
+				if gs != ws {
+					t.Fatalf("kern.ExpSum, %s, %d valid: sum %v, reference %v", name, valid, gs, ws)
+				}
+				for i := range want {
+					if !same(got[i], want[i]) {
+						t.Fatalf("kern.ExpSum, %s, %d valid: [%d] = %g, reference %g", name, valid, i, got[i], want[i])
+					}
+				}
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aprqa/apr/engine/cpu/internal/kern"
 	"github.com/aprqa/apr/engine/graph"
 )
 
@@ -82,13 +83,12 @@ func (be *backend) SwiGLU(dst, gate, up graph.Buf) {
 		// Decode: one row, split in runs of whole groups of 8 (each run's
 		// lanes and tail are the row's own), so both threads work on it.
 		dr, gr, ur := d.row(0), g.row(0), u.row(0)
-		be.forCols(len(dr), func(lo, hi int) { swigluRow(dr[lo:hi], gr[lo:hi], ur[lo:hi]) })
+		be.forCols(len(dr), func(lo, hi int) { kern.SwiGLU(dr[lo:hi], gr[lo:hi], ur[lo:hi]) })
 		return
 	}
 	be.forRows(d.rows, 4*d.cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			dr, gr, ur := d.row(r), g.row(r), u.row(r)
-			swigluRow(dr, gr, ur)
+			kern.SwiGLU(d.row(r), g.row(r), u.row(r))
 		}
 	})
 }
@@ -113,7 +113,7 @@ func softmax(x []float32, scale float32) {
 		x[i] = v
 		mx = max(mx, v)
 	}
-	inv := float32(1 / expSumRow(x, mx, len(x), 0))
+	inv := float32(1 / kern.SoftMax(x, x, mx))
 	for i := range x {
 		x[i] *= inv
 	}
@@ -202,12 +202,13 @@ func (be *backend) SiLU(x graph.Buf) {
 	b := asBuf(x)
 	if be.byCols(b.rows, 4*b.cols) {
 		row := b.row(0)
-		be.forCols(len(row), func(lo, hi int) { siluRow(row[lo:hi]) })
+		be.forCols(len(row), func(lo, hi int) { kern.SiLU(row[lo:hi], row[lo:hi]) })
 		return
 	}
 	be.forRows(b.rows, 4*b.cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			siluRow(b.row(r))
+			row := b.row(r)
+			kern.SiLU(row, row)
 		}
 	})
 }
@@ -264,8 +265,7 @@ func (be *backend) GatedNorm(o, z graph.Buf, w graph.Weight, group int, eps floa
 	sz := make([]float32, ob.cols)
 	for r := 0; r < ob.rows; r++ {
 		or := ob.row(r)
-		copy(sz, zb.row(r))
-		siluRow(sz)
+		kern.SiLU(sz, zb.row(r))
 		for g0 := 0; g0 < len(or); g0 += group {
 			seg := or[g0 : g0+group]
 			rmsNorm(seg, seg, wv, eps)
