@@ -230,12 +230,12 @@ func (st *mulState) prepare(p *Pool, s *Scratch) {
 	if groups == 0 {
 		return
 	}
-	var scales, q8, c8, c16 bool
+	var scales, rep, c8, c16 bool
 	for _, jb := range st.jobs {
 		k := jb.K
 		scales = scales || k.tile8 != nil || k.tile8r != nil
-		if k.tile8r != nil && a.Type == quant.Q8_0 {
-			q8 = true
+		if k.tile8r != nil {
+			rep = true
 			c8 = c8 || k.corrBias == 8
 			c16 = c16 || k.corrBias == 16
 		}
@@ -243,21 +243,19 @@ func (st *mulState) prepare(p *Pool, s *Scratch) {
 	if !scales {
 		return
 	}
-	bsize := 32
-	if a.Type == quant.Q8_K {
-		bsize = 256
-	} else if a.Type != quant.Q8_0 {
+	gbb := repackedBlockBytes(a.Type)
+	if gbb == 0 {
 		return
 	}
-	nb := a.Cols / bsize
+	nb := len(a.Data) / a.Rows / actBlockBytes(a.Type)
 	st.asc = grow(st.asc, groups*8*nb)
-	if q8 {
-		st.aq = grow(st.aq, groups*nb*256)
+	if rep {
+		st.aq = grow(st.aq, groups*nb*gbb)
 		if c8 {
-			st.corr8 = grow(st.corr8, groups*nb*256)
+			st.corr8 = grow(st.corr8, groups*nb*gbb)
 		}
 		if c16 {
-			st.corr16 = grow(st.corr16, groups*nb*256)
+			st.corr16 = grow(st.corr16, groups*nb*gbb)
 		}
 	}
 	p.For(groups, 1, s.prepFn)
@@ -275,21 +273,75 @@ func (st *mulState) prep(lo, hi int) {
 	a := st.a
 	arb := len(a.Data) / a.Rows
 	nb := len(st.asc) / (a.Rows &^ 7)
+	gb := nb * repackedBlockBytes(a.Type)
 	for g := lo; g < hi; g++ {
 		actScalesGroup(a, g, nb, st.asc[g*nb*8:(g+1)*nb*8])
 		if len(st.aq) == 0 {
 			continue
 		}
 		src := a.Data[8*g*arb : 8*(g+1)*arb]
-		aq := st.aq[g*nb*256 : (g+1)*nb*256]
+		aq := st.aq[g*gb : (g+1)*gb]
+		if a.Type == quant.Q8_K {
+			repackQ8KGroup(nb, src, arb, aq)
+			continue
+		}
 		if len(st.corr8) > 0 {
-			repackQ8(nb, src, arb, aq, st.corr8[g*nb*256:(g+1)*nb*256], 8)
+			repackQ8(nb, src, arb, aq, st.corr8[g*gb:(g+1)*gb], 8)
 		}
 		if len(st.corr16) > 0 {
-			repackQ8(nb, src, arb, aq, st.corr16[g*nb*256:(g+1)*nb*256], 16)
+			repackQ8(nb, src, arb, aq, st.corr16[g*gb:(g+1)*gb], 16)
 		}
 		if len(st.corr8) == 0 && len(st.corr16) == 0 {
 			repackQ8(nb, src, arb, aq, nil, 0)
+		}
+	}
+}
+
+// repackedBlockBytes is the bytes one activation block of a group of
+// eight rows takes once repacked (repackQ8Go, repackQ8KGroup), or 0 for a
+// format the tile kernels do not take.
+func repackedBlockBytes(t quant.Type) int {
+	switch t {
+	case quant.Q8_0:
+		return 256
+	case quant.Q8_K:
+		return q8KGroupBytes
+	}
+	return 0
+}
+
+func actBlockBytes(t quant.Type) int {
+	if t == quant.Q8_K {
+		return q8KBytes
+	}
+	return q80Bytes
+}
+
+// q8KGroupBytes is one super-block of a group of eight Q8_K rows repacked
+// by repackQ8KGroup.
+const q8KGroupBytes = 8*256 + 4*32 + 4*32
+
+// repackQ8KGroup lays out the eight Q8_K rows at a (row r at a[r·stride:])
+// for the Q8_K tile8r kernels, super-block b at aq[2304b]: the rows' 256
+// quants (row r at 256r); at 2048 + 32p, p = 0..3, the eight int16
+// pair sums bsums[2i] + bsums[2i+1] of row 2p then of row 2p+1 (VPHADDW's
+// lanes, wrapping as it wraps); at 2176 + 32p the scale d of row 2p four
+// times, then of row 2p+1 four times.
+func repackQ8KGroup(nb int, a []byte, stride int, aq []byte) {
+	for b := 0; b < nb; b++ {
+		o := b * q8KGroupBytes
+		for r := 0; r < 8; r++ {
+			blk := a[r*stride+b*q8KBytes : r*stride+(b+1)*q8KBytes]
+			copy(aq[o+256*r:o+256*r+256], blk[4:260])
+			h := aq[o+2048+32*(r/2)+16*(r%2):]
+			for i := 0; i < 8; i++ {
+				s := int16(le16(blk[260+4*i:])) + int16(le16(blk[262+4*i:]))
+				binary.LittleEndian.PutUint16(h[2*i:], uint16(s))
+			}
+			d := aq[o+2176+32*(r/2)+16*(r%2):]
+			for l := 0; l < 4; l++ {
+				copy(d[4*l:4*l+4], blk[0:4])
+			}
 		}
 	}
 }
@@ -334,7 +386,8 @@ func (st *mulState) matJob(jb *Job, wrb, lo, hi int) {
 		i1 := min(i0+st.tile, m)
 		start := i0
 		if k.tile8r != nil && len(st.aq) > 0 {
-			nb, gb := n/32, n/32*256
+			nb := n / k.actBlock
+			gb := nb * repackedBlockBytes(k.Act)
 			var corr []byte
 			switch k.corrBias {
 			case 8:

@@ -100,11 +100,12 @@ type rowsFunc func(n int, w []byte, wstride int, a []byte, out []float32)
 // are exactly those dot performs for it.
 type tileFunc func(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
 
-// tileRFunc is tileFunc on one group of eight Q8_0 activation rows repacked
-// by repackQ8Group: block b of row r has its quants at aq[256b + 32r] and,
-// for kernels with a corrBias, the int32 lanes corrBias·Σ₄a at
-// corr[256b + 32r]; sc as for tileFunc. Each row's float32 operations are
-// exactly those dot performs for it.
+// tileRFunc is tileFunc on one group of eight activation rows repacked for
+// the tile kernels: Q8_0 rows by repackQ8Go (block b of row r has its
+// quants at aq[256b + 32r] and, for kernels with a corrBias, the int32
+// lanes corrBias·Σ₄a at corr[256b + 32r]; sc as for tileFunc), Q8_K rows
+// by repackQ8KGroup (everything in aq; corr and sc unused). Each row's
+// float32 operations are exactly those dot performs for it.
 type tileRFunc func(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
 
 // Entry is one line of the registry listing.
@@ -206,16 +207,16 @@ func registerTile8(t quant.Type, isa ISA, tile8 tileFunc) {
 	}
 }
 
-// registerTile8R adds an eight-activation-row kernel on repacked Q8_0
-// activations (bias: the corrections it reads, 0, 8 or 16) to the kernels
+// registerTile8R adds an eight-activation-row kernel on repacked Q8_0 or
+// Q8_K activations (bias: the corrections it reads, 0, 8 or 16) to the kernels
 // of (t, isa), which must be registered already.
 func registerTile8R(t quant.Type, isa ISA, tile8r tileRFunc, bias int) {
 	regMu.Lock()
 	defer regMu.Unlock()
 	for _, op := range []Op{OpMatVec, OpMatMul} {
 		k, ok := reg[Key{Op: op, Type: t, Backend: Backend, ISA: isa}]
-		if !ok || k.Act != quant.Q8_0 {
-			panic("kern: registerTile8R: no Q8_0-activation kernel for " + t.String() + " on " + string(isa))
+		if !ok || (k.Act != quant.Q8_0 && k.Act != quant.Q8_K) || (bias != 0 && k.Act != quant.Q8_0) {
+			panic("kern: registerTile8R: no Q8_0- or Q8_K-activation kernel for " + t.String() + " on " + string(isa))
 		}
 		k.tile8r, k.corrBias = tile8r, bias
 	}

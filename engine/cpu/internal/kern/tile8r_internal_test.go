@@ -51,6 +51,37 @@ func TestRepackQ8AsmMatchesGo(t *testing.T) {
 	}
 }
 
+// TestRepackQ8KLayout pins the Q8_K group layout on a small case.
+func TestRepackQ8KLayout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 36))
+	a := make([]byte, 8*2*q8KBytes)
+	for i := range a {
+		a[i] = byte(rng.Uint32())
+	}
+	aq := make([]byte, 2*q8KGroupBytes)
+	repackQ8KGroup(2, a, 2*q8KBytes, aq)
+	for r := 0; r < 8; r++ {
+		for b := 0; b < 2; b++ {
+			blk := a[(2*r+b)*q8KBytes:]
+			o := b * q8KGroupBytes
+			if string(aq[o+256*r:o+256*r+256]) != string(blk[4:260]) {
+				t.Fatalf("block %d row %d: quants not at %d", b, r, o+256*r)
+			}
+			for i := 0; i < 8; i++ {
+				want := int16(le16(blk[260+4*i:])) + int16(le16(blk[262+4*i:]))
+				if got := int16(le16(aq[o+2048+32*(r/2)+16*(r%2)+2*i:])); got != want {
+					t.Fatalf("block %d row %d: pair sum %d = %d, want %d", b, r, i, got, want)
+				}
+			}
+			for l := 0; l < 4; l++ {
+				if got := le32(aq[o+2176+32*(r/2)+16*(r%2)+4*l:]); got != le32(blk) {
+					t.Fatalf("block %d row %d: scale copy %d = %#x, want %#x", b, r, l, got, le32(blk))
+				}
+			}
+		}
+	}
+}
+
 // TestRepackQ8Layout pins the Go twin's layout on a small case.
 func TestRepackQ8Layout(t *testing.T) {
 	a := make([]byte, 8*2*q80Bytes)
@@ -84,6 +115,44 @@ func TestRepackQ8Layout(t *testing.T) {
 	}
 }
 
+// q8KRows returns eight Q8_K activation rows of n values from QuantizeQ8_K.
+func q8KRows(rng *rand.Rand, n int) (a []byte, stride int) {
+	x := make([]float32, 8*n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+		if rng.IntN(50) == 0 {
+			x[i] *= 1e3
+		}
+	}
+	for i := 0; i < 256 && i < len(x); i++ {
+		x[i] = 0 // row 0, block 0: d = 0
+	}
+	a = make([]byte, 8*n/256*q8KBytes)
+	quantizeQ8_KGo(x, a)
+	return a, n / 256 * q8KBytes
+}
+
+// tileWeights returns random weight blocks of type t with finite fp16
+// scales (every 2-byte field the type's scales live in).
+func tileWeights(rng *rand.Rand, t quant.Type, nb int) []byte {
+	info, _ := quant.Lookup(t)
+	w := make([]byte, nb*info.TypeSize)
+	for i := range w {
+		w[i] = byte(rng.Uint32())
+	}
+	offs := map[quant.Type][]int{quant.Q4_K: {0, 2}, quant.Q5_K: {0, 2}, quant.Q6_K: {208}}[t]
+	if offs == nil {
+		offs = []int{0}
+	}
+	for b := 0; b < nb; b++ {
+		for _, o := range offs {
+			w[b*info.TypeSize+o] = byte(rng.Uint32())
+			w[b*info.TypeSize+o+1] = byte(0x20 + rng.IntN(0x18)) // finite fp16
+		}
+	}
+	return w
+}
+
 // TestTile8RRowsEqualDot: every registered tile8r kernel gives each of its
 // eight rows bit for bit what the single-row kernel gives, for block counts
 // below, at and above the four-block ring of scale products.
@@ -99,27 +168,29 @@ func TestTile8RRowsEqualDot(t *testing.T) {
 			continue
 		}
 		found++
-		info, _ := quant.Lookup(e.Key.Type)
 		for _, nb := range []int{1, 2, 3, 4, 5, 8, 9, 28} {
-			n := 32 * nb
-			a, stride := q8Rows(rng, n)
-			acts := &Acts{Type: quant.Q8_0, Rows: 8, Cols: n, Data: a}
-			sc := actScales(acts, nil)
-			aq := make([]byte, nb*256)
-			var corr []byte
-			if k.corrBias != 0 {
-				corr = make([]byte, nb*256)
+			n := k.actBlock * nb
+			var a, aq, corr []byte
+			var stride int
+			var sc []float32
+			if k.Act == quant.Q8_K {
+				if nb > 5 {
+					continue
+				}
+				a, stride = q8KRows(rng, n)
+				aq = make([]byte, nb*q8KGroupBytes)
+				repackQ8KGroup(nb, a, stride, aq)
+			} else {
+				a, stride = q8Rows(rng, n)
+				sc = actScales(&Acts{Type: quant.Q8_0, Rows: 8, Cols: n, Data: a}, nil)
+				aq = make([]byte, nb*256)
+				if k.corrBias != 0 {
+					corr = make([]byte, nb*256)
+				}
+				repackQ8Go(nb, a, stride, aq, corr, k.corrBias)
 			}
-			repackQ8Go(nb, a, stride, aq, corr, k.corrBias)
 			for trial := 0; trial < 3; trial++ {
-				w := make([]byte, nb*info.TypeSize)
-				for i := range w {
-					w[i] = byte(rng.Uint32())
-				}
-				for b := 0; b < nb; b++ {
-					w[b*info.TypeSize] = byte(rng.Uint32())
-					w[b*info.TypeSize+1] = byte(0x20 + rng.IntN(0x18)) // finite fp16 scale
-				}
+				w := tileWeights(rng, e.Key.Type, n/k.block)
 				out := make([]float32, 8*3)
 				k.tile8r(n, w, aq, corr, sc, out, 3)
 				for r := 0; r < 8; r++ {
@@ -155,15 +226,9 @@ func TestMulRunsTile8R(t *testing.T) {
 		}
 		pool := NewPool(1)
 		var s Scratch
-		const rows, n, m = 5, 64, 17
-		info, _ := quant.Lookup(e.Key.Type)
-		w := Weights{Type: e.Key.Type, Rows: rows, Cols: n, Data: make([]byte, rows*n/32*info.TypeSize)}
-		for i := range w.Data {
-			w.Data[i] = byte(i * 7)
-		}
-		for i := 0; i < len(w.Data); i += info.TypeSize {
-			w.Data[i], w.Data[i+1] = 0, 0x3c
-		}
+		const rows, m = 5, 17
+		n := 2 * k.actBlock
+		w := Weights{Type: e.Key.Type, Rows: rows, Cols: n, Data: tileWeights(rand.New(rand.NewPCG(1, 2)), e.Key.Type, rows*n/k.block)}
 		x := make([]float32, m*n)
 		for i := range x {
 			x[i] = float32(i%13) - 6
