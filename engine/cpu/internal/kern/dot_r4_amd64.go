@@ -76,6 +76,9 @@ func dotT8RQ5_0AVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostr
 func dotT8RQ4_KAVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
 
 //go:noescape
+func dotT8RQ6_KAVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
+
+//go:noescape
 func repackQ8_0AVX2(nb int, a []byte, stride int, aq, corr []byte, bias int)
 
 // rows4Float wraps a four-row float kernel whose assembly takes multiples of
@@ -114,6 +117,7 @@ func registerRowsAVX2() {
 	registerTile8R(quant.Q4_0, ISAAVX2, dotT8RQ4_0AVX2, 8)
 	registerTile8R(quant.Q5_0, ISAAVX2, dotT8RQ5_0AVX2, 16)
 	registerTile8R(quant.Q4_K, ISAAVX2, dotT8RQ4_KAVX2, 0)
+	registerTile8R(quant.Q6_K, ISAAVX2, dotT8RQ6_KAVX2, 0)
 	if cpuHas(ISAAVX2) {
 		repackQ8 = repackQ8_0AVX2
 	}
