@@ -20,10 +20,29 @@ import (
 // on an F32 cache.
 const (
 	kvTile = 64
-	// attnRows is the number of query rows (tokens × heads of one group)
-	// one attention task multiplies at once.
+	// attnRows is about the number of query rows (tokens × heads of one
+	// group) one attention task multiplies at once.
 	attnRows = 64
 )
+
+// attnTokens is the number of tokens of one attention task: about
+// attnRows query rows, a multiple of 8 rows where a whole number of tokens
+// makes one (so the F32 kernels run eight rows at a time).
+func attnTokens(group int) int {
+	blk := max(1, attnRows/group)
+	per8 := 8 / gcd(group, 8) // tokens per multiple of 8 rows
+	if blk >= per8 {
+		blk -= blk % per8
+	}
+	return blk
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
 
 // kvCache is one layer's cache, reserved for maxCtx positions outside the
 // Go heap (pages become resident as positions are written) and released by
@@ -132,7 +151,7 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 		return fmt.Errorf("cpu: attention up to position %d but the cache holds %d", pos0+n, c.n)
 	}
 	group := a.NHead / a.NKV
-	blk := max(1, attnRows/group) // tokens per task
+	blk := attnTokens(group)
 	nb := (n + blk - 1) / blk
 	var (
 		errMu sync.Mutex
@@ -188,9 +207,9 @@ func (be *backend) attendBlock(w *worker, c *kvCache, qb, ob *buf, g, t0, t1, po
 		}
 	}
 	kk := be.f32(m)
-	if err := kk.Convert(w.pool, &w.scratch, &w.acts, qs, m, a.HK); err != nil {
-		return fmt.Errorf("cpu: attention queries: %w", err)
-	}
+	// F32 activations are the values' own bytes: the queries and each
+	// tile's probabilities go to the kernels as they lie, unconverted.
+	w.acts = kern.Acts{Type: quant.F32, Rows: m, Cols: a.HK, Data: bytesOf(qs)}
 	sc := w.grow(1, nT*m*kvTile)
 	for ti := 0; ti < nT; ti++ {
 		keys := kern.Weights{Type: quant.F32, Rows: kvTile, Cols: a.HK, Data: bytesOf(c.kTile(g, ti))}
@@ -209,7 +228,8 @@ func (be *backend) attendBlock(w *worker, c *kvCache, qb, ob *buf, g, t0, t1, po
 		if ti == 0 {
 			dst = acc
 		}
-		if err := kk.Mul(w.pool, &w.scratch, dst, vals, sc[ti*m*kvTile:(ti+1)*m*kvTile], m); err != nil {
+		w.acts = kern.Acts{Type: quant.F32, Rows: m, Cols: kvTile, Data: bytesOf(sc[ti*m*kvTile : (ti+1)*m*kvTile])}
+		if err := kk.MulActs(w.pool, &w.scratch, dst, vals, &w.acts); err != nil {
 			return fmt.Errorf("cpu: attention values: %w", err)
 		}
 		if ti > 0 {
@@ -237,12 +257,7 @@ func causalSoftmax(sc []float32, nT, m, i, valid int, scale float32) {
 	seg := func(ti int) []float32 { return sc[(ti*m+i)*kvTile : (ti*m+i+1)*kvTile] }
 	mx := float32(math.Inf(-1))
 	for ti := 0; ti < nT; ti++ {
-		s := seg(ti)[:max(0, min(kvTile, valid-ti*kvTile))]
-		for j, v := range s {
-			v *= scale
-			s[j] = v
-			mx = max(mx, v)
-		}
+		mx = max(mx, scaleMax(seg(ti)[:max(0, min(kvTile, valid-ti*kvTile))], scale))
 	}
 	var sum float64
 	for ti := 0; ti < nT; ti++ {
@@ -263,4 +278,24 @@ func (be *backend) f32(m int) *kern.Kernel {
 		return be.f32mv
 	}
 	return be.f32mm
+}
+
+// scaleMax multiplies x by scale in place and returns the largest value
+// (−∞ for none), with four running maxima: the maximum is the same in any
+// order.
+func scaleMax(x []float32, scale float32) float32 {
+	inf := float32(math.Inf(-1))
+	m0, m1, m2, m3 := inf, inf, inf, inf
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		a, b, c, d := v[0]*scale, v[1]*scale, v[2]*scale, v[3]*scale
+		v[0], v[1], v[2], v[3] = a, b, c, d
+		m0, m1, m2, m3 = max(m0, a), max(m1, b), max(m2, c), max(m3, d)
+	}
+	for ; i < len(x); i++ {
+		x[i] *= scale
+		m0 = max(m0, x[i])
+	}
+	return max(max(m0, m1), max(m2, m3))
 }

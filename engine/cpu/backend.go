@@ -41,7 +41,7 @@ type backend struct {
 type worker struct {
 	pool    *kern.Pool
 	scratch kern.Scratch
-	acts    kern.Acts
+	acts    kern.Acts // a view of F32 values as activations (attention)
 	f       [4][]float32
 }
 
