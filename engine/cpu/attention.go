@@ -173,7 +173,10 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 		}
 	}
 	tasks := a.NKV * nb
-	if be.threads == 1 || tasks == 1 {
+	// Multiply-adds (scores and values over the positions seen): a decode
+	// step over a short context is done before a parked helper wakes up.
+	work := n * a.NHead * (pos0 + (n+1)/2) * (a.HK + a.HV)
+	if be.threads == 1 || tasks == 1 || work < 1<<20 {
 		for t := 0; t < tasks; t++ {
 			task(t)
 		}

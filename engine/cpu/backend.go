@@ -466,38 +466,13 @@ func bytesOf(f []float32) []byte {
 }
 
 // forRows runs fn over [0, n) on the pool when the work (n·cost values) is
-// worth spreading, else inline.
+// worth spreading, else inline: waking a parked helper costs tens of
+// microseconds on a VM, more than a few thousand values of an element-wise
+// op take.
 func (be *backend) forRows(n, cost int, fn func(lo, hi int)) {
-	if be.threads == 1 || n < 2 || n*cost < 1<<14 {
+	if be.threads == 1 || n < 2 || n*cost < 1<<16 {
 		fn(0, n)
 		return
 	}
 	be.pool.For(n, max(1, n/(4*be.threads)), fn)
-}
-
-// byCols reports whether an element-wise op over one row of cost values is
-// better split by columns (forCols) than run inline.
-func (be *backend) byCols(rows, cost int) bool {
-	return be.threads > 1 && rows == 1 && cost >= 1<<14
-}
-
-// forCols runs fn over [0, n) in runs that start at multiples of 8, so that
-// each run's groups of eight values are the whole row's groups (the last
-// run takes the tail): a row function over the runs computes exactly what
-// it computes over the row.
-func (be *backend) forCols(n int, fn func(lo, hi int)) {
-	groups := n / 8
-	per := max(1, groups/(2*be.threads))
-	chunks := (groups + per - 1) / per
-	if chunks < 2 {
-		fn(0, n)
-		return
-	}
-	be.pool.For(chunks, 1, func(lo, hi int) {
-		end := hi * per * 8
-		if hi == chunks {
-			end = n
-		}
-		fn(lo*per*8, end)
-	})
 }

@@ -79,14 +79,7 @@ func (be *backend) SwiGLU(dst, gate, up graph.Buf) {
 	d, g, u := asBuf(dst), asBuf(gate), asBuf(up)
 	sameShape("SwiGLU", d, g)
 	sameShape("SwiGLU", d, u)
-	if be.byCols(d.rows, 4*d.cols) {
-		// Decode: one row, split in runs of whole groups of 8 (each run's
-		// lanes and tail are the row's own), so both threads work on it.
-		dr, gr, ur := d.row(0), g.row(0), u.row(0)
-		be.forCols(len(dr), func(lo, hi int) { kern.SwiGLU(dr[lo:hi], gr[lo:hi], ur[lo:hi]) })
-		return
-	}
-	be.forRows(d.rows, 4*d.cols, func(lo, hi int) {
+	be.forRows(d.rows, d.cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			kern.SwiGLU(d.row(r), g.row(r), u.row(r))
 		}
@@ -200,12 +193,7 @@ func (be *backend) Sigmoid(x graph.Buf) {
 
 func (be *backend) SiLU(x graph.Buf) {
 	b := asBuf(x)
-	if be.byCols(b.rows, 4*b.cols) {
-		row := b.row(0)
-		be.forCols(len(row), func(lo, hi int) { kern.SiLU(row[lo:hi], row[lo:hi]) })
-		return
-	}
-	be.forRows(b.rows, 4*b.cols, func(lo, hi int) {
+	be.forRows(b.rows, b.cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			row := b.row(r)
 			kern.SiLU(row, row)

@@ -230,24 +230,29 @@ func TestOps(t *testing.T) {
 			close("Softmax", x.row(r), want[r], 1e-6)
 		}
 	})
-	t.Run("swiglu and silu of one row split by columns", func(t *testing.T) {
-		for _, cols := range []int{4864, 4864 + 3, 1 << 13, 8*1024 + 7} {
-			g, u := randBuf(rng, 1, cols), randBuf(rng, 1, cols)
-			d := randBuf(rng, 1, cols)
-			if !be.byCols(1, 4*cols) {
-				t.Fatalf("byCols(1, %d) is false: the split is not exercised", 4*cols)
-			}
-			be.SwiGLU(d, g, u)
-			want := make([]float32, cols)
-			swigluRow(want, g.row(0), u.row(0))
-			s := &buf{d: append([]float32(nil), g.d...), rows: 1, cols: cols, stride: cols}
-			be.SiLU(s)
-			wantS := append([]float32(nil), g.row(0)...)
-			siluRow(wantS)
-			for i := range want {
-				if d.row(0)[i] != want[i] || s.row(0)[i] != wantS[i] {
-					t.Fatalf("%d columns, column %d: SwiGLU %g (row function %g), SiLU %g (%g)", cols, i, d.row(0)[i], want[i], s.row(0)[i], wantS[i])
-				}
+	t.Run("row ops spread over threads equal one thread", func(t *testing.T) {
+		one := testBackend(t, 1)
+		const rows, cols = 200, 1024 // above forRows' threshold
+		w := make([]float32, cols)
+		for i := range w {
+			w[i] = float32(rng.Float64() + 0.5)
+		}
+		rp := &graph.Rope{Mode: model.RopeNeox, NRot: 64, HeadDim: 128, Base: 10000, FreqScale: 1, AttnFactor: 1}
+		x, y := randBuf(rng, rows, cols), randBuf(rng, rows, cols)
+		var outs [2][]float32
+		for i, b := range []*backend{one, be} {
+			d := &buf{d: append([]float32(nil), x.d...), rows: rows, cols: cols, stride: cols}
+			n := randBuf(rng, rows, cols)
+			b.Add(d, y)
+			b.RMSNorm(n, d, vec(w), cols, 1e-6)
+			b.Rope(n, 17, rp)
+			b.SwiGLU(d, n, y)
+			b.SiLU(d)
+			outs[i] = d.d
+		}
+		for i := range outs[0] {
+			if outs[0][i] != outs[1][i] {
+				t.Fatalf("value %d: 1 thread %g, 2 threads %g", i, outs[0][i], outs[1][i])
 			}
 		}
 	})
