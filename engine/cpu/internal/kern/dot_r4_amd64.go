@@ -64,19 +64,19 @@ func dotT8Q4_0AVX2(n int, w, a []byte, stride int, sc []float32, out []float32, 
 func dotT8Q5_0AVX2(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
 
 //go:noescape
-func dotT8RQ8_0AVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
+func dotT8RQ8_0AVX2(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
 
 //go:noescape
-func dotT8RQ4_0AVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
+func dotT8RQ4_0AVX2(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
 
 //go:noescape
-func dotT8RQ5_0AVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
+func dotT8RQ5_0AVX2(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
 
 //go:noescape
-func dotT8RQ4_KAVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
+func dotT8RQ4_KAVX2(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
 
 //go:noescape
-func dotT8RQ6_KAVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
+func dotT8RQ6_KAVX2(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
 
 //go:noescape
 func repackQ8_0AVX2(nb int, a []byte, stride int, aq, corr []byte, bias int)

@@ -3,9 +3,10 @@
 #include "textflag.h"
 
 // Eight-activation-row matmul kernels (prefill) of Q8_0, Q4_0 and Q5_0 on
-// repacked activations: dotT8R<T>AVX2(n, w, aq, corr, sc, out, ostride)
-// writes to out[r·ostride] the dot product of the weight row w with
-// activation row r = 0..7 of one group of eight, for the group laid out by
+// repacked activations: dotT8R<T>AVX2(n, w, wstride, rows, aq, corr, sc,
+// acc, flags, out, ostride) writes to out[j + r·ostride] the dot product of
+// weight row j (at w[j·wstride:], j < rows) with activation row r = 0..7 of
+// one group of eight, for the group laid out by
 // repackQ8Group: block b of row r has its 32 quants at aq[256b + 32r] (every
 // load aligned, one pointer for the eight rows), corr[256b + 32r] holds the
 // eight int32 lanes bias·Σ₄a of that block (Q4_0 bias 8, Q5_0 bias 16), and
@@ -25,7 +26,11 @@
 // storing them in the block that reads them makes every read wait on
 // store-to-load forwarding from the 256-bit store.
 //
-// Registers: SI weights, DI quants, R8 corrections, CX blocks left, Y0..Y3
+// A row may come in pieces (tileRFunc): flags&1 starts the accumulators at
+// zero instead of reading them from acc[96j:], flags&2 reduces them into out
+// instead of saving them to acc.
+//
+// Registers: SI weights, DI quants, R8 corrections, R9 acc, R10 flags, CX blocks left, Y0..Y3
 // Y7..Y10 row accumulators, Y6 the prepared weights (Y5 |w| for Q8_0),
 // Y12/Y13 temporaries, Y14 bytes 0x0F, Y15 int16 ones; ring: DX slot
 // offset, AX slot address, R14/R15 weight block and scales of the block
@@ -40,8 +45,8 @@
 	VADDSS       t, x, x
 
 #define STORET8R \
-	MOVQ out_base+104(FP), AX  \
-	MOVQ ostride+128(FP), R12  \
+	MOVQ 144(SP), AX           \
+	MOVQ ostride+176(FP), R12  \
 	SHLQ $2, R12               \
 	LEAQ (R12)(R12*2), R13     \
 	LEAQ (R12)(R12*4), DX      \
@@ -63,12 +68,32 @@
 	HSUMX(Y10, X10, X12)       \
 	VMOVSS X10, (AX)(DX*1)
 
-#define ARGST8R \
+// FINISHT8R reduces the accumulators into out (flags&2) or saves them to
+// acc for the next piece of the rows.
+#define FINISHT8R(save, end) \
+	TESTQ $2, R10              \
+	JZ    save                 \
+	STORET8R                   \
+	JMP   end                  \
+save:                          \
+	VMOVUPS Y0, 0(R9)          \
+	VMOVUPS Y1, 32(R9)         \
+	VMOVUPS Y2, 64(R9)         \
+	VMOVUPS Y3, 96(R9)         \
+	VMOVUPS Y7, 128(R9)        \
+	VMOVUPS Y8, 160(R9)        \
+	VMOVUPS Y9, 192(R9)        \
+	VMOVUPS Y10, 224(R9)       \
+end:
+
+// ARGST8R loads the arguments and the accumulators (zero, or acc's when
+// flags&1 is clear). R9 acc, R10 flags.
+#define ARGST8R(fresh) \
 	MOVQ n+0(FP), CX           \
-	MOVQ w_base+8(FP), SI      \
-	MOVQ aq_base+32(FP), DI    \
-	MOVQ corr_base+56(FP), R8  \
-	MOVQ sc_base+80(FP), BX    \
+	MOVQ 136(SP), SI           \
+	MOVQ aq_base+48(FP), DI    \
+	MOVQ corr_base+72(FP), R8  \
+	MOVQ sc_base+96(FP), BX    \
 	SHRQ $5, CX                \
 	VXORPS Y0, Y0, Y0          \
 	VXORPS Y1, Y1, Y1          \
@@ -78,11 +103,48 @@
 	VXORPS Y8, Y8, Y8          \
 	VXORPS Y9, Y9, Y9          \
 	VXORPS Y10, Y10, Y10       \
+	MOVQ 152(SP), R9           \
+	MOVQ flags+144(FP), R10    \
+	TESTQ $1, R10              \
+	JNZ  fresh                 \
+	VMOVUPS 0(R9), Y0          \
+	VMOVUPS 32(R9), Y1         \
+	VMOVUPS 64(R9), Y2         \
+	VMOVUPS 96(R9), Y3         \
+	VMOVUPS 128(R9), Y7        \
+	VMOVUPS 160(R9), Y8        \
+	VMOVUPS 192(R9), Y9        \
+	VMOVUPS 224(R9), Y10       \
+fresh:
+
+// SETUPROWS keeps the row loop's state in the frame (128 rows left, 136
+// the weight row, 144 its outputs, 152 its accumulator state) and loads
+// the constants (Y14 bytes 0x0F, Y15 int16 ones).
+#define SETUPROWS(none) \
+	MOVQ rows+40(FP), AX       \
+	MOVQ AX, 128(SP)           \
+	MOVQ w_base+8(FP), AX      \
+	MOVQ AX, 136(SP)           \
+	MOVQ out_base+152(FP), AX  \
+	MOVQ AX, 144(SP)           \
+	MOVQ acc_base+120(FP), AX  \
+	MOVQ AX, 152(SP)           \
 	VPCMPEQW Y15, Y15, Y15     \
 	VPSRLW $15, Y15, Y15       \
 	MOVL $0x0f0f0f0f, AX       \
 	VMOVD AX, X14              \
-	VPBROADCASTD X14, Y14
+	VPBROADCASTD X14, Y14      \
+	CMPQ 128(SP), $0           \
+	JLE  none
+
+// NEXTROW moves on to the next weight row.
+#define NEXTROW(rowloop) \
+	MOVQ wstride+32(FP), AX    \
+	ADDQ AX, 136(SP)           \
+	ADDQ $4, 144(SP)           \
+	ADDQ $384, 152(SP)         \
+	DECQ 128(SP)               \
+	JNZ  rowloop
 
 // PROD stores d_w·sc[8b..8b+7] (d_w the fp16 at w) to slot.
 #define PROD(w, s, slot) \
@@ -181,12 +243,17 @@ lbl:                           \
 	VPAND        t8rbytes10<>(SB), Y5, Y5   \
 	VPOR         Y5, Y6, Y6
 
-// func dotT8RQ8_0AVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
-TEXT ·dotT8RQ8_0AVX2(SB), NOSPLIT, $128-136
-	ARGST8R
+// func dotT8RQ8_0AVX2(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
+TEXT ·dotT8RQ8_0AVX2(SB), NOSPLIT, $160-184
+	SETUPROWS(q8none)
+
+q8row:
+	ARGST8R(q8fresh)
 	TESTQ CX, CX
 	JZ    q8done
 	RINGPRO(34, q8pro, q8prol)
+
+	PCALIGN $64
 
 q8loop:
 	VMOVDQU 2(SI), Y6
@@ -200,16 +267,24 @@ q8loop:
 	JNZ  q8loop
 
 q8done:
-	STORET8R
+	FINISHT8R(q8save, q8end)
+	NEXTROW(q8row)
+
+q8none:
 	VZEROUPPER
 	RET
 
-// func dotT8RQ4_0AVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
-TEXT ·dotT8RQ4_0AVX2(SB), NOSPLIT, $128-136
-	ARGST8R
+// func dotT8RQ4_0AVX2(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
+TEXT ·dotT8RQ4_0AVX2(SB), NOSPLIT, $160-184
+	SETUPROWS(q4none)
+
+q4row:
+	ARGST8R(q4fresh)
 	TESTQ CX, CX
 	JZ    q4done
 	RINGPRO(18, q4pro, q4prol)
+
+	PCALIGN $64
 
 q4loop:
 	NIB32U(2(SI))
@@ -223,16 +298,24 @@ q4loop:
 	JNZ  q4loop
 
 q4done:
-	STORET8R
+	FINISHT8R(q4save, q4end)
+	NEXTROW(q4row)
+
+q4none:
 	VZEROUPPER
 	RET
 
-// func dotT8RQ5_0AVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
-TEXT ·dotT8RQ5_0AVX2(SB), NOSPLIT, $128-136
-	ARGST8R
+// func dotT8RQ5_0AVX2(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
+TEXT ·dotT8RQ5_0AVX2(SB), NOSPLIT, $160-184
+	SETUPROWS(q5none)
+
+q5row:
+	ARGST8R(q5fresh)
 	TESTQ CX, CX
 	JZ    q5done
 	RINGPRO(22, q5pro, q5prol)
+
+	PCALIGN $64
 
 q5loop:
 	NIB32U(6(SI))
@@ -247,7 +330,10 @@ q5loop:
 	JNZ  q5loop
 
 q5done:
-	STORET8R
+	FINISHT8R(q5save, q5end)
+	NEXTROW(q5row)
+
+q5none:
 	VZEROUPPER
 	RET
 

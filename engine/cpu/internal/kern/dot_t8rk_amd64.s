@@ -18,10 +18,15 @@
 // per super-block, hsum_float_8(acc) + the reduced acc_m at the end. The
 // int32 lane sums take madd(scale, maddubs(q, a)) per 32-value group.
 //
-// Registers: SI weights, DI activations, CX super-blocks, Y8..Y15 the rows'
-// int32 sums, Y0/Y1 low/high nibbles, Y2/Y3 their scales, Y6 the eight
-// scales in both halves, Y5 bytes 0x0F, Y4/Y7 temporaries. Stack: 0 the
-// eight float accumulators, 256 the four pairs of min accumulators.
+// Weight rows j < rows at w[j·wstride:] go to out[j + r·ostride]. The float
+// accumulators of row j live in acc[96j:] (tileRFunc): 0 the eight rows',
+// 256 the four pairs of min accumulators; flags&1 zeroes them first,
+// flags&2 reduces them into out at the end (a row may come in pieces).
+//
+// Registers: SI weights, DI activations, CX super-blocks, R15 acc, R14
+// flags, R8 weight rows left, R9 the weight row, R10 its outputs, Y8..Y15 the rows' int32 sums, Y0/Y1 low/high nibbles, Y2/Y3 their
+// scales, Y6 the eight scales in both halves, Y5 bytes 0x0F, Y4/Y7
+// temporaries.
 
 #define HSUMX(y, x, t) \
 	VEXTRACTF128 $1, y, t      \
@@ -67,28 +72,41 @@
 	VPINSRQ $1, DX, X6, X6     \
 	VPMOVZXBW X6, Y6
 
-// func dotT8RQ4_KAVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
-TEXT ·dotT8RQ4_KAVX2(SB), NOSPLIT, $384-136
+// func dotT8RQ4_KAVX2(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
+TEXT ·dotT8RQ4_KAVX2(SB), NOSPLIT, $0-184
+	MOVQ rows+40(FP), R8
+	MOVQ w_base+8(FP), R9
+	MOVQ out_base+152(FP), R10
+	MOVQ acc_base+120(FP), R15
+	MOVQ flags+144(FP), R14
+	TESTQ R8, R8
+	JLE   t8rq4knone
+
+t8rq4krow:
 	MOVQ n+0(FP), CX
-	MOVQ w_base+8(FP), SI
-	MOVQ aq_base+32(FP), DI
+	MOVQ R9, SI
+	MOVQ aq_base+48(FP), DI
 	SHRQ $8, CX
+	TESTQ $1, R14
+	JZ    t8rq4kgo
 	VXORPS Y0, Y0, Y0
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 32(SP)
-	VMOVUPS Y0, 64(SP)
-	VMOVUPS Y0, 96(SP)
-	VMOVUPS Y0, 128(SP)
-	VMOVUPS Y0, 160(SP)
-	VMOVUPS Y0, 192(SP)
-	VMOVUPS Y0, 224(SP)
-	VMOVUPS Y0, 256(SP)
-	VMOVUPS Y0, 288(SP)
-	VMOVUPS Y0, 320(SP)
-	VMOVUPS Y0, 352(SP)
+	VMOVUPS Y0, 0(R15)
+	VMOVUPS Y0, 32(R15)
+	VMOVUPS Y0, 64(R15)
+	VMOVUPS Y0, 96(R15)
+	VMOVUPS Y0, 128(R15)
+	VMOVUPS Y0, 160(R15)
+	VMOVUPS Y0, 192(R15)
+	VMOVUPS Y0, 224(R15)
+	VMOVUPS Y0, 256(R15)
+	VMOVUPS Y0, 288(R15)
+	VMOVUPS Y0, 320(R15)
+	VMOVUPS Y0, 352(R15)
+t8rq4kgo:
 	TESTQ CX, CX
 	JZ    t8rq4kdone
 
+	PCALIGN $64
 t8rq4kloop:
 	KSCT6
 	VPERMQ       $0xee, Y6, Y7
@@ -97,27 +115,27 @@ t8rq4kloop:
 	VPMADDWD     2048(DI), Y7, Y0
 	VCVTDQ2PS    Y0, Y0
 	VMULPS       2176(DI), Y5, Y1
-	VMOVUPS      256(SP), Y2
+	VMOVUPS      256(R15), Y2
 	VFNMADD231PS Y0, Y1, Y2
-	VMOVUPS      Y2, 256(SP)
+	VMOVUPS      Y2, 256(R15)
 	VPMADDWD     2080(DI), Y7, Y0
 	VCVTDQ2PS    Y0, Y0
 	VMULPS       2208(DI), Y5, Y1
-	VMOVUPS      288(SP), Y2
+	VMOVUPS      288(R15), Y2
 	VFNMADD231PS Y0, Y1, Y2
-	VMOVUPS      Y2, 288(SP)
+	VMOVUPS      Y2, 288(R15)
 	VPMADDWD     2112(DI), Y7, Y0
 	VCVTDQ2PS    Y0, Y0
 	VMULPS       2240(DI), Y5, Y1
-	VMOVUPS      320(SP), Y2
+	VMOVUPS      320(R15), Y2
 	VFNMADD231PS Y0, Y1, Y2
-	VMOVUPS      Y2, 320(SP)
+	VMOVUPS      Y2, 320(R15)
 	VPMADDWD     2144(DI), Y7, Y0
 	VCVTDQ2PS    Y0, Y0
 	VMULPS       2272(DI), Y5, Y1
-	VMOVUPS      352(SP), Y2
+	VMOVUPS      352(R15), Y2
 	VFNMADD231PS Y0, Y1, Y2
-	VMOVUPS      Y2, 352(SP)
+	VMOVUPS      Y2, 352(R15)
 	VPERMQ       $0x44, Y6, Y6
 	VMOVDQU      t8rkmask<>(SB), Y5
 	VPXOR        Y8, Y8, Y8
@@ -349,120 +367,130 @@ t8rq4kloop:
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS 2176(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      0(SP), Y1
+	VMOVUPS      0(R15), Y1
 	VFMADD231PS  Y8, Y0, Y1
-	VMOVUPS      Y1, 0(SP)
+	VMOVUPS      Y1, 0(R15)
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 2192(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      32(SP), Y1
+	VMOVUPS      32(R15), Y1
 	VFMADD231PS  Y9, Y0, Y1
-	VMOVUPS      Y1, 32(SP)
+	VMOVUPS      Y1, 32(R15)
 	VCVTDQ2PS    Y10, Y10
 	VBROADCASTSS 2208(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      64(SP), Y1
+	VMOVUPS      64(R15), Y1
 	VFMADD231PS  Y10, Y0, Y1
-	VMOVUPS      Y1, 64(SP)
+	VMOVUPS      Y1, 64(R15)
 	VCVTDQ2PS    Y11, Y11
 	VBROADCASTSS 2224(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      96(SP), Y1
+	VMOVUPS      96(R15), Y1
 	VFMADD231PS  Y11, Y0, Y1
-	VMOVUPS      Y1, 96(SP)
+	VMOVUPS      Y1, 96(R15)
 	VCVTDQ2PS    Y12, Y12
 	VBROADCASTSS 2240(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      128(SP), Y1
+	VMOVUPS      128(R15), Y1
 	VFMADD231PS  Y12, Y0, Y1
-	VMOVUPS      Y1, 128(SP)
+	VMOVUPS      Y1, 128(R15)
 	VCVTDQ2PS    Y13, Y13
 	VBROADCASTSS 2256(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      160(SP), Y1
+	VMOVUPS      160(R15), Y1
 	VFMADD231PS  Y13, Y0, Y1
-	VMOVUPS      Y1, 160(SP)
+	VMOVUPS      Y1, 160(R15)
 	VCVTDQ2PS    Y14, Y14
 	VBROADCASTSS 2272(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      192(SP), Y1
+	VMOVUPS      192(R15), Y1
 	VFMADD231PS  Y14, Y0, Y1
-	VMOVUPS      Y1, 192(SP)
+	VMOVUPS      Y1, 192(R15)
 	VCVTDQ2PS    Y15, Y15
 	VBROADCASTSS 2288(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      224(SP), Y1
+	VMOVUPS      224(R15), Y1
 	VFMADD231PS  Y15, Y0, Y1
-	VMOVUPS      Y1, 224(SP)
+	VMOVUPS      Y1, 224(R15)
 	ADDQ $144, SI
 	ADDQ $2304, DI
 	DECQ CX
 	JNZ  t8rq4kloop
 
 t8rq4kdone:
-	MOVQ out_base+104(FP), AX
-	MOVQ ostride+128(FP), R12
+	TESTQ $2, R14
+	JZ    t8rq4kend
+	MOVQ R10, AX
+	MOVQ ostride+176(FP), R12
 	SHLQ $2, R12
-	VMOVUPS 0(SP), Y0
+	VMOVUPS 0(R15), Y0
 	HSUMX(Y0, X0, X1)
-	VMOVUPS 256(SP), X2
+	VMOVUPS 256(R15), X2
 	RED4(X2, X1)
 	VADDSS X2, X0, X0
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 32(SP), Y0
+	VMOVUPS 32(R15), Y0
 	HSUMX(Y0, X0, X1)
-	VMOVUPS 272(SP), X2
+	VMOVUPS 272(R15), X2
 	RED4(X2, X1)
 	VADDSS X2, X0, X0
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 64(SP), Y0
+	VMOVUPS 64(R15), Y0
 	HSUMX(Y0, X0, X1)
-	VMOVUPS 288(SP), X2
+	VMOVUPS 288(R15), X2
 	RED4(X2, X1)
 	VADDSS X2, X0, X0
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 96(SP), Y0
+	VMOVUPS 96(R15), Y0
 	HSUMX(Y0, X0, X1)
-	VMOVUPS 304(SP), X2
+	VMOVUPS 304(R15), X2
 	RED4(X2, X1)
 	VADDSS X2, X0, X0
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 128(SP), Y0
+	VMOVUPS 128(R15), Y0
 	HSUMX(Y0, X0, X1)
-	VMOVUPS 320(SP), X2
+	VMOVUPS 320(R15), X2
 	RED4(X2, X1)
 	VADDSS X2, X0, X0
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 160(SP), Y0
+	VMOVUPS 160(R15), Y0
 	HSUMX(Y0, X0, X1)
-	VMOVUPS 336(SP), X2
+	VMOVUPS 336(R15), X2
 	RED4(X2, X1)
 	VADDSS X2, X0, X0
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 192(SP), Y0
+	VMOVUPS 192(R15), Y0
 	HSUMX(Y0, X0, X1)
-	VMOVUPS 352(SP), X2
+	VMOVUPS 352(R15), X2
 	RED4(X2, X1)
 	VADDSS X2, X0, X0
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 224(SP), Y0
+	VMOVUPS 224(R15), Y0
 	HSUMX(Y0, X0, X1)
-	VMOVUPS 368(SP), X2
+	VMOVUPS 368(R15), X2
 	RED4(X2, X1)
 	VADDSS X2, X0, X0
 	VMOVSS X0, (AX)
+t8rq4kend:
+	ADDQ wstride+32(FP), R9
+	ADDQ $4, R10
+	ADDQ $384, R15
+	DECQ R8
+	JNZ  t8rq4krow
+
+t8rq4knone:
 	VZEROUPPER
 	RET
 
 
-// func dotT8RQ6_KAVX2(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
+// func dotT8RQ6_KAVX2(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
 //
 // Q6_K as dotQ6_KAVX2: per 32-value group w = (4 low bits | 2 high bits << 4) − 32
 // and |w| prepared once for the eight rows, the scale pair of its two
@@ -471,25 +499,38 @@ t8rq4kdone:
 // acc = fma(d_a·d_w, float(lanes), acc) per super-block, hsum_float_8.
 // Registers: Y0 w, Y1 |w|, Y2 scale pair, Y3 temporary, Y4 the qh plane,
 // Y5 bytes 0x0F, Y6 bytes 0x03, Y7 scales.
-TEXT ·dotT8RQ6_KAVX2(SB), NOSPLIT, $256-136
+TEXT ·dotT8RQ6_KAVX2(SB), NOSPLIT, $0-184
+	MOVQ rows+40(FP), R8
+	MOVQ w_base+8(FP), R9
+	MOVQ out_base+152(FP), R10
+	MOVQ acc_base+120(FP), R15
+	MOVQ flags+144(FP), R14
+	TESTQ R8, R8
+	JLE   t8rq6knone
+
+t8rq6krow:
 	MOVQ n+0(FP), CX
-	MOVQ w_base+8(FP), SI
-	MOVQ aq_base+32(FP), DI
+	MOVQ R9, SI
+	MOVQ aq_base+48(FP), DI
 	SHRQ $8, CX
+	TESTQ $1, R14
+	JZ    t8rq6kgo
 	VXORPS Y0, Y0, Y0
-	VMOVUPS Y0, 0(SP)
-	VMOVUPS Y0, 32(SP)
-	VMOVUPS Y0, 64(SP)
-	VMOVUPS Y0, 96(SP)
-	VMOVUPS Y0, 128(SP)
-	VMOVUPS Y0, 160(SP)
-	VMOVUPS Y0, 192(SP)
-	VMOVUPS Y0, 224(SP)
+	VMOVUPS Y0, 0(R15)
+	VMOVUPS Y0, 32(R15)
+	VMOVUPS Y0, 64(R15)
+	VMOVUPS Y0, 96(R15)
+	VMOVUPS Y0, 128(R15)
+	VMOVUPS Y0, 160(R15)
+	VMOVUPS Y0, 192(R15)
+	VMOVUPS Y0, 224(R15)
+t8rq6kgo:
 	VMOVDQU t8rkmask<>(SB), Y5
 	VMOVDQU t8rk03<>(SB), Y6
 	TESTQ CX, CX
 	JZ    t8rq6kdone
 
+	PCALIGN $64
 t8rq6kloop:
 	VPXOR        Y8, Y8, Y8
 	VPXOR        Y9, Y9, Y9
@@ -906,91 +947,101 @@ t8rq6kloop:
 	VCVTDQ2PS    Y8, Y8
 	VBROADCASTSS 2176(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      0(SP), Y1
+	VMOVUPS      0(R15), Y1
 	VFMADD231PS  Y8, Y0, Y1
-	VMOVUPS      Y1, 0(SP)
+	VMOVUPS      Y1, 0(R15)
 	VCVTDQ2PS    Y9, Y9
 	VBROADCASTSS 2192(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      32(SP), Y1
+	VMOVUPS      32(R15), Y1
 	VFMADD231PS  Y9, Y0, Y1
-	VMOVUPS      Y1, 32(SP)
+	VMOVUPS      Y1, 32(R15)
 	VCVTDQ2PS    Y10, Y10
 	VBROADCASTSS 2208(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      64(SP), Y1
+	VMOVUPS      64(R15), Y1
 	VFMADD231PS  Y10, Y0, Y1
-	VMOVUPS      Y1, 64(SP)
+	VMOVUPS      Y1, 64(R15)
 	VCVTDQ2PS    Y11, Y11
 	VBROADCASTSS 2224(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      96(SP), Y1
+	VMOVUPS      96(R15), Y1
 	VFMADD231PS  Y11, Y0, Y1
-	VMOVUPS      Y1, 96(SP)
+	VMOVUPS      Y1, 96(R15)
 	VCVTDQ2PS    Y12, Y12
 	VBROADCASTSS 2240(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      128(SP), Y1
+	VMOVUPS      128(R15), Y1
 	VFMADD231PS  Y12, Y0, Y1
-	VMOVUPS      Y1, 128(SP)
+	VMOVUPS      Y1, 128(R15)
 	VCVTDQ2PS    Y13, Y13
 	VBROADCASTSS 2256(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      160(SP), Y1
+	VMOVUPS      160(R15), Y1
 	VFMADD231PS  Y13, Y0, Y1
-	VMOVUPS      Y1, 160(SP)
+	VMOVUPS      Y1, 160(R15)
 	VCVTDQ2PS    Y14, Y14
 	VBROADCASTSS 2272(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      192(SP), Y1
+	VMOVUPS      192(R15), Y1
 	VFMADD231PS  Y14, Y0, Y1
-	VMOVUPS      Y1, 192(SP)
+	VMOVUPS      Y1, 192(R15)
 	VCVTDQ2PS    Y15, Y15
 	VBROADCASTSS 2288(DI), Y0
 	VMULPS       Y7, Y0, Y0
-	VMOVUPS      224(SP), Y1
+	VMOVUPS      224(R15), Y1
 	VFMADD231PS  Y15, Y0, Y1
-	VMOVUPS      Y1, 224(SP)
+	VMOVUPS      Y1, 224(R15)
 	ADDQ $210, SI
 	ADDQ $2304, DI
 	DECQ CX
 	JNZ  t8rq6kloop
 
 t8rq6kdone:
-	MOVQ out_base+104(FP), AX
-	MOVQ ostride+128(FP), R12
+	TESTQ $2, R14
+	JZ    t8rq6kend
+	MOVQ R10, AX
+	MOVQ ostride+176(FP), R12
 	SHLQ $2, R12
-	VMOVUPS 0(SP), Y0
+	VMOVUPS 0(R15), Y0
 	HSUMX(Y0, X0, X1)
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 32(SP), Y0
+	VMOVUPS 32(R15), Y0
 	HSUMX(Y0, X0, X1)
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 64(SP), Y0
+	VMOVUPS 64(R15), Y0
 	HSUMX(Y0, X0, X1)
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 96(SP), Y0
+	VMOVUPS 96(R15), Y0
 	HSUMX(Y0, X0, X1)
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 128(SP), Y0
+	VMOVUPS 128(R15), Y0
 	HSUMX(Y0, X0, X1)
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 160(SP), Y0
+	VMOVUPS 160(R15), Y0
 	HSUMX(Y0, X0, X1)
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 192(SP), Y0
+	VMOVUPS 192(R15), Y0
 	HSUMX(Y0, X0, X1)
 	VMOVSS X0, (AX)
 	ADDQ R12, AX
-	VMOVUPS 224(SP), Y0
+	VMOVUPS 224(R15), Y0
 	HSUMX(Y0, X0, X1)
 	VMOVSS X0, (AX)
+t8rq6kend:
+	ADDQ wstride+32(FP), R9
+	ADDQ $4, R10
+	ADDQ $384, R15
+	DECQ R8
+	JNZ  t8rq6krow
+
+t8rq6knone:
 	VZEROUPPER
 	RET
 

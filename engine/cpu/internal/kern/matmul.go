@@ -34,7 +34,8 @@ type Scratch struct {
 	st   mulState
 	one  [1]Job
 	// Bound once to &st, so that handing them to the pool allocates nothing.
-	convFn, vecFn, matFn, prepFn func(lo, hi int)
+	convFn, vecFn, prepFn func(lo, hi int)
+	matFn                 func(w, lo, hi int)
 }
 
 // Job is one weight matrix of a MulActsMany call: its kernel, its weights
@@ -54,12 +55,13 @@ type mulState struct {
 	arb    int // bytes per activation row
 	tile   int // activation rows per tile
 	jobs   []Job
-	wrb    []int     // bytes per weight row, per job
-	starts []int     // first global row of each job, then the total
-	asc    []float32 // activation block scales of whole groups of 8 rows, transposed (actScales); nil: none
-	aq     []byte    // Q8_0 activation quants of whole groups of 8 rows, repacked (repackQ8Group); nil: none
-	corr8  []byte    // 8·Σ₄a lanes in aq's layout, for tile8r kernels with corrBias 8; nil: none
-	corr16 []byte    // the same with 16
+	wrb    []int       // bytes per weight row, per job
+	starts []int       // first global row of each job, then the total
+	asc    []float32   // activation block scales of whole groups of 8 rows, transposed (actScales); nil: none
+	aq     []byte      // Q8_0 activation quants of whole groups of 8 rows, repacked (repackQ8Group); nil: none
+	corr8  []byte      // 8·Σ₄a lanes in aq's layout, for tile8r kernels with corrBias 8; nil: none
+	corr16 []byte      // the same with 16
+	kacc   [][]float32 // per pool worker: the tile8r accumulator state of a task's weight rows (mmMaxRows·tileAccFloats)
 }
 
 // job returns the job holding global row r and r's row within it.
@@ -86,6 +88,8 @@ func (s *Scratch) bind() {
 const (
 	mmTileBytes  = 256 << 10
 	mmChunkBytes = 64 << 10
+	mmMaxRows    = 16       // weight rows per task at most
+	mmPieceBytes = 16 << 10 // repacked activations of a group per tile8r piece
 )
 
 // rowBytes returns the bytes of one weight row and one activation row of
@@ -213,7 +217,12 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 		for _, b := range st.wrb {
 			wrb = max(wrb, b)
 		}
-		p.For(rows, min(16, max(4, mmChunkBytes/wrb)), s.matFn)
+		if len(st.aq) > 0 {
+			for len(st.kacc) < p.Threads() {
+				st.kacc = append(st.kacc, make([]float32, mmMaxRows*tileAccFloats))
+			}
+		}
+		p.forW(rows, min(mmMaxRows, max(4, mmChunkBytes/wrb)), s.matFn)
 	}
 	st.jobs, st.a = nil, nil
 	return nil
@@ -365,11 +374,11 @@ func (st *mulState) vec(lo, hi int) {
 	}
 }
 
-func (st *mulState) mat(lo, hi int) {
+func (st *mulState) mat(w, lo, hi int) {
 	for lo < hi {
 		j, r0 := st.job(lo)
 		end := min(hi, st.starts[j+1])
-		st.matJob(&st.jobs[j], st.wrb[j], r0, r0+end-lo)
+		st.matJob(w, &st.jobs[j], st.wrb[j], r0, r0+end-lo)
 		lo = end
 	}
 }
@@ -379,33 +388,15 @@ func (st *mulState) mat(lo, hi int) {
 // of eight activation rows (a few KiB) stays in L1 while the chunk's weight
 // rows pass over it; otherwise each weight row stays in L1 while the tile's
 // activation rows pass over it.
-func (st *mulState) matJob(jb *Job, wrb, lo, hi int) {
+func (st *mulState) matJob(worker int, jb *Job, wrb, lo, hi int) {
 	k, n, arb, act := jb.K, st.n, st.arb, st.a.Data
 	m, rows, dst := st.a.Rows, jb.W.Rows, jb.Dst
 	for i0 := 0; i0 < m; i0 += st.tile {
 		i1 := min(i0+st.tile, m)
 		start := i0
 		if k.tile8r != nil && len(st.aq) > 0 {
-			nb := n / k.actBlock
-			gb := nb * repackedBlockBytes(k.Act)
-			var corr []byte
-			switch k.corrBias {
-			case 8:
-				corr = st.corr8
-			case 16:
-				corr = st.corr16
-			}
-			for ; start+8 <= i1; start += 8 {
-				g := start / 8
-				aq, sc := st.aq[g*gb:(g+1)*gb], st.asc[start*nb:(start+8)*nb]
-				var cg []byte
-				if corr != nil {
-					cg = corr[g*gb : (g+1)*gb]
-				}
-				for r := lo; r < hi; r++ {
-					k.tile8r(n, jb.W.Data[r*wrb:(r+1)*wrb], aq, cg, sc, dst[start*rows+r:(start+7)*rows+r+1], rows)
-				}
-			}
+			st.tileR(worker, jb, wrb, lo, hi, start, i1)
+			start += (i1 - start) &^ 7
 		} else if k.tile8 != nil && len(st.asc) > 0 {
 			nb := len(st.asc) / (m &^ 7)
 			for ; start+8 <= i1; start += 8 {
@@ -431,6 +422,56 @@ func (st *mulState) matJob(jb *Job, wrb, lo, hi int) {
 			for ; i < i1; i++ {
 				dst[i*rows+r] = k.dot(n, wr, act[i*arb:(i+1)*arb])
 			}
+		}
+	}
+}
+
+// tileR runs weight rows [lo, hi) of one job over the whole groups of eight
+// activation rows in [start, i1) with its tile8r kernel. A group's row is
+// taken in pieces of at most mmPieceBytes of repacked activations, each
+// piece passed over every weight row before the next, so that it stays in
+// L1 however long the rows (the kernels carry the accumulators from piece to
+// piece, in the worker's state buffer, with the same operations as one
+// call).
+func (st *mulState) tileR(worker int, jb *Job, wrb, lo, hi, start, i1 int) {
+	k, n, rows, dst := jb.K, st.n, jb.W.Rows, jb.Dst
+	nb := n / k.actBlock
+	bb := repackedBlockBytes(k.Act)
+	var corr []byte
+	switch k.corrBias {
+	case 8:
+		corr = st.corr8
+	case 16:
+		corr = st.corr16
+	}
+	piece := mmPieceBytes / bb
+	if corr != nil {
+		piece /= 2
+	}
+	piece = max(1, piece)
+	acc := st.kacc[worker]
+	for ; start+8 <= i1; start += 8 {
+		g := start / 8
+		aq, sc := st.aq[g*nb*bb:(g+1)*nb*bb], st.asc[start*nb:(start+8)*nb]
+		var cg []byte
+		if corr != nil {
+			cg = corr[g*nb*bb : (g+1)*nb*bb]
+		}
+		for b0 := 0; b0 < nb; b0 += piece {
+			b1 := min(nb, b0+piece)
+			flags := 0
+			if b0 == 0 {
+				flags |= tileFirst
+			}
+			if b1 == nb {
+				flags |= tileLast
+			}
+			var cp []byte
+			if cg != nil {
+				cp = cg[b0*bb : b1*bb]
+			}
+			w := jb.W.Data[lo*wrb+b0*k.wBytes : (hi-1)*wrb+b1*k.wBytes]
+			k.tile8r((b1-b0)*k.actBlock, w, wrb, hi-lo, aq[b0*bb:b1*bb], cp, sc[8*b0:8*b1], acc[:(hi-lo)*tileAccFloats], flags, dst[start*rows+lo:(start+7)*rows+hi], rows)
 		}
 	}
 }

@@ -22,6 +22,7 @@ type job struct {
 	n, grain int
 	next     atomic.Int64
 	fn       func(lo, hi int)
+	fnw      func(w, lo, hi int) // set instead of fn by forW
 	done     sync.WaitGroup
 }
 
@@ -35,12 +36,12 @@ func NewPool(threads int) *Pool {
 	for i := range p.wake {
 		ch := make(chan *job, 1)
 		p.wake[i] = ch
-		go func() {
+		go func(w int) {
 			for j := range ch {
-				j.run()
+				j.run(w)
 				j.done.Done()
 			}
-		}()
+		}(i + 1)
 	}
 	return p
 }
@@ -66,6 +67,17 @@ func (p *Pool) Close() {
 // returned. Ranges are handed out in order from a shared counter, so faster
 // threads take more of them.
 func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
+	p.loop(n, grain, fn, nil)
+}
+
+// forW is For with the worker's index (0 for the calling goroutine, 1 to
+// Threads()−1 for the pool's) passed to fn: each worker's calls run one at a
+// time, so fn may use per-worker scratch.
+func (p *Pool) forW(n, grain int, fn func(w, lo, hi int)) {
+	p.loop(n, grain, nil, fn)
+}
+
+func (p *Pool) loop(n, grain int, fn func(lo, hi int), fnw func(w, lo, hi int)) {
 	if n <= 0 {
 		return
 	}
@@ -74,7 +86,15 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 	}
 	helpers := min(p.threads-1, (n-1)/grain)
 	if helpers <= 0 {
-		fn(0, n)
+		// One thread: the same ranges, in order, on the calling goroutine
+		// (callers tile their work by the grain).
+		for lo := 0; lo < n; lo += grain {
+			if fnw != nil {
+				fnw(0, lo, min(lo+grain, n))
+			} else {
+				fn(lo, min(lo+grain, n))
+			}
+		}
 		return
 	}
 	p.mu.Lock()
@@ -83,24 +103,29 @@ func (p *Pool) For(n, grain int, fn func(lo, hi int)) {
 		panic("kern: Pool.For after Close")
 	}
 	j := &p.j
-	j.n, j.grain, j.fn = n, grain, fn
+	j.n, j.grain, j.fn, j.fnw = n, grain, fn, fnw
 	j.next.Store(0)
 	j.done.Add(helpers)
 	for i := 0; i < helpers; i++ {
 		p.wake[i] <- j
 	}
-	j.run()
+	j.run(0)
 	j.done.Wait()
-	j.fn = nil
+	j.fn, j.fnw = nil, nil
 }
 
-func (j *job) run() {
+func (j *job) run(w int) {
 	g := int64(j.grain)
 	for {
 		lo := j.next.Add(g) - g
 		if lo >= int64(j.n) {
 			return
 		}
-		j.fn(int(lo), int(min(lo+g, int64(j.n))))
+		hi := int(min(lo+g, int64(j.n)))
+		if j.fnw != nil {
+			j.fnw(w, int(lo), hi)
+		} else {
+			j.fn(int(lo), hi)
+		}
 	}
 }

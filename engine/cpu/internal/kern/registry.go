@@ -106,7 +106,24 @@ type tileFunc func(n int, w, a []byte, stride int, sc []float32, out []float32, 
 // lanes corrBias·Σ₄a at corr[256b + 32r]; sc as for tileFunc), Q8_K rows
 // by repackQ8KGroup (everything in aq; corr and sc unused). Each row's
 // float32 operations are exactly those dot performs for it.
-type tileRFunc func(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int)
+//
+// It runs rows weight rows, row j at w[j·wstride:] into out[j + r·ostride]
+// (one call per group of eight activation rows and task, not per weight
+// row). Their blocks may be passed in consecutive pieces (n values each, the
+// slices starting at the piece's first block), so that a piece of the eight
+// activation rows stays in L1 while the task's weight rows pass over it:
+// acc[j·tileAccFloats:] carries row j's accumulators from one piece to the
+// next. flags&tileFirst starts them at zero (else they are read from acc),
+// flags&tileLast reduces them into out (else they are written to acc). A row
+// in pieces gets exactly the operations of the row in one call.
+type tileRFunc func(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
+
+// tileRFunc flags and accumulator state size.
+const (
+	tileFirst     = 1
+	tileLast      = 2
+	tileAccFloats = 96 // eight 8-lane accumulators, then four 8-lane min accumulators (Q4_K)
+)
 
 // Entry is one line of the registry listing.
 type Entry struct {

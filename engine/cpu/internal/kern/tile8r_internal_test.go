@@ -192,7 +192,7 @@ func TestTile8RRowsEqualDot(t *testing.T) {
 			for trial := 0; trial < 3; trial++ {
 				w := tileWeights(rng, e.Key.Type, n/k.block)
 				out := make([]float32, 8*3)
-				k.tile8r(n, w, aq, corr, sc, out, 3)
+				k.tile8r(n, w, len(w), 1, aq, corr, sc, make([]float32, tileAccFloats), tileFirst|tileLast, out, 3)
 				for r := 0; r < 8; r++ {
 					want := k.dot(n, w, a[r*stride:(r+1)*stride])
 					if got := out[3*r]; math.Float32bits(got) != math.Float32bits(want) {
@@ -220,9 +220,9 @@ func TestMulRunsTile8R(t *testing.T) {
 		}
 		calls := 0
 		saved := k.tile8r
-		k.tile8r = func(n int, w, aq, corr []byte, sc []float32, out []float32, ostride int) {
-			calls++
-			saved(n, w, aq, corr, sc, out, ostride)
+		k.tile8r = func(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int) {
+			calls += rows
+			saved(n, w, wstride, rows, aq, corr, sc, acc, flags, out, ostride)
 		}
 		pool := NewPool(1)
 		var s Scratch
@@ -241,7 +241,140 @@ func TestMulRunsTile8R(t *testing.T) {
 			t.Fatal(err)
 		}
 		if want := 2 * rows; calls != want {
-			t.Errorf("%s: Mul(m=%d) made %d tile8r calls, want %d", k.Contract, m, calls, want)
+			t.Errorf("%s: Mul(m=%d) ran %d weight rows through tile8r, want %d", k.Contract, m, calls, want)
 		}
+	}
+}
+
+// TestTile8RPiecesEqualWhole: a row passed to a tile8r kernel in pieces
+// (the accumulators carried in acc) gives bit for bit the one-call result,
+// for pieces of one block, uneven pieces and a stale acc on the first.
+func TestTile8RPiecesEqualWhole(t *testing.T) {
+	rng := rand.New(rand.NewPCG(37, 38))
+	for _, e := range List() {
+		if e.Key.Op != OpMatMul || !e.Runnable {
+			continue
+		}
+		k, _ := Lookup(e.Key)
+		if k.tile8r == nil {
+			continue
+		}
+		nb := 7
+		n := k.actBlock * nb
+		bb := repackedBlockBytes(k.Act)
+		var a, aq, corr []byte
+		var stride int
+		var sc []float32
+		if k.Act == quant.Q8_K {
+			a, stride = q8KRows(rng, n)
+			aq = make([]byte, nb*bb)
+			repackQ8KGroup(nb, a, stride, aq)
+		} else {
+			a, stride = q8Rows(rng, n)
+			sc = actScales(&Acts{Type: quant.Q8_0, Rows: 8, Cols: n, Data: a}, nil)
+			aq = make([]byte, nb*bb)
+			if k.corrBias != 0 {
+				corr = make([]byte, nb*bb)
+			}
+			repackQ8Go(nb, a, stride, aq, corr, k.corrBias)
+		}
+		const rows = 3
+		w := tileWeights(rng, e.Key.Type, rows*nb)
+		wrb := nb * k.wBytes
+		want := make([]float32, 8*rows)
+		for j := 0; j < rows; j++ {
+			k.tile8r(n, w[j*wrb:(j+1)*wrb], wrb, 1, aq, corr, sc, make([]float32, tileAccFloats), tileFirst|tileLast, want[j:], rows)
+		}
+		for _, cuts := range [][]int{{1, 2, 3, 4, 5, 6}, {3}, {1, 6}, {2, 4}, {}} {
+			acc := make([]float32, rows*tileAccFloats)
+			for i := range acc {
+				acc[i] = 1e9 // stale: must be ignored by the first piece
+			}
+			got := make([]float32, 8*rows)
+			for i := range got {
+				got[i] = -7 // must be written only by the last piece
+			}
+			bounds := append(append([]int{0}, cuts...), nb)
+			for p := 0; p+1 < len(bounds); p++ {
+				b0, b1 := bounds[p], bounds[p+1]
+				flags := 0
+				if b0 == 0 {
+					flags |= tileFirst
+				}
+				if b1 == nb {
+					flags |= tileLast
+				}
+				var cp []byte
+				if corr != nil {
+					cp = corr[b0*bb : b1*bb]
+				}
+				var sp []float32
+				if sc != nil {
+					sp = sc[8*b0 : 8*b1]
+				}
+				if flags&tileLast == 0 {
+					for _, v := range got {
+						if v != -7 {
+							t.Fatalf("%s: out written before the last piece", k.Contract)
+						}
+					}
+				}
+				k.tile8r((b1-b0)*k.actBlock, w[b0*k.wBytes:(rows-1)*wrb+b1*k.wBytes], wrb, rows, aq[b0*bb:b1*bb], cp, sp, acc, flags, got, rows)
+			}
+			for r := range want {
+				if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
+					t.Fatalf("%s pieces %v row %d: %g, one call %g", k.Contract, cuts, r, got[r], want[r])
+				}
+			}
+		}
+	}
+}
+
+// TestMulLongRowsEqualMatVec: with rows long enough for the tile8r kernels
+// to take them in pieces (4864 values: qwen2.5-0.5b's FFN width), Mul with
+// m = 17 still gives every row bit for bit the matvec result, on one and
+// two threads.
+func TestMulLongRowsEqualMatVec(t *testing.T) {
+	rng := rand.New(rand.NewPCG(39, 40))
+	for _, threads := range []int{1, 2} {
+		pool := NewPool(threads)
+		for _, e := range List() {
+			if e.Key.Op != OpMatMul || !e.Runnable {
+				continue
+			}
+			k, _ := Lookup(e.Key)
+			if k.tile8r == nil {
+				continue
+			}
+			mvKey := e.Key
+			mvKey.Op = OpMatVec
+			mv, _ := Lookup(mvKey)
+			const n, rows, m = 4864, 21, 17
+			if nb := n / k.actBlock; nb*repackedBlockBytes(k.Act) <= mmPieceBytes {
+				t.Fatalf("%s: %d values fit one piece; the test needs several", k.Contract, n)
+			}
+			w := Weights{Type: e.Key.Type, Rows: rows, Cols: n, Data: tileWeights(rng, e.Key.Type, rows*n/k.block)}
+			x := make([]float32, m*n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			var s Scratch
+			got := make([]float32, m*rows)
+			if err := k.Mul(pool, &s, got, w, x, m); err != nil {
+				t.Fatal(err)
+			}
+			one := make([]float32, rows)
+			for i := 0; i < m; i++ {
+				if err := mv.Mul(pool, &s, one, w, x[i*n:(i+1)*n], 1); err != nil {
+					t.Fatal(err)
+				}
+				for r := 0; r < rows; r++ {
+					if g, w := got[i*rows+r], one[r]; math.Float32bits(g) != math.Float32bits(w) {
+						t.Fatalf("threads=%d: %s.Mul(m=%d) row %d col %d = %g, matvec %g", threads, k.Contract, m, i, r, g, w)
+					}
+				}
+			}
+		}
+		pool.Close()
 	}
 }

@@ -220,7 +220,8 @@ func TestTuneHot(t *testing.T) {
 // TestTunePrefill: min-of-reps GFLOP/s of Mul at m=512 on the qwen2.5-0.5b
 // shapes for every runnable assembly ISA, and for AVX2 without its
 // eight-activation-row kernel (the four-row path the previous kernels ran),
-// interleaved. XMUL=1, XT=types, XTHREADS=1,2, XREPS=repetitions (4).
+// interleaved. XMUL=1, XT=types, XTHREADS=1,2, XREPS=repetitions (4),
+// XSHAPES=rows×cols,... (896x896,4864x896,896x4864).
 func TestTunePrefill(t *testing.T) {
 	if os.Getenv("XMUL") == "" {
 		t.Skip()
@@ -246,7 +247,16 @@ func TestTunePrefill(t *testing.T) {
 				ks = append(ks, k)
 			}
 		}
-		for _, sh := range [][2]int{{896, 896}, {4864, 896}, {896, 4864}} {
+		shapes := [][2]int{{896, 896}, {4864, 896}, {896, 4864}}
+		if os.Getenv("XSHAPES") != "" {
+			shapes = nil
+			for _, f := range strings.Split(os.Getenv("XSHAPES"), ",") {
+				var r, c int
+				fmt.Sscanf(f, "%dx%d", &r, &c)
+				shapes = append(shapes, [2]int{r, c})
+			}
+		}
+		for _, sh := range shapes {
 			rows, cols := sh[0], sh[1]
 			if cols%ks[0].block != 0 {
 				continue
@@ -320,6 +330,9 @@ func TestTuneTileHot(t *testing.T) {
 			continue
 		}
 		n := 896
+		if v, err := strconv.Atoi(os.Getenv("XN")); err == nil {
+			n = v
+		}
 		if info, _ := quant.Lookup(typ); n%info.BlockSize != 0 {
 			n = 1024
 		}
@@ -354,6 +367,20 @@ func TestTuneTileHot(t *testing.T) {
 					for r := 0; r < wr; r++ {
 						k.tile8(n, w[r*rb:(r+1)*rb], a, arb, sc, out[r:], wr)
 					}
+				}))
+			}
+			if k.tile8r != nil {
+				var s Scratch
+				s.bind()
+				st := &s.st
+				st.a, st.jobs = &aa, []Job{{K: k}}
+				p := NewPool(1)
+				st.prepare(p, &s)
+				p.Close()
+				corr := map[int][]byte{8: st.corr8, 16: st.corr16}[k.corrBias]
+				acc := make([]float32, wr*tileAccFloats)
+				line += fmt.Sprintf(" tile8r %6.1f", measure(func() {
+					k.tile8r(n, w, rb, wr, st.aq, corr, st.asc, acc, tileFirst|tileLast, out, wr)
 				}))
 			}
 			if k.dot4 != nil {
