@@ -49,8 +49,9 @@
 //	                        Q1_0 Q2_0 (every weight type)
 //	avx2 four-weight-row    F32 F16 BF16 Q8_0 Q4_0 Q5_0 IQ4_NL MXFP4
 //	matvec (decode):        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS
-//	avx2 eight-activation-  Q8_0 Q4_0 Q5_0 (activation scales as float32,
-//	row matmul:             transposed per group of eight rows)
+//	avx2 eight-activation-  Q8_0 Q4_0 Q5_0 Q4_K Q6_K on repacked activations
+//	row matmul:             (tile8r, preferred); Q8_0 Q4_0 Q5_0 also on the
+//	                        activations as they are (tile8)
 //	avx2 four-row matmul:   F32 F16 BF16 Q8_0 Q4_0 Q5_0 IQ4_NL MXFP4
 //	                        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS (F32 F16 BF16
 //	                        also eight-row)
@@ -69,6 +70,26 @@
 // chain (below), which leaves a 512-bit register two rows that need
 // different scales and a shuffle per fma.
 //
+// Prefill (m ≥ 8) on AVX2 repacks each group of eight activation rows once
+// per MulActsMany (over the pool): Q8_0 rows as [block][row][32 quants]
+// (every load aligned, one pointer for the eight rows) plus, for Q4_0 and
+// Q5_0, the lanes bias·Σ₄a they subtract (these kernels take the weights
+// unsigned, u = w + bias, and read a and the correction from memory: one
+// instruction less per row and block than ggml's VPSIGNB form, the same
+// int32 lanes as long as no activation quant is −128, which QuantizeQ8_0
+// never yields from finite input); Q8_K rows as [super-block][row][256
+// quants] with the bsums pair sums and the scales laid out two rows per
+// register (Q4_K's min accumulators run two rows per register, lane for
+// lane the single-row operations). A tile8r call runs a task's weight rows
+// (up to 16) over one group, so that the group stays in L1 while they
+// pass; rows longer than 16 KiB of repacked activations go in pieces, the
+// accumulators carried between pieces in a per-worker buffer, with exactly
+// the operations of one pass. The Q8_0-type kernels store each block's
+// eight scale products d_w·d_a four blocks ahead (a product stored in the
+// block that broadcasts it stalls on store-to-load forwarding). Their hot
+// loops are 64-byte aligned (PCALIGN): unaligned, the Q8_0 loop's speed
+// moved by ~20% from one build to the next on Zen 3.
+//
 // Decode (Mul with m = 1) runs the four-weight-row kernels over the rows in
 // groups of four, the single-row kernel on the rest: each activation block
 // is loaded once for four rows, the four rows' fma chains overlap (the
@@ -84,6 +105,15 @@
 // chosen at run time from the CPU's features (golang.org/x/sys/cpu), and a
 // CPU without AVX2 must still run (on the "go" kernels, by name). Building
 // with -tags noasm leaves only the Go kernels.
+//
+// # Element-wise functions
+//
+// SiLU, SwiGLU, SoftMax/ExpSum and Sigmoid compute what ggml-cpu computes
+// on AVX2+FMA, lane for lane (elem.go): ggml_v_expf / ggml_v_silu for whole
+// groups of 8 (assembly on AVX2, with a Go twin whose float32 fma rounds
+// once, as VFMADD does), ggml's scalar code with libm's expf past them, the
+// softmax sum reduced per group as ggml's AVX2 code reduces it into a
+// float64. ggml has no vector sigmoid; Sigmoid is its scalar form.
 //
 // # Registry
 //
@@ -105,11 +135,14 @@
 // holds values 4k..4k+3 of every 32-value group, offsets and scales folded
 // in per lane as ggml folds them), the same number of float accumulators and
 // the same order of fma/add operations, and hsum_float_8 at the end. The
-// multi-row kernels (four-row and eight-row matmul, four-weight-row matvec,
-// and the avx512vnni ones) perform, for each row, exactly the single-row
+// multi-row kernels (four-row and eight-row matmul, the tile8r kernels,
+// four-weight-row matvec, and the avx512vnni ones) perform, for each row,
+// exactly the single-row
 // kernel's float32 operations; they may form the exact integer lane sums
 // differently (unsigned weights minus bias·Σa, VPDPBUSD, scales picked from
-// registers), which gives the same integers. So a matmul row is bit for bit
+// registers), which gives the same integers (for the unsigned forms: as long
+// as no activation quant is −128, which QuantizeQ8_0 does not produce from
+// finite input; ggml's VPSIGNB wraps −128). So a matmul row is bit for bit
 // the matvec of that activation row (TestMatMulRowsEqualMatVec), a matvec
 // row is bit for bit that row alone (TestMatVecRowsEqualSingleRow), and
 // avx512vnni gives what avx2 gives (TestAssemblyISAsAgreeBitForBit): prefill
@@ -119,6 +152,25 @@
 // for NVFP4, Q1_0 and Q2_0 on x86). The Go kernels follow ggml's generic C
 // order (what ggml runs without SIMD). llama.cpp's repacked Q4_0, IQ4_NL and
 // Q4_K GEMMs (its CPU_REPACK buffers) sum in yet another order.
+//
+// # What exactness costs
+//
+// The rule that every matmul row equals the single-row kernel's result bit
+// for bit (ggml's AVX2 vec_dot arithmetic) fixes, for the 32-value block
+// types, one int32→float32 conversion and one eight-lane fma per weight
+// block and activation row. That is not a cost of the rule: it is ggml's
+// own algorithm (a block's scales are fp16 per block, and llama.cpp's AVX2
+// tinyBLAS GEMM for Q8_0 does the same conversion and fma per block pair).
+// A kernel that skipped it would have to apply per-block scales in integer
+// arithmetic (lossy) or change the float order (the differences request 1
+// removed). On Zen 3 (AVX2, no VNNI) a block pair of Q8_0 costs VPSIGNB,
+// VPMADDUBSW, VPMADDWD, VCVTDQ2PS, VFMADD plus two loads; measured alone in
+// registers these run at ~1.7 cycles per pair, the mul/fma ports being the
+// limit (VPMADDUBSW/VPMADDWD share two pipes with VPSIGNB and the FMA), and
+// the full kernel at ~2.3: prefill at m = 512 reaches 55–70 GFLOP/s per
+// core for Q8_0 and Q5_0 (noisy shared VM). The K-quants convert once per
+// 256-value super-block (their sub-block scales are integers) and reach
+// 75–95 (Q4_K) and 55–75 (Q6_K) GFLOP/s per core.
 //
 // # Contract
 //
@@ -130,5 +182,6 @@
 // |d_w·d_a|·2·Σ|q_a| (ggml's AVX2 order subtracts the Q8_K bsums from lanes
 // that hold other values' products, so a lane can exceed its values' Σ|w·a|). Assembly and Go kernels differ only in the order of
 // float32 additions, within the same bound; Mul with m > 1 gives each row
-// exactly what Mul with m = 1 gives for it, on every instruction set.
+// exactly what Mul with m = 1 gives for it, on every instruction set (for
+// activations converted by this package).
 package kern
