@@ -17,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"gonum.org/v1/gonum/stat"
 
-	_ "github.com/aprqa/apr/engine/cpu" // registers the "cpu" backend
+	"github.com/aprqa/apr/engine/cpu" // registers the "cpu" backend; StreamRead
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	_ "github.com/aprqa/apr/engine/ref" // registers the "ref" backend
@@ -38,6 +38,7 @@ type benchOptions struct {
 	CompareWarmup int // warm-up runs of the --compare backends (-1: --warmup)
 	Threads       int
 	Seed          uint64
+	Stream        bool
 	JSON          bool
 }
 
@@ -72,6 +73,19 @@ type benchRun struct {
 	// PeakRSSNote says when it is not this run's own peak.
 	PeakRSSBytes int64  `json:"peak_rss_bytes"`
 	PeakRSSNote  string `json:"peak_rss_note,omitempty"`
+	// DecodeGBps is the tg test's median tok/s × DecodeBytesPerToken, and
+	// DecodeStreamFraction that over the stream read on as many threads
+	// (--stream only; 0 without a tg test or a stream read).
+	DecodeGBps           float64 `json:"decode_gbps,omitempty"`
+	DecodeStreamFraction float64 `json:"decode_stream_fraction,omitempty"`
+}
+
+// benchStream is one streaming-read measurement (--stream): the memory
+// bandwidth a decode step is bound by.
+type benchStream struct {
+	Threads int     `json:"threads"`
+	Bytes   int     `json:"bytes"` // buffer size
+	GBps    float64 `json:"gbps"`  // best of the repetitions, 1e9 bytes/s
 }
 
 // benchRatio is a test's median tok/s on one backend over another's,
@@ -95,11 +109,17 @@ type benchResult struct {
 	// StartRSSBytes is this process's resident set before the model was
 	// opened (the binary and runtime), so that a run's own share of its
 	// peak can be told apart.
-	StartRSSBytes int64        `json:"start_rss_bytes"`
-	NPrompt       int          `json:"n_prompt"`
-	NGen          int          `json:"n_gen"`
-	Runs          []benchRun   `json:"runs"`
-	Ratios        []benchRatio `json:"ratios,omitempty"`
+	StartRSSBytes int64 `json:"start_rss_bytes"`
+	// DecodeBytesPerToken is what one decode step reads of the weights:
+	// every matrix and vector once, the token embedding once more in full
+	// when it is also the output projection (else one row), experts' tensors
+	// in the share n_expert_used/n_expert.
+	DecodeBytesPerToken int64         `json:"decode_bytes_per_token"`
+	Stream              []benchStream `json:"stream,omitempty"`
+	NPrompt             int           `json:"n_prompt"`
+	NGen                int           `json:"n_gen"`
+	Runs                []benchRun    `json:"runs"`
+	Ratios              []benchRatio  `json:"ratios,omitempty"`
 }
 
 func newBenchCmd(env *Env) *cobra.Command {
@@ -116,6 +136,11 @@ runs --reps times and reports min, median and max tok/s and a 95% bootstrap
 confidence interval of the mean. Load time (open, model description, engine
 construction) and h2d (upload) are measured once, separately. Peak RSS is the
 process's VmHWM.
+
+--stream, after every run, reads a 512 MiB buffer (as kern's BenchmarkStreamRead:
+best of 5) on each run's thread count and reports the tg test's bandwidth, tok/s
+× the weight bytes one decode step reads, as a fraction of it: how close decode
+is to the memory bound.
 
 --compare B runs the same tests on backend B after the first (e.g. --compare ref)
 and reports the ratio of the medians; --compare-reps and --compare-warmup set its
@@ -139,6 +164,7 @@ The human table goes to stderr; with --json stdout carries one JSON document.`,
 	fl.IntVar(&opts.CompareWarmup, "compare-warmup", -1, "warm-up runs on the --compare backends (default: --warmup)")
 	fl.IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
 	fl.Uint64Var(&opts.Seed, "seed", 1, "seed of the random tokens")
+	fl.BoolVar(&opts.Stream, "stream", false, "after the runs, measure the streaming read (512 MiB) on each run's threads and report decode against it")
 	jsonFlag(c, &opts.JSON)
 	return c
 }
@@ -198,6 +224,11 @@ func runBench(ctx context.Context, env *Env, opts benchOptions) error {
 			resetPeakRSS()
 		}
 	}
+	if opts.Stream {
+		if err := benchStreamRead(&res); err != nil {
+			return err
+		}
+	}
 	for _, base := range res.Runs[1:] {
 		for ti, t := range res.Runs[0].Tests {
 			if ti < len(base.Tests) && base.Tests[ti].Median > 0 {
@@ -255,6 +286,7 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 		run.Kernels = ks.Kernels()
 	}
 	res.Arch, res.FileBytes = spec.Arch, f.Size
+	res.DecodeBytesPerToken = decodeBytes(f, spec)
 	res.KVBytesF32 = kvBytesF32(spec, max(opts.Prompt, opts.Gen))
 	if n := max(opts.Prompt, opts.Gen); n > spec.NCtxTrain {
 		return run, refuse.New("bench", "%d positions exceed the model's context_length %d", n, spec.NCtxTrain)
@@ -391,6 +423,59 @@ func bootstrapCI(v []float64, conf float64, b int, seed uint64) [2]float64 {
 	return [2]float64{min(max(lo, mn), mx), min(max(hi, mn), mx)}
 }
 
+// streamBytes is the buffer of the --stream read: beyond any last-level
+// cache of the machines apr runs on.
+var streamBytes = 512 << 20
+
+// benchStreamRead measures the streaming read on each run's thread count and
+// sets each run's decode bandwidth against it.
+func benchStreamRead(res *benchResult) error {
+	gbps := map[int]float64{}
+	for i := range res.Runs {
+		run := &res.Runs[i]
+		th := run.Threads
+		if th <= 0 {
+			th = runtime.NumCPU()
+		}
+		if _, ok := gbps[th]; !ok {
+			bps, err := cpu.StreamRead(streamBytes, th, 5)
+			if err != nil {
+				return fmt.Errorf("bench: --stream: %w", err)
+			}
+			gbps[th] = bps / 1e9
+			res.Stream = append(res.Stream, benchStream{Threads: th, Bytes: streamBytes, GBps: bps / 1e9})
+		}
+		for _, t := range run.Tests {
+			if strings.HasPrefix(t.Name, "tg") && res.DecodeBytesPerToken > 0 {
+				run.DecodeGBps = t.Median * float64(res.DecodeBytesPerToken) / 1e9
+				run.DecodeStreamFraction = run.DecodeGBps / gbps[th]
+			}
+		}
+	}
+	return nil
+}
+
+// decodeBytes is what one decode step reads of the weights (see
+// benchResult.DecodeBytesPerToken).
+func decodeBytes(f *gguf.File, s *model.Spec) int64 {
+	var b int64
+	tied := s.Output != nil && s.TokEmbd != nil && s.Output.Name == s.TokEmbd.Name
+	for i := range f.Tensors {
+		t := &f.Tensors[i]
+		switch {
+		case s.TokEmbd != nil && t.Name == s.TokEmbd.Name && !tied:
+			if rows := int64(s.TokEmbd.Rows()); rows > 0 {
+				b += int64(t.Size) / rows
+			}
+		case strings.Contains(t.Name, "_exps") && s.NExpert > 0:
+			b += int64(t.Size) * int64(s.NExpertUsed) / int64(s.NExpert)
+		default:
+			b += int64(t.Size)
+		}
+	}
+	return b
+}
+
 // kvBytesF32 is the F32 KV cache of n positions over the model's attention
 // layers (recurrent layers keep a fixed-size state instead).
 func kvBytesF32(s *model.Spec, n int) int64 {
@@ -460,6 +545,15 @@ func printBench(w io.Writer, r *benchResult) {
 			fmt.Fprintf(bw, " [%s]", run.PeakRSSNote)
 		}
 		fmt.Fprintf(bw, "; %d repetitions per test, %d warm-up run(s) per test excluded\n", run.Reps, run.WarmupRuns)
+	}
+	for _, st := range r.Stream {
+		fmt.Fprintf(bw, "stream read (%d MiB, %d thread(s), best of 5): %.2f GB/s\n", st.Bytes>>20, st.Threads, st.GBps)
+	}
+	for _, run := range r.Runs {
+		if run.DecodeGBps > 0 {
+			fmt.Fprintf(bw, "%s, %d thread(s): decode reads %.1f MB of weights per token: %.2f GB/s at the median tg t/s = %.0f%% of the stream read\n",
+				run.Backend, run.Threads, float64(r.DecodeBytesPerToken)/1e6, run.DecodeGBps, 100*run.DecodeStreamFraction)
+		}
 	}
 	for _, q := range r.Ratios {
 		fmt.Fprintf(bw, "%s: %s is %.2f× %s (median t/s)\n", q.Test, q.Backend, q.Ratio, q.Baseline)
