@@ -173,10 +173,10 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 		}
 	}
 	tasks := a.NKV * nb
-	// Multiply-adds (scores and values over the positions seen): a decode
-	// step over a short context is done before a parked helper wakes up.
+	// Multiply-adds (scores and values over the positions seen): below
+	// ~64Ki (~10 µs) a helper's hand-off costs more than it saves.
 	work := n * a.NHead * (pos0 + (n+1)/2) * (a.HK + a.HV)
-	if be.threads == 1 || tasks == 1 || work < 1<<20 {
+	if be.threads == 1 || tasks == 1 || work < 1<<16 {
 		for t := 0; t < tasks; t++ {
 			task(t)
 		}

@@ -4,18 +4,42 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Pool is a fixed set of worker goroutines that run parallel loops for the
 // kernels. Workers live as long as the pool, so a matmul costs a wake-up per
 // worker, not a goroutine per row. A Pool runs one loop at a time; For calls
 // from several goroutines are serialised.
+//
+// A worker that finishes a loop keeps polling for the next one for
+// SpinWait before it parks on its channel, and the caller of For polls for
+// the workers' completion instead of sleeping on a WaitGroup: waking a
+// parked goroutine goes through the kernel (futex) and cost 50–100 µs on the
+// 2-vCPU VMs this was tuned on, longer than many decode-step products take.
+// A decode step issues a hundred or so loops a few microseconds apart, so
+// with polling its helpers never park inside a step; between steps (sampling,
+// I/O) they park after SpinWait and cost nothing. Polling yields the
+// processor (runtime.Gosched) every few hundred loads, so a pool with more
+// threads than GOMAXPROCS still makes progress.
 type Pool struct {
 	threads int
-	mu      sync.Mutex // one For at a time; guards j too
-	wake    []chan *job
-	j       job // reused by every For
+	mu      sync.Mutex   // one For at a time; guards j
+	j       job          // reused by every For
+	seq     uint64       // the number of the current j; guarded by mu
+	pending atomic.Int64 // helpers still running the current j
+	quit    atomic.Bool
+	ws      []poolWorker
 	closed  bool
+}
+
+// poolWorker is one helper's mailbox: the number of the last job handed to
+// it, and whether it is parked on its wake channel.
+type poolWorker struct {
+	gen    atomic.Uint64
+	parked atomic.Bool
+	wake   chan struct{}
+	_      [40]byte // keep workers' flags on separate cache lines
 }
 
 type job struct {
@@ -23,8 +47,11 @@ type job struct {
 	next     atomic.Int64
 	fn       func(lo, hi int)
 	fnw      func(w, lo, hi int) // set instead of fn by forW
-	done     sync.WaitGroup
 }
+
+// SpinWait is how long an idle worker polls for the next loop before it
+// parks.
+const SpinWait = 200 * time.Microsecond
 
 // NewPool starts a pool of threads workers (the calling goroutine counts as
 // one of them). threads ≤ 0 means every CPU (runtime.NumCPU).
@@ -32,16 +59,10 @@ func NewPool(threads int) *Pool {
 	if threads <= 0 {
 		threads = runtime.NumCPU()
 	}
-	p := &Pool{threads: threads, wake: make([]chan *job, threads-1)}
-	for i := range p.wake {
-		ch := make(chan *job, 1)
-		p.wake[i] = ch
-		go func(w int) {
-			for j := range ch {
-				j.run(w)
-				j.done.Done()
-			}
-		}(i + 1)
+	p := &Pool{threads: threads, ws: make([]poolWorker, threads-1)}
+	for i := range p.ws {
+		p.ws[i].wake = make(chan struct{}, 1)
+		go p.work(i + 1)
 	}
 	return p
 }
@@ -57,9 +78,58 @@ func (p *Pool) Close() {
 		return
 	}
 	p.closed = true
-	for _, ch := range p.wake {
-		close(ch)
+	p.quit.Store(true)
+	p.seq++
+	for i := range p.ws {
+		p.ws[i].gen.Store(p.seq)
+		close(p.ws[i].wake)
 	}
+}
+
+// work is helper w's life: wait for a job handed to it (polling, then
+// parked), run it, repeat. Only the helpers a loop needs are handed it, and
+// For waits for each of them, so p.j is stable while a helper reads it.
+func (p *Pool) work(w int) {
+	pw := &p.ws[w-1]
+	var last uint64
+	for {
+		s, ok := pw.await(last)
+		if !ok || p.quit.Load() {
+			return
+		}
+		last = s
+		p.j.run(w)
+		p.pending.Add(-1)
+	}
+}
+
+// await returns the first job number after last: polled for SpinWait, then
+// parked. The parking handshake: the worker sets parked and re-reads gen;
+// For stores gen and then claims a parked worker by CompareAndSwap before it
+// sends on the channel. Whoever clears parked owns the wake-up, so a worker
+// never misses a job and never sees a stale wake.
+func (pw *poolWorker) await(last uint64) (uint64, bool) {
+	start := time.Now()
+	for i := 1; ; i++ {
+		if s := pw.gen.Load(); s != last {
+			return s, true
+		}
+		if i%256 == 0 {
+			if time.Since(start) > SpinWait {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	pw.parked.Store(true)
+	if s := pw.gen.Load(); s != last && pw.parked.CompareAndSwap(true, false) {
+		return s, true
+	}
+	// parked, or claimed by For, which sends
+	if _, ok := <-pw.wake; !ok {
+		return 0, false
+	}
+	return pw.gen.Load(), true
 }
 
 // For calls fn(lo, hi) over disjoint ranges covering [0, n), each at most
@@ -105,12 +175,21 @@ func (p *Pool) loop(n, grain int, fn func(lo, hi int), fnw func(w, lo, hi int)) 
 	j := &p.j
 	j.n, j.grain, j.fn, j.fnw = n, grain, fn, fnw
 	j.next.Store(0)
-	j.done.Add(helpers)
+	p.pending.Store(int64(helpers))
+	p.seq++
 	for i := 0; i < helpers; i++ {
-		p.wake[i] <- j
+		pw := &p.ws[i]
+		pw.gen.Store(p.seq) // publishes j to this helper
+		if pw.parked.Load() && pw.parked.CompareAndSwap(true, false) {
+			pw.wake <- struct{}{}
+		}
 	}
 	j.run(0)
-	j.done.Wait()
+	for i := 1; p.pending.Load() != 0; i++ {
+		if i%256 == 0 {
+			runtime.Gosched()
+		}
+	}
 	j.fn, j.fnw = nil, nil
 }
 
