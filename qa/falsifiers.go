@@ -52,7 +52,7 @@ func Register(reg *falsify.Registry) {
 	reg.Register(FalsifierEngineParity, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.opts.hooks.parity(ctx, c, m, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
-		falsify.Params("tier", "argmax_margin", falsify.ParamNearTieEps), falsify.Refs("reference engine", "reference engine router"),
+		falsify.Params("tier", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
 		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
 		falsify.Doc("a backend's logits against the reference engine's at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
 	reg.Register(FalsifierThroughput, falsify.KindTiming, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {

@@ -119,7 +119,21 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 		return failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(toks))
 	}
 	margin := paramFloat(fz, "argmax_margin", 0.2)
-	rep, err := oracle.CompareSeqWith(got.Logits, want.Logits, oracle.SeqOptions{Exclude: oracle.TiePositions(ties), ArgmaxMargin: margin})
+	wantRows, gotRows := want.Logits, got.Logits
+	var flips []falsify.RoutingFlip
+	if n, err := falsify.ModelExperts(c); err != nil {
+		return fromError(CodeModel, err, "the model")
+	} else if n > 0 {
+		var o *outcome
+		if wantRows, gotRows, ties, flips, o = m.routingSegments(ctx, c, backend, toks, want.Logits, got.Logits, ties); o != nil {
+			return *o
+		}
+	}
+	exclude := oracle.TiePositions(ties)
+	for _, f := range flips {
+		exclude = append(exclude, f.Pos)
+	}
+	rep, err := oracle.CompareSeqWith(gotRows, wantRows, oracle.SeqOptions{Exclude: exclude, ArgmaxMargin: margin})
 	if err != nil {
 		return failed(nil, "backend %s vs %s: %v", backend, m.opts.Reference, err)
 	}
@@ -143,7 +157,119 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	k.note("max_kl", rep.MaxKL, "nats")
 	o := k.outcome(firstN(mismatches))
 	o.details = append(mismatches, falsify.NearTieNotes(ties, rep, paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
+	for _, f := range flips {
+		s := rep.Positions[f.Pos]
+		o.details = append(o.details, fmt.Sprintf("%s; excluded, within params.%s %g; there cosine %.9f, argmax %d vs %d; the positions after it compared in a sequence that starts after it",
+			f, falsify.ParamRouterNoise, paramFloat(fz, falsify.ParamRouterNoise, math.NaN()), s.Cosine, s.ArgmaxGot, s.ArgmaxWant))
+	}
 	return o
+}
+
+// routingSegments handles a mixture of experts whose backend routes a token
+// to other experts than the reference. The backend quantizes activations
+// as ggml does and the reference does not, so router probabilities differ
+// by a few 1e-3 and a top-k set can flip at gaps above the near-tie rule's;
+// the flipped position's output is another expert's, and through the next
+// layers' attention so is part of every later position's. A flip is
+// excused when noise explains it (falsify.RoutingFlip.Excused with
+// params.router_noise): its position is excluded and the positions after it
+// are compared in a fresh sequence that starts after it (both engines run
+// again), and so on; a flip that noise does not explain fails the gate. It
+// returns the rows to compare (each position's from the sequence that
+// judges it), the reference's near-ties there (positions in toks) and the
+// excused flips, or the outcome that ends the gate.
+func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backend string, toks []int32, want, got [][]float32, ties []oracle.NearTie) ([][]float32, [][]float32, []oracle.NearTie, []falsify.RoutingFlip, *outcome) {
+	fz := c.F
+	end := func(o outcome) ([][]float32, [][]float32, []oracle.NearTie, []falsify.RoutingFlip, *outcome) {
+		return nil, nil, nil, nil, &o
+	}
+	if _, ok := fz.Params[falsify.ParamRouterNoise]; !ok {
+		return end(refused(CodeNoContract, c.By(), nil, "the model routes tokens to experts and params.%s is missing: the contract must name how far two engines' router probabilities may differ", falsify.ParamRouterNoise))
+	}
+	noise := paramFloat(fz, falsify.ParamRouterNoise, math.NaN())
+	eps := paramFloat(fz, falsify.ParamNearTieEps, math.NaN())
+	if math.IsNaN(noise) || noise < 0 || math.IsNaN(eps) || eps < 0 {
+		return end(refused(CodeNoContract, c.By(), nil, "params.%s %v and params.%s %v: want numbers ≥ 0", falsify.ParamRouterNoise, noise, falsify.ParamNearTieEps, eps))
+	}
+	router := m.opts.hooks.router
+	if router == nil {
+		router = falsify.RouterProbs
+	}
+	w := append([][]float32(nil), want...)
+	g := append([][]float32(nil), got...)
+	var allTies []oracle.NearTie
+	var flips []falsify.RoutingFlip
+	for from := 0; from < len(toks); {
+		seg := toks[from:]
+		segTies := ties
+		jr, k, err := router(ctx, m.path, m.opts.Reference, seg)
+		if err != nil {
+			return end(refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced: %v", m.opts.Reference, err))
+		}
+		if from > 0 {
+			sw, err := m.refLogits(ctx, seg)
+			if err == nil {
+				err = usable(sw, len(seg))
+			}
+			if err != nil {
+				return end(refused(CodeReference, c.By(), nil, "the reference %s gave no usable logits for the positions after a routing flip: %v", m.opts.Reference, err))
+			}
+			sg, err := m.logits(ctx, backend, seg)
+			if err != nil {
+				return end(fromError(CodeBackend, err, "backend %s", backend))
+			}
+			if len(sg.Logits) != len(seg) {
+				return end(failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(sg.Logits), len(seg)))
+			}
+			copy(w[from:], sw.Logits)
+			copy(g[from:], sg.Logits)
+			if segTies, err = oracle.RouterNearTies(jr, len(seg), k, eps); err != nil {
+				return end(refused(CodeReference, c.By(), nil, "the reference %s's router: %v", m.opts.Reference, err))
+			}
+		}
+		gr, _, err := router(ctx, m.path, backend, seg)
+		if err != nil {
+			return end(fromError(CodeBackend, err, "backend %s's router", backend))
+		}
+		fl, err := falsify.RoutingFlips(jr, gr, len(seg), k)
+		if err != nil {
+			return end(failed(nil, "backend %s's routing against %s's: %v", backend, m.opts.Reference, err))
+		}
+		stop := len(seg)
+		if len(fl) > 0 {
+			stop = fl[0].Pos
+		}
+		tied := false // the flip is at one of the reference's near-ties
+		for _, t := range segTies {
+			if t.Pos <= stop {
+				tied = tied || t.Pos == stop
+				t.Pos += from
+				allTies = append(allTies, t)
+			}
+		}
+		if len(fl) == 0 {
+			break
+		}
+		f := fl[0]
+		f.Pos += from
+		if tied {
+			// excluded by the near-tie rule and reported as such; the
+			// positions after it still need a sequence of their own
+			from = f.Pos + 1
+			continue
+		}
+		if !f.Excused(noise) {
+			o := failed(nil, "backend %s %s: beyond params.%s %g (a real difference, not noise)", backend, f, falsify.ParamRouterNoise, noise)
+			o.details = []string{o.reason}
+			return end(o)
+		}
+		flips = append(flips, f)
+		from = f.Pos + 1
+	}
+	if judged := len(toks) - len(flips) - len(allTies); judged < (len(toks)+1)/2 {
+		return end(failed(nil, "backend %s: only %d of %d positions left to compare after %d routing flips and %d near-ties", backend, judged, len(toks), len(flips), len(allTies)))
+	}
+	return w, g, allTies, flips, nil
 }
 
 // usable checks a reference's logits: rows positions rows of NVocab finite

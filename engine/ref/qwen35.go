@@ -19,7 +19,6 @@ func init() {
 	RegisterMixer(model.LayerGatedAttention, newQ35Attention)
 }
 
-
 func q35Ext(e *Engine) (*model.Qwen35, error) {
 	q, ok := e.spec.Ext.(*model.Qwen35)
 	if !ok {

@@ -7,8 +7,8 @@ import (
 
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
-	_ "github.com/aprqa/apr/engine/ref"
 	"github.com/aprqa/apr/engine/quant"
+	_ "github.com/aprqa/apr/engine/ref"
 	"github.com/aprqa/apr/engine/synth"
 )
 
