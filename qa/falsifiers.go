@@ -65,8 +65,8 @@ func Register(reg *falsify.Registry) {
 // Weight tiers of engine_parity (params.tier): falsify's, the one rule
 // every cosine falsifier uses.
 const (
-	TierFloat     = falsify.TierFloat     // every matrix F32, F16 or BF16
-	TierQuantized = falsify.TierQuantized // some matrix in a quantized type
+	TierFloat     = falsify.TierFloat     // every matrix F32 or F16
+	TierQuantized = falsify.TierQuantized // some matrix in a quantized type, or BF16
 )
 
 func tier(f *gguf.File) string { return falsify.WeightTier(f) }

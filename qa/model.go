@@ -396,7 +396,7 @@ func paramStrings(f schema.Falsifier, name string, def []string) []string {
 }
 
 // isQuantized reports whether any matrix (≥ 2 dimensions) of f is stored in
-// a quantized type.
+// a quantized type or BF16 (falsify.WeightTier).
 func isQuantized(f *gguf.File) bool { return falsify.WeightTier(f) == falsify.TierQuantized }
 
 func fileSHA256(path string) (string, int64, error) {
