@@ -17,6 +17,9 @@ type LogitsOptions struct {
 	Tokens  []int32
 	Threads int
 	Log     *slog.Logger
+	// Trace, if set, observes the engine's intermediate results (the
+	// reference's op names: model.Op*) during the evaluation.
+	Trace model.Trace
 }
 
 // LogitsResult is every position's full logits row. Its JSON form is apr
@@ -69,6 +72,9 @@ func Logits(ctx context.Context, o LogitsOptions) (LogitsResult, error) {
 	sess, err := eng.NewSession(len(o.Tokens))
 	if err != nil {
 		return LogitsResult{}, err
+	}
+	if o.Trace != nil {
+		sess.SetTrace(o.Trace)
 	}
 	rows, err := sess.Eval(o.Tokens, true)
 	if err != nil {
