@@ -157,6 +157,9 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	k.note("max_kl", rep.MaxKL, "nats")
 	o := k.outcome(firstN(mismatches))
 	o.details = append(mismatches, falsify.NearTieNotes(ties, rep, paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
+	if o.verdict == Fail {
+		o.details = append(o.details, m.firstDivergence(ctx, backend, toks, paramThreshold(fz, "min_cosine", 0.999)))
+	}
 	for _, f := range flips {
 		s := rep.Positions[f.Pos]
 		o.details = append(o.details, fmt.Sprintf("%s; excluded, within params.%s %g; there cosine %.9f, argmax %d vs %d; the positions after it compared in a sequence that starts after it",
@@ -486,4 +489,48 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 		return refused(CodeUndecided, c.By(), k.values, "undecided: no step could be compared; every case's first judge margin is within the numerical noise of %s (twice its largest logit difference from the reference, %.3g, or the floor %g)", backend, 2*maxDelta, floor)
 	}
 	return out
+}
+
+// firstDivergence bisects a failed parity: both engines run the probe again
+// with every op traced, and the first record (computation order, lowest
+// position) whose cosine falls below minCos is named, with the command that
+// shows every op. It is a detail for whoever investigates, not part of the
+// verdict: a trace that cannot be taken says so.
+func (m *modelRun) firstDivergence(ctx context.Context, backend string, toks []int32, minCos float64) string {
+	traced := func(b string) ([]oracle.Record, error) {
+		var rec oracle.Recording
+		_, err := m.opts.hooks.logits(ctx, generate.LogitsOptions{Model: m.path, Backend: b, Tokens: toks,
+			Threads: m.opts.Threads, Log: m.opts.Log, Trace: rec.Trace()})
+		return rec.Records, err
+	}
+	want, err := traced(m.opts.Reference)
+	if err != nil {
+		return fmt.Sprintf("first divergent op: not traced (%s: %v)", m.opts.Reference, err)
+	}
+	got, err := traced(backend)
+	if err != nil {
+		return fmt.Sprintf("first divergent op: not traced (%s: %v)", backend, err)
+	}
+	d := oracle.FirstDivergence(want, got, oracle.DivergenceTol{MinCosine: minCos})
+	how := fmt.Sprintf("apr diff %s --backend %s --against %s --tokens %s --min-cosine %g shows every op", m.path, backend, m.opts.Reference, joinTokens(toks), minCos)
+	if d.First == nil {
+		return fmt.Sprintf("first divergent op: none below cosine %g among %d traced records (the logits alone part); %s", minCos, d.Compared, how)
+	}
+	return fmt.Sprintf("first divergent op: %s; %s", d.First, how)
+}
+
+func joinTokens(toks []int32) string {
+	s := make([]string, len(toks))
+	for i, t := range toks {
+		s[i] = fmt.Sprint(t)
+	}
+	return strings.Join(s, ",")
+}
+
+// paramThreshold is the value of the falsifier's threshold name, or def.
+func paramThreshold(f schema.Falsifier, name string, def float64) float64 {
+	if t, ok := f.Thresholds[name]; ok {
+		return t.Value
+	}
+	return def
 }

@@ -1,10 +1,12 @@
 package qa_test
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/synth"
 	"github.com/aprqa/apr/qa"
@@ -41,5 +43,59 @@ func TestParityTiersOfReducedPrecision(t *testing.T) {
 				t.Errorf("min_cosine threshold %q, want >= %s", v.Threshold, c.min)
 			}
 		})
+	}
+}
+
+// TestParityFailureNamesFirstDivergentOp: a failed parity gate bisects
+// itself. A planted cpu engine whose layer-1 ffn_out (and everything after
+// it, as a real defect would) is scaled by 1.5 and whose logits are
+// perturbed fails the gate; its details name layer 1 ffn_out as the first
+// divergent op and give the apr diff command that shows every op.
+func TestParityFailureNamesFirstDivergentOp(t *testing.T) {
+	p, err := synth.FindPreset("llama", "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if _, err := synth.Write(path, synth.Options{Preset: p, Type: quant.F32, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	o := qa.Options{Model: path, Backends: []string{"cpu"}, Gates: []string{qa.GateParity}}
+	qa.WithLogits(&o, func(ctx context.Context, lo generate.LogitsOptions) (generate.LogitsResult, error) {
+		if lo.Backend == "cpu" && lo.Trace != nil {
+			inner := lo.Trace
+			bad := false
+			lo.Trace = func(layer int, op string, pos int, v []float32) {
+				bad = bad || (layer == 1 && op == "ffn_out")
+				if bad {
+					w := append([]float32(nil), v...)
+					for i := range w {
+						w[i] *= 1.5
+						if i%2 == 0 {
+							w[i] = -w[i]
+						}
+					}
+					v = w
+				}
+				inner(layer, op, pos, v)
+			}
+		}
+		res, err := generate.Logits(ctx, lo)
+		if lo.Backend == "cpu" {
+			for _, row := range res.Logits {
+				for i := range row {
+					if i%2 == 0 {
+						row[i] = -row[i]
+					}
+				}
+			}
+		}
+		return res, err
+	})
+	g := gate(t, gateRun(t, o), qa.GateParity, "cpu")
+	wantStatus(t, g, "fail")
+	d := strings.Join(g.Details, "\n")
+	if !strings.Contains(d, "first divergent op: layer 1 op ffn_out pos 0") || !strings.Contains(d, "apr diff "+path+" --backend cpu --against ref") {
+		t.Errorf("details do not name layer 1 ffn_out and the apr diff command:\n%s", d)
 	}
 }
