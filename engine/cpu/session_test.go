@@ -3,6 +3,7 @@ package cpu_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -400,6 +401,49 @@ func TestLongContext(t *testing.T) {
 				t.Errorf("1−cosine against the reference %.3g at position %d (tolerance %g)", worst, at, tol)
 			}
 			t.Logf("largest 1−cosine against the reference over 210 positions: %.2e at %d", worst, at)
+		})
+	}
+}
+
+// TestEvalPiecesEqualTokenByToken: an Eval longer than graph.UBatch goes
+// through in pieces; its logits equal, bit for bit, those of the same tokens
+// fed one at a time (and the session's position and the next token's logits
+// continue from it), with and without every row asked for.
+func TestEvalPiecesEqualTokenByToken(t *testing.T) {
+	dir := testutil.Fixtures(t)
+	for _, name := range []string{"qwen2-tiny-Q4_K_M", "qwen35-tiny-Q8_0"} {
+		t.Run(name, func(t *testing.T) {
+			m := open(t, filepath.Join(dir, "models", "synth", name+".gguf"), "cpu", 0)
+			n := 2*graph.UBatch + 7
+			toks := make([]int32, n+1)
+			for i := range toks {
+				toks[i] = int32((3 + i*7919) % m.spec.NVocab)
+			}
+			want := feed(t, m, toks, ones(n+1))
+			got := feed(t, m, toks, []int{n, 1})
+			for pos := range want {
+				for i := range want[pos] {
+					if math.Float32bits(got[pos][i]) != math.Float32bits(want[pos][i]) {
+						t.Fatalf("position %d logit %d: %v in pieces of %d, %v token by token", pos, i, got[pos][i], graph.UBatch, want[pos][i])
+					}
+				}
+			}
+			s, err := m.eng.NewSession(n + 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last, err := s.Eval(toks[:n], false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(last) != 1 || s.Pos() != n {
+				t.Fatalf("Eval(%d tokens, last only): %d rows, Pos %d", n, len(last), s.Pos())
+			}
+			for i := range last[0] {
+				if math.Float32bits(last[0][i]) != math.Float32bits(want[n-1][i]) {
+					t.Fatalf("last-only logit %d: %v, token by token %v", i, last[0][i], want[n-1][i])
+				}
+			}
 		})
 	}
 }
