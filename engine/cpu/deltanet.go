@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/aprqa/apr/engine/cpu/internal/kern"
 	"github.com/aprqa/apr/engine/graph"
 )
 
@@ -82,14 +83,6 @@ func deltaStep(S, out, q, k, v []float32, g, beta, scale float32) {
 	hk := len(k)
 	decay := libmExpf(g)
 	for r := range out {
-		row := S[r*hk : (r+1)*hk : (r+1)*hk]
-		for c := range row {
-			row[c] *= decay
-		}
-		d := beta * (v[r] - dot32(row, k))
-		for c, kc := range k {
-			row[c] += d * kc
-		}
-		out[r] = dot32(row, q) * scale
+		out[r] = kern.DeltaRow(S[r*hk:(r+1)*hk:(r+1)*hk], k, q, decay, v[r], beta) * scale
 	}
 }
