@@ -115,6 +115,14 @@
 // softmax sum reduced per group as ggml's AVX2 code reduces it into a
 // float64. ggml has no vector sigmoid; Sigmoid is its scalar form.
 //
+// DeltaRow (delta.go) is one row of the Gated DeltaNet delta rule (decay,
+// dot with k, rank-1 update, dot with q) in eight float32 lanes without
+// fused multiply-adds, the AVX2 form giving the Go twin's bits.
+//
+// The pool's helpers poll for the next loop for SpinWait before they park,
+// and For polls for their completion: a futex wake-up cost more than a
+// decode step's small products on the VMs this was measured on.
+//
 // # Registry
 //
 // Each key has a contract id, "kernel.<op>.<type>.cpu.<isa>", e.g.
