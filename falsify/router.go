@@ -240,17 +240,13 @@ func RoutingFlips(judge, got []oracle.Record, positions, k int) ([]RoutingFlip, 
 	return out, nil
 }
 
-// topSet is the set of the k largest entries, as text, and the k-th minus
-// (k+1)-th value.
+// topSet is the set of the k largest entries (oracle.TopK, as text) and
+// the k-th minus (k+1)-th value.
 func topSet(v []float32, k int) (string, float64) {
-	idx := make([]int, len(v))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.SliceStable(idx, func(a, b int) bool { return v[idx[a]] > v[idx[b]] })
-	set := append([]int(nil), idx[:k]...)
+	top := oracle.TopK(v, k+1)
+	set := append([]int(nil), top[:k]...)
 	sort.Ints(set)
-	return fmt.Sprint(set), float64(v[idx[k-1]]) - float64(v[idx[k]])
+	return fmt.Sprint(set), float64(v[top[k-1]]) - float64(v[top[k]])
 }
 
 // ModelExperts is the number of experts c's model declares (0: dense).

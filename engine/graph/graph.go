@@ -405,9 +405,16 @@ func outputs(all bool) int {
 
 // check is evalBatch's refusals of tokens, without evaluating them.
 func (s *Session) check(tokens []int32) error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	return s.checkLocked(tokens)
+}
+
+// checkLocked refuses an Eval of tokens that cannot run: a closed model or
+// session, one broken by an earlier failure, no tokens, too many for the
+// context, an id outside the vocabulary. m.mu is held.
+func (s *Session) checkLocked(tokens []int32) error {
 	m, sp := s.m, s.m.Spec
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	switch {
 	case m.closed:
 		return ErrClosed
@@ -415,6 +422,8 @@ func (s *Session) check(tokens []int32) error {
 		return errors.New("graph: Eval of a closed session")
 	case s.broken != nil:
 		return fmt.Errorf("graph: session unusable after an earlier failure: %w", s.broken)
+	case len(tokens) == 0:
+		return fmt.Errorf("graph: Eval of no tokens")
 	case s.pos+len(tokens) > s.maxCtx:
 		return fmt.Errorf("graph: %d positions exceed the session's context of %d", s.pos+len(tokens), s.maxCtx)
 	}
@@ -435,25 +444,8 @@ func (s *Session) evalBatch(tokens []int32, outMode int) ([][]float32, error) {
 	n := len(tokens)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return nil, ErrClosed
-	}
-	if s.closed {
-		return nil, errors.New("graph: Eval of a closed session")
-	}
-	if s.broken != nil {
-		return nil, fmt.Errorf("graph: session unusable after an earlier failure: %w", s.broken)
-	}
-	if n == 0 {
-		return nil, fmt.Errorf("graph: Eval of no tokens")
-	}
-	if s.pos+n > s.maxCtx {
-		return nil, fmt.Errorf("graph: %d positions exceed the session's context of %d", s.pos+n, s.maxCtx)
-	}
-	for i, id := range tokens {
-		if id < 0 || int(id) >= sp.NVocab {
-			return nil, fmt.Errorf("graph: token %d at index %d is outside the vocabulary [0, %d)", id, i, sp.NVocab)
-		}
+	if err := s.checkLocked(tokens); err != nil {
+		return nil, err
 	}
 	c := &s.ctx
 	c.Pos, c.N, c.Layer = s.pos, n, -1
