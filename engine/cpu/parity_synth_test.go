@@ -2,15 +2,15 @@ package cpu_test
 
 import (
 	"fmt"
-	"math"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/synth"
+	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/oracle"
 )
 
 // TestParitySynthEveryType holds the optimized engine to the reference on
@@ -42,9 +42,10 @@ import (
 // activation rounding into a different output at a position (measured: Q5_0
 // layer 1 ssm_delta 1−cos 0.8 from inputs within 1e-2, while F16 agrees to
 // 7e-6 and the fixture agrees with llama.cpp to 1e-14), so a missed tier is
-// reported as NOT JUDGED with its numbers, and what is judged instead is
-// that every op of the first layer up to the convolution (the products and
-// their activation rounding) agrees to 1e-3.
+// reported as NOT JUDGED with its numbers (the subtest says SKIP, not
+// PASS), and what is judged instead is that every op of the first layer up
+// to the convolution (the products and their activation rounding) agrees to
+// 1e-3.
 func TestParitySynthEveryType(t *testing.T) {
 	types := []string{"F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K",
 		"Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0", "MXFP4", "NVFP4", "Q1_0", "Q2_0"}
@@ -80,8 +81,13 @@ func TestParitySynthEveryType(t *testing.T) {
 				if len(res.Fallbacks) > 0 {
 					t.Fatalf("widened shape still falls back: %v", res.Fallbacks[0])
 				}
-				line := synthParity(t, path, ts)
+				line, notJudged := synthParity(t, path, ts)
 				fmt.Fprintf(&sb, "%-9s %-7s %s\n", arch, ts, line)
+				if notJudged {
+					// Reads as SKIP, never as a pass; a failed layer-0
+					// check above still fails the test.
+					t.Skipf("SKIP (not a pass): %s", line)
+				}
 			})
 		}
 	}
@@ -113,20 +119,21 @@ func traced(tb testing.TB, m *loaded, tokens []int32) ([][]float32, map[traceKey
 	return rows, ops
 }
 
-// topK returns the k largest entries' indices, sorted, and the gap between
-// the k-th and (k+1)-th values.
-func topK(v []float32, k int) ([]int, float64) {
-	idx := make([]int, len(v))
-	for i := range idx {
-		idx[i] = i
+// routerFlipNoise is contracts' tolerances.router_flip_noise.
+const routerFlipNoise = 2e-2
+
+// routerRecords are the router probabilities among traced ops.
+func routerRecords(ops map[traceKey][]float32) []oracle.Record {
+	var out []oracle.Record
+	for k, v := range ops {
+		if k.op == model.OpRouter {
+			out = append(out, oracle.Record{Layer: k.layer, Op: k.op, Pos: k.pos, Values: v})
+		}
 	}
-	sort.SliceStable(idx, func(a, b int) bool { return v[idx[a]] > v[idx[b]] })
-	set := append([]int(nil), idx[:k]...)
-	sort.Ints(set)
-	return set, float64(v[idx[k-1]] - v[idx[k]])
+	return out
 }
 
-func synthParity(t *testing.T, path, ts string) string {
+func synthParity(t *testing.T, path, ts string) (line string, notJudged bool) {
 	ref := open(t, path, "ref", 0)
 	cpu := open(t, path, "cpu", 0)
 	spec := ref.spec
@@ -161,29 +168,19 @@ func synthParity(t *testing.T, path, ts string) string {
 		}
 		flip := len(seg)
 		if spec.NExpert > 0 {
-			k := spec.NExpertUsed
-			for pos := 0; pos < len(seg) && flip == len(seg); pos++ {
-				for l := 0; l < spec.NLayer; l++ {
-					rp, cp := wo[traceKey{l, model.OpRouter, pos}], gops[traceKey{l, model.OpRouter, pos}]
-					if rp == nil || cp == nil {
-						t.Fatalf("layer %d position %d: no router trace (ref %v, cpu %v)", l, from+pos, rp != nil, cp != nil)
-					}
-					rs, gap := topK(rp, k)
-					cs, _ := topK(cp, k)
-					if fmt.Sprint(rs) == fmt.Sprint(cs) {
-						continue
-					}
-					var diff float64
-					for i := range rp {
-						diff = max(diff, math.Abs(float64(rp[i]-cp[i])))
-					}
-					if gap > 2*diff {
-						t.Errorf("position %d layer %d: experts %v (cpu) vs %v (ref) at a gap of %.2e, beyond twice the router difference %.2e",
-							from+pos, l, cs, rs, gap, diff)
-					}
-					notes = append(notes, fmt.Sprintf("flip pos %d L%d gap %.1e diff %.1e", from+pos, l, gap, diff))
-					flip = pos
+			// The rule apr qa's parity gate applies (falsify.RoutingFlips).
+			fl, err := falsify.RoutingFlips(routerRecords(wo), routerRecords(gops), len(seg), spec.NExpertUsed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fl) > 0 {
+				f := fl[0]
+				if !f.Excused(routerFlipNoise) {
+					t.Errorf("position %d layer %d: routing flip beyond noise (gap %.2e, router difference %.2e, noise %g)",
+						from+f.Pos, f.Layer, f.Gap, f.Diff, routerFlipNoise)
 				}
+				notes = append(notes, fmt.Sprintf("flip pos %d L%d gap %.1e diff %.1e", from+f.Pos, f.Layer, f.Gap, f.Diff))
+				flip = f.Pos
 			}
 		}
 		for pos := 0; pos < flip; pos++ {
@@ -210,7 +207,7 @@ func synthParity(t *testing.T, path, ts string) string {
 		t.Fatal("no position left to judge")
 	}
 	mean := sum / float64(n)
-	line := fmt.Sprintf("%-6s %-9.2e %-9.2e %-7s", tier, 1-minC, 1-mean, fmt.Sprintf("%d/%d", argOK, argN))
+	line = fmt.Sprintf("%-6s %-9.2e %-9.2e %-7s", tier, 1-minC, 1-mean, fmt.Sprintf("%d/%d", argOK, argN))
 	met := minC >= minWant && mean >= meanWant && argOK == argN
 	if spec.Arch == "qwen35" && tier != "float" {
 		// The first layer's products, up to the convolution, carry only the
@@ -228,7 +225,7 @@ func synthParity(t *testing.T, path, ts string) string {
 		}
 		if !met {
 			notes = append(notes, "tier missed: NOT JUDGED (not a pass); layer 0 up to ssm_conv judged instead")
-			return line + " " + strings.Join(notes, "; ")
+			return line + " " + strings.Join(notes, "; "), true
 		}
 	}
 	if !met {
@@ -237,5 +234,5 @@ func synthParity(t *testing.T, path, ts string) string {
 	if excluded > 0 {
 		notes = append(notes, fmt.Sprintf("%d excluded, %d judged", excluded, n))
 	}
-	return line + " " + strings.Join(notes, "; ")
+	return line + " " + strings.Join(notes, "; "), false
 }
