@@ -82,33 +82,44 @@ func experts(f *gguf.File) uint64 {
 // judge's router decides, never the engine under test's. A dense model has
 // no near-ties and consults nothing. router nil means RouterProbs.
 func NearTies(ctx context.Context, c *Check, tokens []int32, router RouterFunc) ([]oracle.NearTie, error) {
+	ties, _, _, err := NearTiesTrace(ctx, c, tokens, router)
+	return ties, err
+}
+
+// NearTiesTrace is NearTies that also returns the judge's router records
+// it decided them on and the experts used per token (nil and 0 for a dense
+// model), for a caller that compares another engine's routing with them.
+func NearTiesTrace(ctx context.Context, c *Check, tokens []int32, router RouterFunc) ([]oracle.NearTie, []oracle.Record, int, error) {
 	f, err := c.Model()
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
 	if experts(f) == 0 {
-		return nil, nil
+		return nil, nil, 0, nil
 	}
 	if _, ok := c.Param(ParamNearTieEps); !ok {
-		return nil, c.Refuse("the model routes tokens to experts and params.%s is missing: the contract must name the router near-tie tolerance", ParamNearTieEps)
+		return nil, nil, 0, c.Refuse("the model routes tokens to experts and params.%s is missing: the contract must name the router near-tie tolerance", ParamNearTieEps)
 	}
 	eps, err := c.ParamFloat(ParamNearTieEps, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
 	if math.IsNaN(eps) || eps < 0 {
-		return nil, c.Refuse("params.%s is %v, want a number ≥ 0", ParamNearTieEps, eps)
+		return nil, nil, 0, c.Refuse("params.%s is %v, want a number ≥ 0", ParamNearTieEps, eps)
 	}
 	judge, err := c.ParamString("reference", "ref")
 	if err != nil {
-		return nil, err
+		return nil, nil, 0, err
 	}
 	if router == nil {
 		router = RouterProbs
 	}
 	var ties []oracle.NearTie
+	var recs []oracle.Record
+	var k int
 	err = c.CallRef("reference engine router", func() error {
-		recs, k, err := router(ctx, c.ModelPath(), judge, tokens)
+		var err error
+		recs, k, err = router(ctx, c.ModelPath(), judge, tokens)
 		if err != nil {
 			return err
 		}
@@ -118,7 +129,7 @@ func NearTies(ctx context.Context, c *Check, tokens []int32, router RouterFunc) 
 		ties, err = oracle.RouterNearTies(recs, len(tokens), k, eps)
 		return err
 	})
-	return ties, err
+	return ties, recs, k, err
 }
 
 // NearTieNotes describes each excluded near-tie with what the comparison
@@ -247,13 +258,4 @@ func topSet(v []float32, k int) (string, float64) {
 	set := append([]int(nil), top[:k]...)
 	sort.Ints(set)
 	return fmt.Sprint(set), float64(v[top[k-1]]) - float64(v[top[k]])
-}
-
-// ModelExperts is the number of experts c's model declares (0: dense).
-func ModelExperts(c *Check) (uint64, error) {
-	f, err := c.Model()
-	if err != nil {
-		return 0, err
-	}
-	return experts(f), nil
 }

@@ -107,7 +107,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	}
 	// A mixture of experts: the positions where the reference's router is
 	// near a tie are left out of the aggregates (and reported).
-	ties, err := falsify.NearTies(ctx, c, toks, m.opts.hooks.router)
+	ties, judgeRecs, used, err := falsify.NearTiesTrace(ctx, c, toks, m.opts.hooks.router)
 	if err != nil {
 		return refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced, so its near-ties are unknown: %v", m.opts.Reference, err)
 	}
@@ -121,11 +121,9 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	margin := paramFloat(fz, "argmax_margin", 0.2)
 	wantRows, gotRows := want.Logits, got.Logits
 	var flips []falsify.RoutingFlip
-	if n, err := falsify.ModelExperts(c); err != nil {
-		return fromError(CodeModel, err, "the model")
-	} else if n > 0 {
+	if used > 0 { // a mixture of experts: used experts per token
 		var o *outcome
-		if wantRows, gotRows, ties, flips, o = m.routingSegments(ctx, c, backend, toks, want.Logits, got.Logits, ties); o != nil {
+		if wantRows, gotRows, ties, flips, o = m.routingSegments(ctx, c, backend, toks, want.Logits, got.Logits, ties, judgeRecs, used); o != nil {
 			return *o
 		}
 	}
@@ -180,8 +178,9 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 // again), and so on; a flip that noise does not explain fails the gate. It
 // returns the rows to compare (each position's from the sequence that
 // judges it), the reference's near-ties there (positions in toks) and the
-// excused flips, or the outcome that ends the gate.
-func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backend string, toks []int32, want, got [][]float32, ties []oracle.NearTie) ([][]float32, [][]float32, []oracle.NearTie, []falsify.RoutingFlip, *outcome) {
+// excused flips, or the outcome that ends the gate. judgeRecs and k are the
+// reference's router over toks, as the near-ties were decided on.
+func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backend string, toks []int32, want, got [][]float32, ties []oracle.NearTie, judgeRecs []oracle.Record, k int) ([][]float32, [][]float32, []oracle.NearTie, []falsify.RoutingFlip, *outcome) {
 	fz := c.F
 	end := func(o outcome) ([][]float32, [][]float32, []oracle.NearTie, []falsify.RoutingFlip, *outcome) {
 		return nil, nil, nil, nil, &o
@@ -204,12 +203,12 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 	var flips []falsify.RoutingFlip
 	for from := 0; from < len(toks); {
 		seg := toks[from:]
-		segTies := ties
-		jr, k, err := router(ctx, m.path, m.opts.Reference, seg)
-		if err != nil {
-			return end(refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced: %v", m.opts.Reference, err))
-		}
+		segTies, jr := ties, judgeRecs // the first sequence's, traced for the near-ties
 		if from > 0 {
+			var err error
+			if jr, _, err = router(ctx, m.path, m.opts.Reference, seg); err != nil {
+				return end(refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced: %v", m.opts.Reference, err))
+			}
 			sw, err := m.refLogits(ctx, seg)
 			if err == nil {
 				err = usable(sw, len(seg))
