@@ -118,27 +118,7 @@ func (be *backend) TopK(x graph.Buf, k int, ids []int32, vals []float32) {
 		panic(fmt.Sprintf("cpu: TopK %d of %d×%d into %d/%d", k, b.rows, b.cols, len(ids), len(vals)))
 	}
 	for r := 0; r < b.rows; r++ {
-		row := b.row(r)
-		id, vs := ids[r*k:(r+1)*k], vals[r*k:(r+1)*k]
-		// Insertion into a descending list of k; ties keep the lower index
-		// first.
-		n := 0
-		for i, v := range row {
-			if n == k && !(v > vs[k-1]) {
-				continue
-			}
-			j := min(n, k-1)
-			for j > 0 && v > vs[j-1] {
-				if j < k {
-					vs[j], id[j] = vs[j-1], id[j-1]
-				}
-				j--
-			}
-			vs[j], id[j] = v, int32(i)
-			if n < k {
-				n++
-			}
-		}
+		graph.TopKRow(b.row(r), ids[r*k:(r+1)*k], vals[r*k:(r+1)*k])
 	}
 }
 

@@ -158,3 +158,27 @@ type Backend interface {
 	// silu(z) (w: group values).
 	GatedNorm(o, z Buf, w Weight, group int, eps float32)
 }
+
+// TopKRow writes the indexes of row's len(ids) largest values in descending
+// order to ids and the values to vals; ties keep the lower index first. It
+// is TopK's definition, for backends that select on the host.
+func TopKRow(row []float32, ids []int32, vals []float32) {
+	k := len(ids)
+	n := 0
+	for i, v := range row {
+		if n == k && !(v > vals[k-1]) {
+			continue
+		}
+		j := min(n, k-1)
+		for j > 0 && v > vals[j-1] {
+			if j < k {
+				vals[j], ids[j] = vals[j-1], ids[j-1]
+			}
+			j--
+		}
+		vals[j], ids[j] = v, int32(i)
+		if n < k {
+			n++
+		}
+	}
+}

@@ -1,0 +1,895 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"sync"
+	"unsafe"
+
+	"github.com/aprqa/apr/engine/cuda/internal/cu"
+	"github.com/aprqa/apr/engine/graph"
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/refuse"
+)
+
+// backend is the CUDA implementation of graph.Backend. Every buffer lives
+// in device memory; ops queue kernels on the default stream, in order, and
+// Read copies a row back (waiting for the work before it). Weights are
+// described when prepared and copied to the device by upload (the engine's
+// Upload, timed as the h2d stage).
+//
+// Ops without an error result record the first driver failure; every later
+// op is skipped and the next op that returns an error returns it (the
+// graph's products do), so a failed launch ends the Eval with the driver's
+// error instead of wrong logits.
+type backend struct {
+	d   *cu.Driver
+	mod cu.Module
+	fn  map[string]cu.Func
+
+	mu      sync.Mutex
+	err     error // first failure
+	used    map[string]int
+	mats    []*matrix
+	vecs    []*vector
+	done    bool   // weights uploaded
+	weights uint64 // bytes of uploaded weights
+
+	// scratch: ids and weights uploaded per op, attention scores.
+	ids    devArea
+	floats devArea
+	scores devArea
+	host   []float32
+	plant  *Plant
+}
+
+// devArea is a growable device allocation.
+type devArea struct {
+	p   cu.Ptr
+	cap uint64
+}
+
+// ensure makes a hold n bytes; inside Do.
+func (be *backend) ensure(a *devArea, n uint64) error {
+	if a.cap >= n {
+		return nil
+	}
+	if a.p != 0 {
+		if err := be.d.Free(a.p); err != nil {
+			return err
+		}
+		a.p, a.cap = 0, 0
+	}
+	n = max(n, 4096)
+	p, err := be.d.Alloc(n)
+	if err != nil {
+		return err
+	}
+	a.p, a.cap = p, n
+	return nil
+}
+
+// do runs fn with the context current unless an earlier op failed; the
+// first failure sticks.
+func (be *backend) do(fn func() error) error {
+	if be.err != nil {
+		return be.err
+	}
+	if err := be.d.Do(fn); err != nil {
+		be.err = err
+	}
+	return be.err
+}
+
+// launch queues kernel name with n threads' worth of a 1-D grid-stride
+// loop (256 per block).
+func (be *backend) launch1(name string, n int, args ...any) {
+	if n <= 0 {
+		return
+	}
+	blocks := min((n+255)/256, 65535)
+	be.do(func() error { return be.launch(name, cu.Dim{X: uint32(blocks)}, cu.Dim{X: 256}, 0, args...) })
+}
+
+// launch is called inside do.
+func (be *backend) launch(name string, grid, block cu.Dim, shared uint32, args ...any) error {
+	f, ok := be.fn[name]
+	if !ok {
+		return fmt.Errorf("cuda: the module has no kernel %s", name)
+	}
+	return be.d.Launch(f, grid, block, shared, args...)
+}
+
+func (be *backend) Name() string { return Name }
+
+func (be *backend) note(id string) {
+	be.mu.Lock()
+	be.used[id]++
+	be.mu.Unlock()
+}
+
+func (be *backend) kernels() []string {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	out := make([]string, 0, len(be.used))
+	for k := range be.used {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ---- buffers ------------------------------------------------------------------
+
+// alloc is one device allocation; views share it.
+type alloc struct {
+	p     cu.Ptr
+	bytes uint64
+	freed bool
+}
+
+// buf is a device buffer or a view: row i starts at p + 4·i·stride.
+type buf struct {
+	a                  *alloc
+	p                  cu.Ptr
+	rows, cols, stride int
+}
+
+func (b *buf) Rows() int { return b.rows }
+func (b *buf) Cols() int { return b.cols }
+
+func asBuf(g graph.Buf) *buf {
+	b, ok := g.(*buf)
+	if !ok {
+		panic(fmt.Sprintf("cuda: buffer of another backend (%T)", g))
+	}
+	if b.a != nil && b.a.freed {
+		panic("cuda: use of a released buffer")
+	}
+	return b
+}
+
+func (be *backend) newBuf(rows, cols int, work bool) *buf {
+	if rows < 0 || cols < 0 {
+		panic(fmt.Sprintf("cuda: buffer %d×%d", rows, cols))
+	}
+	a := &alloc{bytes: uint64(rows*cols) * 4}
+	be.do(func() error {
+		p, err := be.d.Alloc(a.bytes)
+		if err != nil {
+			return fmt.Errorf("cuda: a %d×%d work buffer (%d bytes): %w", rows, cols, a.bytes, err)
+		}
+		a.p = p
+		return nil
+	})
+	b := &buf{a: a, p: a.p, rows: rows, cols: cols, stride: cols}
+	be.Zero(b)
+	if !work {
+		d := be.d
+		runtime.AddCleanup(a, func(p cu.Ptr) { _ = d.Do(func() error { return d.Free(p) }) }, a.p)
+	}
+	return b
+}
+
+func (be *backend) Alloc(rows, cols int) graph.Buf { return be.newBuf(rows, cols, false) }
+func (be *backend) Work(rows, cols int) graph.Buf  { return be.newBuf(rows, cols, true) }
+
+func (be *backend) Release(g graph.Buf) {
+	b := asBuf(g)
+	if b.a == nil || b.a.freed {
+		panic("cuda: Release of a buffer not from Work")
+	}
+	b.a.freed = true
+	p := b.a.p
+	_ = be.d.Do(func() error { return be.d.Free(p) })
+}
+
+func (be *backend) Zero(g graph.Buf) {
+	b := asBuf(g)
+	be.launch1("k_zero", b.rows*b.cols, b.p, b.stride, b.rows, b.cols)
+}
+
+func (be *backend) View(g graph.Buf, r0, r1, c0, c1 int) graph.Buf {
+	b := asBuf(g)
+	if r0 < 0 || r0 > r1 || r1 > b.rows || c0 < 0 || c0 > c1 || c1 > b.cols {
+		panic(fmt.Sprintf("cuda: View [%d:%d, %d:%d] of %d×%d", r0, r1, c0, c1, b.rows, b.cols))
+	}
+	return &buf{a: b.a, p: b.p + cu.Ptr(4*(r0*b.stride+c0)), rows: r1 - r0, cols: c1 - c0, stride: b.stride}
+}
+
+func (be *backend) Read(g graph.Buf, r int, dst []float32) {
+	b := asBuf(g)
+	if len(dst) != b.cols || r < 0 || r >= b.rows {
+		panic("cuda: Read: row or dst length")
+	}
+	if be.err != nil {
+		for i := range dst {
+			dst[i] = float32(math.NaN()) // never a plausible row after a failure
+		}
+		return
+	}
+	if err := be.do(func() error {
+		return be.d.DtoH(unsafe.Pointer(&dst[0]), b.p+cu.Ptr(4*r*b.stride), uint64(4*len(dst)))
+	}); err != nil {
+		for i := range dst {
+			dst[i] = float32(math.NaN())
+		}
+	}
+}
+
+// readAll copies every row of b to the host.
+func (be *backend) readAll(b *buf) []float32 {
+	out := make([]float32, b.rows*b.cols)
+	for r := 0; r < b.rows; r++ {
+		be.Read(b, r, out[r*b.cols:(r+1)*b.cols])
+	}
+	return out
+}
+
+// ---- weights ---------------------------------------------------------------------
+
+// matrix is a prepared weight matrix (2-D, or 3-D with one matrix per
+// expert), its bytes uploaded as they are in the file.
+type matrix struct {
+	t                  *model.Tensor
+	name               string // kernel suffix: the ggml type name
+	rows, cols         int    // of one expert
+	experts            int
+	rowBytes, expBytes int64
+	p                  cu.Ptr
+}
+
+func (m *matrix) Tensor() *model.Tensor { return m.t }
+
+// vector is a small tensor dequantized to F32 on the host and uploaded.
+type vector struct {
+	t *model.Tensor
+	v []float32
+	p cu.Ptr
+}
+
+func (v *vector) Tensor() *model.Tensor { return v.t }
+
+// Types lists the weight types the CUDA kernels implement.
+func Types() []quant.Type {
+	return []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0,
+		quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.Q8_K, quant.IQ2_XXS, quant.IQ2_XS,
+		quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M, quant.IQ4_NL, quant.IQ4_XS,
+		quant.TQ1_0, quant.TQ2_0, quant.MXFP4, quant.NVFP4, quant.Q1_0, quant.Q2_0}
+}
+
+func supported(t quant.Type) bool {
+	for _, s := range Types() {
+		if s == t {
+			return true
+		}
+	}
+	return false
+}
+
+// ContractID is the kernel contract id of op ("matvec", "matmul") on
+// weight type t for this backend.
+func ContractID(op string, t quant.Type) string {
+	return "kernel." + op + "." + t.String() + ".cuda.sm90"
+}
+
+func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
+	if t == nil {
+		return nil, refuse.New(By, "no tensor to prepare")
+	}
+	if len(t.Shape) < 2 || len(t.Shape) > 3 {
+		return nil, refuse.New(By, "tensor %q has %d dimensions; a matrix needs 2 or 3", t.Name, len(t.Shape))
+	}
+	if !supported(t.Type) {
+		return nil, refuse.New(ContractID("matvec", t.Type), "tensor %q: no CUDA kernel for weight type %s", t.Name, t.Type)
+	}
+	if t.Cols()%32 != 0 {
+		return nil, refuse.New(ContractID("matvec", t.Type), "tensor %q: rows of %d values are not whole 32-value chunks", t.Name, t.Cols())
+	}
+	m := &matrix{t: t, name: t.Type.String(), cols: t.Cols(), rows: int(t.Shape[1]), experts: 1, rowBytes: int64(t.RowBytes)}
+	if len(t.Shape) == 3 {
+		m.experts = int(t.Shape[2])
+	}
+	m.expBytes = m.rowBytes * int64(m.rows)
+	if int64(len(t.Data)) != m.expBytes*int64(m.experts) {
+		return nil, refuse.New(By, "tensor %q: %d bytes for %d×%d×%d of %s", t.Name, len(t.Data), m.experts, m.rows, m.cols, t.Type)
+	}
+	be.note(ContractID("matvec", t.Type))
+	be.note(ContractID("matmul", t.Type))
+	be.mu.Lock()
+	be.mats = append(be.mats, m)
+	be.mu.Unlock()
+	return m, nil
+}
+
+// maxVector bounds what Vector dequantizes (norm weights, biases,
+// convolution kernels are far smaller).
+const maxVector = 1 << 22
+
+func (be *backend) Vector(t *model.Tensor) (graph.Weight, error) {
+	if t == nil {
+		return nil, refuse.New(By, "no tensor to prepare")
+	}
+	n := t.Cols() * t.Rows()
+	if n > maxVector {
+		return nil, refuse.New(By, "tensor %q has %d values, too many for an element-wise weight", t.Name, n)
+	}
+	v := make([]float32, n)
+	for r := 0; r < t.Rows(); r++ {
+		if err := quant.Dequantize(t.Type, t.Row(r), v[r*t.Cols():(r+1)*t.Cols()]); err != nil {
+			return nil, refuse.New(By, "tensor %q of type %s cannot be dequantized: %v", t.Name, t.Type, err)
+		}
+	}
+	w := &vector{t: t, v: v}
+	be.mu.Lock()
+	be.vecs = append(be.vecs, w)
+	be.mu.Unlock()
+	return w, nil
+}
+
+// weightBytes is what upload copies.
+func (be *backend) weightBytes() uint64 {
+	var n uint64
+	for _, m := range be.mats {
+		n += uint64(len(m.t.Data))
+	}
+	for _, v := range be.vecs {
+		n += uint64(4 * len(v.v))
+	}
+	return n
+}
+
+// upload copies every prepared weight to the device, once.
+func (be *backend) upload() error {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	if be.done {
+		return be.err
+	}
+	be.done = true
+	return be.do(func() error {
+		for _, m := range be.mats {
+			p, err := be.d.Alloc(uint64(len(m.t.Data)))
+			if err != nil {
+				return fmt.Errorf("cuda: tensor %q (%d bytes): %w", m.t.Name, len(m.t.Data), err)
+			}
+			m.p = p
+			if err := be.d.HtoD(p, unsafe.Pointer(unsafe.SliceData(m.t.Data)), uint64(len(m.t.Data))); err != nil {
+				return fmt.Errorf("cuda: tensor %q: %w", m.t.Name, err)
+			}
+			be.weights += uint64(len(m.t.Data))
+		}
+		for _, v := range be.vecs {
+			p, err := be.d.Alloc(uint64(4 * len(v.v)))
+			if err != nil {
+				return fmt.Errorf("cuda: tensor %q: %w", v.t.Name, err)
+			}
+			v.p = p
+			if err := be.d.HtoD(p, unsafe.Pointer(unsafe.SliceData(v.v)), uint64(4*len(v.v))); err != nil {
+				return fmt.Errorf("cuda: tensor %q: %w", v.t.Name, err)
+			}
+			be.weights += uint64(4 * len(v.v))
+		}
+		return be.d.Sync()
+	})
+}
+
+func (be *backend) ready() error {
+	if !be.done {
+		if err := be.upload(); err != nil {
+			return err
+		}
+	}
+	return be.err
+}
+
+func asMatrix(w graph.Weight) *matrix {
+	m, ok := w.(*matrix)
+	if !ok {
+		panic(fmt.Sprintf("cuda: %T is not a matrix of this backend", w))
+	}
+	return m
+}
+
+func vecPtr(w graph.Weight) cu.Ptr {
+	if w == nil {
+		return 0
+	}
+	v, ok := w.(*vector)
+	if !ok {
+		panic(fmt.Sprintf("cuda: %T is not a vector of this backend", w))
+	}
+	return v.p
+}
+
+func vecLen(w graph.Weight) int {
+	if w == nil {
+		return 0
+	}
+	return len(w.(*vector).v)
+}
+
+// putInts uploads ids to the ids scratch area; inside do.
+func (be *backend) putInts(ids []int32) (cu.Ptr, error) {
+	n := uint64(4 * len(ids))
+	if err := be.ensure(&be.ids, n); err != nil {
+		return 0, err
+	}
+	return be.ids.p, be.d.HtoD(be.ids.p, unsafe.Pointer(unsafe.SliceData(ids)), n)
+}
+
+// ---- products ----------------------------------------------------------------------
+
+func (be *backend) GetRows(dst graph.Buf, w graph.Weight, ids []int32) error {
+	d, m := asBuf(dst), asMatrix(w)
+	if m.experts != 1 || d.rows != len(ids) || d.cols != m.cols {
+		panic(fmt.Sprintf("cuda: GetRows of %d ids from %q into %d×%d", len(ids), m.t.Name, d.rows, d.cols))
+	}
+	for _, id := range ids {
+		if id < 0 || int(id) >= m.rows {
+			return fmt.Errorf("cuda: GetRows: row %d of %q with %d rows", id, m.t.Name, m.rows)
+		}
+	}
+	if err := be.ready(); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	nc := m.cols / 32
+	return be.do(func() error {
+		p, err := be.putInts(ids)
+		if err != nil {
+			return err
+		}
+		return be.launch("getrows_"+m.name, cu.Dim{X: uint32((nc + 127) / 128), Y: uint32(len(ids))}, cu.Dim{X: 128}, 0,
+			m.p, m.rowBytes, nc, p, d.p, d.stride)
+	})
+}
+
+func (be *backend) MatMul(dst graph.Buf, w graph.Weight, x graph.Buf) error {
+	d, m, xb := asBuf(dst), asMatrix(w), asBuf(x)
+	if m.experts != 1 {
+		panic(fmt.Sprintf("cuda: MatMul with the 3-D tensor %q", m.t.Name))
+	}
+	if xb.cols != m.cols || d.cols != m.rows || d.rows != xb.rows {
+		panic(fmt.Sprintf("cuda: MatMul %d×%d = %q (%d×%d) · %d×%d", d.rows, d.cols, m.t.Name, m.rows, m.cols, xb.rows, xb.cols))
+	}
+	if err := be.ready(); err != nil {
+		return err
+	}
+	if xb.rows == 0 {
+		return nil
+	}
+	nc := m.cols / 32
+	kern, nt := "mv_", 1
+	if xb.rows > 1 {
+		kern, nt = "mm_", 8
+	}
+	err := be.do(func() error {
+		return be.launch(kern+m.name, cu.Dim{X: uint32((m.rows + 3) / 4), Y: uint32((xb.rows + nt - 1) / nt)}, cu.Dim{X: 128}, 0,
+			m.p, m.rowBytes, nc, xb.p, xb.stride, d.p, d.stride, m.rows, xb.rows)
+	})
+	if err == nil && be.plant != nil {
+		be.plant.after(be, "matmul:"+m.t.Name, d)
+	}
+	return be.err
+}
+
+func (be *backend) MatMuls(x graph.Buf, dst []graph.Buf, w []graph.Weight) error {
+	if len(dst) != len(w) {
+		panic("cuda: MatMuls: as many dst as weights")
+	}
+	for i := range w {
+		if err := be.MatMul(dst[i], w[i], x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (be *backend) MatMulID(dst graph.Buf, w graph.Weight, x graph.Buf, ids []int32, k int) error {
+	d, m, xb := asBuf(dst), asMatrix(w), asBuf(x)
+	if k < 1 || len(ids)%k != 0 || d.rows != len(ids) {
+		panic(fmt.Sprintf("cuda: MatMulID: %d ids, k %d, dst %d rows", len(ids), k, d.rows))
+	}
+	xdiv := k
+	if xb.rows == len(ids) {
+		xdiv = 1
+	} else if xb.rows*k != len(ids) {
+		panic(fmt.Sprintf("cuda: MatMulID: x has %d rows for %d ids with k %d", xb.rows, len(ids), k))
+	}
+	if xb.cols != m.cols || d.cols != m.rows {
+		panic(fmt.Sprintf("cuda: MatMulID %d×%d from %q · %d×%d", d.rows, d.cols, m.t.Name, xb.rows, xb.cols))
+	}
+	for _, e := range ids {
+		if e < 0 || int(e) >= m.experts {
+			return fmt.Errorf("cuda: MatMulID: expert %d of %q with %d experts", e, m.t.Name, m.experts)
+		}
+	}
+	if err := be.ready(); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	nc := m.cols / 32
+	return be.do(func() error {
+		p, err := be.putInts(ids)
+		if err != nil {
+			return err
+		}
+		return be.launch("mmid_"+m.name, cu.Dim{X: uint32((m.rows + 3) / 4), Y: uint32(len(ids))}, cu.Dim{X: 128}, 0,
+			m.p, m.expBytes, m.rowBytes, nc, p, xdiv, xb.p, xb.stride, d.p, d.stride, m.rows)
+	})
+}
+
+// ---- element-wise ---------------------------------------------------------------------
+
+func sameShape(op string, a, b *buf) {
+	if a.rows != b.rows || a.cols != b.cols {
+		panic(fmt.Sprintf("cuda: %s: %d×%d and %d×%d", op, a.rows, a.cols, b.rows, b.cols))
+	}
+}
+
+func (be *backend) AddVec(dst graph.Buf, v graph.Weight) {
+	d := asBuf(dst)
+	if vecLen(v) != d.cols {
+		panic(fmt.Sprintf("cuda: AddVec of %d values to %d columns", vecLen(v), d.cols))
+	}
+	be.launch1("k_addvec", d.rows*d.cols, d.p, d.stride, vecPtr(v), d.rows, d.cols)
+}
+
+func (be *backend) Add(dst, x graph.Buf) {
+	d, s := asBuf(dst), asBuf(x)
+	sameShape("Add", d, s)
+	be.launch1("k_add", d.rows*d.cols, d.p, d.stride, s.p, s.stride, d.rows, d.cols)
+}
+
+// rowBlocks launches a one-block-per-(row, group) kernel.
+func (be *backend) rowBlocks(name string, rows, groups int, args ...any) {
+	if rows*groups == 0 {
+		return
+	}
+	be.do(func() error {
+		return be.launch(name, cu.Dim{X: uint32(rows * groups)}, cu.Dim{X: 128}, 0, args...)
+	})
+}
+
+func (be *backend) RMSNorm(dst, x graph.Buf, w graph.Weight, group int, eps float32) {
+	d, s := asBuf(dst), asBuf(x)
+	sameShape("RMSNorm", d, s)
+	if group <= 0 || d.cols%group != 0 || (w != nil && vecLen(w) != group) {
+		panic(fmt.Sprintf("cuda: RMSNorm: group %d of %d columns, %d weights", group, d.cols, vecLen(w)))
+	}
+	be.rowBlocks("k_rmsnorm", d.rows, d.cols/group, d.p, d.stride, s.p, s.stride, vecPtr(w), d.cols, group, eps)
+	if be.plant != nil {
+		be.plant.after(be, "rmsnorm", d)
+	}
+}
+
+func (be *backend) SwiGLU(dst, gate, up graph.Buf) {
+	d, g, u := asBuf(dst), asBuf(gate), asBuf(up)
+	sameShape("SwiGLU", d, g)
+	sameShape("SwiGLU", d, u)
+	be.launch1("k_swiglu", d.rows*d.cols, d.p, d.stride, g.p, g.stride, u.p, u.stride, d.rows, d.cols)
+}
+
+func (be *backend) Softmax(x graph.Buf) {
+	b := asBuf(x)
+	be.rowBlocks("k_softmax", b.rows, 1, b.p, b.stride, b.cols)
+}
+
+func (be *backend) TopK(x graph.Buf, k int, ids []int32, vals []float32) {
+	b := asBuf(x)
+	if k < 1 || k > b.cols || len(ids) != b.rows*k || len(vals) != b.rows*k {
+		panic(fmt.Sprintf("cuda: TopK %d of %d×%d into %d/%d", k, b.rows, b.cols, len(ids), len(vals)))
+	}
+	row := make([]float32, b.cols)
+	for r := 0; r < b.rows; r++ {
+		be.Read(b, r, row)
+		graph.TopKRow(row, ids[r*k:(r+1)*k], vals[r*k:(r+1)*k])
+	}
+}
+
+func (be *backend) WeightedSum(dst, y graph.Buf, w []float32, k int) {
+	d, yb := asBuf(dst), asBuf(y)
+	if k < 1 || yb.rows != d.rows*k || yb.cols != d.cols || len(w) != yb.rows {
+		panic(fmt.Sprintf("cuda: WeightedSum %d×%d from %d×%d, k %d, %d weights", d.rows, d.cols, yb.rows, yb.cols, k, len(w)))
+	}
+	if d.rows == 0 {
+		return
+	}
+	be.do(func() error {
+		n := uint64(4 * len(w))
+		if err := be.ensure(&be.floats, n); err != nil {
+			return err
+		}
+		if err := be.d.HtoD(be.floats.p, unsafe.Pointer(unsafe.SliceData(w)), n); err != nil {
+			return err
+		}
+		blocks := min((d.rows*d.cols+255)/256, 65535)
+		return be.launch("k_wsum", cu.Dim{X: uint32(blocks)}, cu.Dim{X: 256}, 0, d.p, d.stride, yb.p, yb.stride, be.floats.p, k, d.rows, d.cols)
+	})
+}
+
+func (be *backend) Deinterleave(src graph.Buf, width int, dst ...graph.Buf) {
+	s := asBuf(src)
+	if len(dst) < 1 || len(dst) > 4 {
+		panic(fmt.Sprintf("cuda: Deinterleave into %d buffers (1 to 4)", len(dst)))
+	}
+	args := []any{s.p, s.stride, s.rows, s.cols, width, len(dst)}
+	for i := 0; i < 4; i++ {
+		if i < len(dst) {
+			d := asBuf(dst[i])
+			if d.rows != s.rows || d.cols*len(dst) != s.cols || d.cols%width != 0 {
+				panic(fmt.Sprintf("cuda: Deinterleave %d×%d into %d buffers of %d×%d", s.rows, s.cols, len(dst), d.rows, d.cols))
+			}
+			args = append(args, d.p, d.stride)
+		} else {
+			args = append(args, cu.Ptr(0), 0)
+		}
+	}
+	be.launch1("k_deinterleave", s.rows*s.cols, args...)
+}
+
+func (be *backend) Sigmoid(x graph.Buf) {
+	b := asBuf(x)
+	be.launch1("k_sigmoid", b.rows*b.cols, b.p, b.stride, b.rows, b.cols)
+}
+
+func (be *backend) SiLU(x graph.Buf) {
+	b := asBuf(x)
+	be.launch1("k_silu", b.rows*b.cols, b.p, b.stride, b.rows, b.cols)
+}
+
+func (be *backend) MulSigmoid(x, gate graph.Buf) {
+	b, g := asBuf(x), asBuf(gate)
+	sameShape("MulSigmoid", b, g)
+	be.launch1("k_mulsigmoid", b.rows*b.cols, b.p, b.stride, g.p, g.stride, b.rows, b.cols)
+}
+
+func (be *backend) SoftplusMul(g graph.Buf, bias, a graph.Weight) {
+	b := asBuf(g)
+	if vecLen(bias) != b.cols || vecLen(a) != b.cols {
+		panic(fmt.Sprintf("cuda: SoftplusMul of %d columns with %d biases and %d factors", b.cols, vecLen(bias), vecLen(a)))
+	}
+	be.launch1("k_softplusmul", b.rows*b.cols, b.p, b.stride, vecPtr(bias), vecPtr(a), b.rows, b.cols)
+}
+
+func (be *backend) L2Norm(x graph.Buf, group int, eps float32) {
+	b := asBuf(x)
+	if group <= 0 || b.cols%group != 0 {
+		panic(fmt.Sprintf("cuda: L2Norm: group %d of %d columns", group, b.cols))
+	}
+	be.rowBlocks("k_l2norm", b.rows, b.cols/group, b.p, b.stride, b.cols, group, eps)
+}
+
+func (be *backend) GatedNorm(o, z graph.Buf, w graph.Weight, group int, eps float32) {
+	ob, zb := asBuf(o), asBuf(z)
+	sameShape("GatedNorm", ob, zb)
+	if group <= 0 || ob.cols%group != 0 || vecLen(w) != group {
+		panic(fmt.Sprintf("cuda: GatedNorm: group %d of %d columns, %d weights", group, ob.cols, vecLen(w)))
+	}
+	be.rowBlocks("k_gatednorm", ob.rows, ob.cols/group, ob.p, ob.stride, zb.p, zb.stride, vecPtr(w), ob.cols, group, eps)
+}
+
+// ---- RoPE -------------------------------------------------------------------------------
+
+func (be *backend) Rope(x graph.Buf, pos0 int, r *graph.Rope) {
+	b := asBuf(x)
+	if r.HeadDim <= 0 || b.cols%r.HeadDim != 0 || r.NRot > r.HeadDim || r.NRot%2 != 0 {
+		panic(fmt.Sprintf("cuda: Rope of %d columns with head %d, %d rotated", b.cols, r.HeadDim, r.NRot))
+	}
+	if r.Mode == model.RopeNone || r.NRot == 0 {
+		return
+	}
+	if r.Factors != nil && vecLen(r.Factors) < r.NRot/2 {
+		panic("cuda: Rope: too few frequency factors")
+	}
+	thetaScale := float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(r.NRot))))
+	var corr [2]float32
+	if r.ExtFactor != 0 {
+		corrDim := func(nRot float32) float32 {
+			return float32(r.NRot) * float32(math.Log(float64(float32(r.OrigCtx)/(nRot*2*math.Pi)))) / (2 * float32(math.Log(float64(r.Base))))
+		}
+		corr = [2]float32{max(0, float32(math.Floor(float64(corrDim(r.BetaFast))))), min(float32(r.NRot-1), float32(math.Ceil(float64(corrDim(r.BetaSlow)))))}
+	}
+	mode := 0
+	if r.Mode != model.RopeNorm {
+		mode = 1
+	}
+	imrope := 0
+	if r.Mode == model.RopeIMRope {
+		imrope = 1
+	}
+	heads := b.cols / r.HeadDim
+	var ff cu.Ptr
+	if r.Factors != nil {
+		ff = vecPtr(r.Factors)
+	}
+	be.launch1("k_rope", b.rows*heads*(r.NRot/2), b.p, b.stride, b.rows, b.cols, pos0, mode, r.NRot, r.HeadDim,
+		thetaScale, r.FreqScale, r.ExtFactor, r.AttnFactor, corr[0], corr[1], ff, imrope,
+		r.Sections[0], r.Sections[1], r.Sections[2], r.Sections[3])
+}
+
+// ---- attention ------------------------------------------------------------------------------
+
+// kvCache is one layer's F32 cache on the device: K [maxCtx][NKV·HK], V
+// [maxCtx][NKV·HV].
+type kvCache struct {
+	a      graph.Attn
+	maxCtx int
+	n      int
+	k, v   *alloc
+}
+
+func asKV(kv graph.KV) *kvCache {
+	c, ok := kv.(*kvCache)
+	if !ok || c.k == nil {
+		panic(fmt.Sprintf("cuda: %T is not a live KV cache of this backend", kv))
+	}
+	return c
+}
+
+func (be *backend) NewKV(maxCtx int, a graph.Attn) (graph.KV, error) {
+	if maxCtx <= 0 || a.NHead <= 0 || a.NKV <= 0 || a.NHead%a.NKV != 0 || a.HK <= 0 || a.HV <= 0 {
+		return nil, fmt.Errorf("cuda: KV cache for %d positions, %d heads over %d kv heads of %d/%d", maxCtx, a.NHead, a.NKV, a.HK, a.HV)
+	}
+	c := &kvCache{a: a, maxCtx: maxCtx, k: &alloc{bytes: uint64(maxCtx*a.NKV*a.HK) * 4}, v: &alloc{bytes: uint64(maxCtx*a.NKV*a.HV) * 4}}
+	err := be.d.Do(func() error {
+		for _, x := range []*alloc{c.k, c.v} {
+			p, err := be.d.Alloc(x.bytes)
+			if err != nil {
+				in, _ := be.d.Info()
+				return refuse.New(By, "the KV cache of %d positions needs %d bytes more; the device has %d bytes free: %v", maxCtx, x.bytes, in.FreeBytes, err)
+			}
+			x.p = p
+		}
+		return nil
+	})
+	if err != nil {
+		be.freeKV(c)
+		return nil, err
+	}
+	return c, nil
+}
+
+func (be *backend) ClearKV(kv graph.KV) { asKV(kv).n = 0 }
+
+func (be *backend) freeKV(c *kvCache) {
+	_ = be.d.Do(func() error {
+		for _, x := range []*alloc{c.k, c.v} {
+			if x != nil && x.p != 0 && !x.freed {
+				x.freed = true
+				_ = be.d.Free(x.p)
+			}
+		}
+		return nil
+	})
+}
+
+func (be *backend) FreeKV(kv graph.KV) {
+	c := asKV(kv)
+	be.freeKV(c)
+	c.k, c.v = nil, nil
+}
+
+func (be *backend) Store(kv graph.KV, k, v graph.Buf, pos0 int) error {
+	c, kb, vb := asKV(kv), asBuf(k), asBuf(v)
+	a := c.a
+	if kb.cols != a.NKV*a.HK || vb.cols != a.NKV*a.HV || kb.rows != vb.rows {
+		panic(fmt.Sprintf("cuda: Store of %d×%d keys and %d×%d values", kb.rows, kb.cols, vb.rows, vb.cols))
+	}
+	if pos0 != c.n {
+		return fmt.Errorf("cuda: KV store at position %d but the cache holds %d", pos0, c.n)
+	}
+	if pos0+kb.rows > c.maxCtx {
+		return fmt.Errorf("cuda: %d positions exceed the KV cache of %d", pos0+kb.rows, c.maxCtx)
+	}
+	be.launch1("k_store", kb.rows*max(kb.cols, vb.cols), c.k.p, c.v.p, kb.p, kb.stride, vb.p, vb.stride, kb.rows, pos0, kb.cols, vb.cols)
+	c.n += kb.rows
+	return be.err
+}
+
+func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
+	c, qb, ob := asKV(kv), asBuf(q), asBuf(out)
+	a := c.a
+	n := qb.rows
+	if qb.cols != a.NHead*a.HK || ob.cols != a.NHead*a.HV || ob.rows != n {
+		panic(fmt.Sprintf("cuda: Attend %d×%d from %d×%d queries", ob.rows, ob.cols, qb.rows, qb.cols))
+	}
+	if pos0+n > c.n {
+		return fmt.Errorf("cuda: attention up to position %d but the cache holds %d", pos0+n, c.n)
+	}
+	if n == 0 {
+		return be.err
+	}
+	ctxCap := pos0 + n
+	scale := a.Scale
+	err := be.do(func() error {
+		if err := be.ensure(&be.scores, uint64(4*n*a.NHead*ctxCap)); err != nil {
+			return err
+		}
+		return be.launch("k_attend", cu.Dim{X: uint32(n * a.NHead)}, cu.Dim{X: 128}, 0, ob.p, ob.stride, qb.p, qb.stride,
+			c.k.p, c.v.p, pos0, a.NHead, a.NKV, a.HK, a.HV, scale, be.scores.p, ctxCap)
+	})
+	if err == nil && be.plant != nil {
+		be.plant.after(be, "attend", ob)
+	}
+	return be.err
+}
+
+// ---- Gated DeltaNet --------------------------------------------------------------------------
+
+// maxConvKernel is the widest convolution k_conv keeps in registers.
+const maxConvKernel = 16
+
+func (be *backend) Conv(out, x, state graph.Buf, w graph.Weight) {
+	ob, xb, sb := asBuf(out), asBuf(x), asBuf(state)
+	sh := w.Tensor().Shape
+	if len(sh) != 2 {
+		panic(fmt.Sprintf("cuda: Conv kernel of shape %v", sh))
+	}
+	K, ch := int(sh[0]), int(sh[1])
+	sameShape("Conv", ob, xb)
+	if xb.cols != ch || sb.cols != ch || sb.rows != K-1 || K > maxConvKernel {
+		panic(fmt.Sprintf("cuda: Conv of %d channels with kernel [%d, %d] (at most %d wide) and state %d×%d", xb.cols, K, ch, maxConvKernel, sb.rows, sb.cols))
+	}
+	stride := sb.stride
+	if sb.rows == 0 {
+		stride = ch
+	}
+	be.do(func() error {
+		return be.launch("k_conv", cu.Dim{X: uint32((ch + 127) / 128)}, cu.Dim{X: 128}, 0, ob.p, ob.stride, xb.p, xb.stride,
+			sb.p, stride, vecPtr(w), xb.rows, ch, K)
+	})
+}
+
+func (be *backend) DeltaRule(out, q, k, v, g, beta, state graph.Buf, hk int) {
+	ob, qb, kb, vb := asBuf(out), asBuf(q), asBuf(k), asBuf(v)
+	gb, bb, sb := asBuf(g), asBuf(beta), asBuf(state)
+	n := qb.rows
+	nV := gb.cols
+	if hk <= 0 || qb.cols%hk != 0 || nV == 0 || vb.cols%nV != 0 {
+		panic(fmt.Sprintf("cuda: DeltaRule: q %d columns, head %d, %d value heads over %d values", qb.cols, hk, nV, vb.cols))
+	}
+	nK, hv := qb.cols/hk, vb.cols/nV
+	if kb.cols != qb.cols || ob.cols != vb.cols || bb.cols != nV || nV%nK != 0 ||
+		sb.rows != nV || sb.cols != hv*hk || sb.stride != sb.cols || kb.rows != n || vb.rows != n || ob.rows != n || gb.rows != n || bb.rows != n {
+		panic(fmt.Sprintf("cuda: DeltaRule shapes: q %d×%d k %d×%d v %d×%d out %d×%d g %d×%d beta %d×%d state %d×%d",
+			qb.rows, qb.cols, kb.rows, kb.cols, vb.rows, vb.cols, ob.rows, ob.cols, gb.rows, gb.cols, bb.rows, bb.cols, sb.rows, sb.cols))
+	}
+	if n == 0 {
+		return
+	}
+	scale := float32(1 / math.Sqrt(float64(hk)))
+	be.do(func() error {
+		return be.launch("k_delta", cu.Dim{X: uint32(nV)}, cu.Dim{X: 128}, uint32(8*hk), ob.p, ob.stride, qb.p, qb.stride,
+			kb.p, kb.stride, vb.p, vb.stride, gb.p, gb.stride, bb.p, bb.stride, sb.p, n, nK, hk, hv, scale)
+	})
+}
+
+// close releases the device memory of the weights and scratch areas.
+func (be *backend) close() {
+	_ = be.d.Do(func() error {
+		for _, m := range be.mats {
+			_ = be.d.Free(m.p)
+			m.p = 0
+		}
+		for _, v := range be.vecs {
+			_ = be.d.Free(v.p)
+			v.p = 0
+		}
+		for _, a := range []*devArea{&be.ids, &be.floats, &be.scores} {
+			_ = be.d.Free(a.p)
+			*a = devArea{}
+		}
+		return nil
+	})
+}
+
+func unsafePtr(x []float32) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(x)) }

@@ -1,0 +1,330 @@
+package cuda
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aprqa/apr/engine/cuda/internal/cu"
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/internal/testutil"
+)
+
+var update = flag.Bool("update", false, "rewrite kernels/grids.cuh")
+
+// TestGridsHeader keeps kernels/grids.cuh equal to engine/quant's grids.
+func TestGridsHeader(t *testing.T) {
+	want := gridsHeader()
+	if *update {
+		if err := os.WriteFile("kernels/grids.cuh", want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile("kernels/grids.cuh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("kernels/grids.cuh differs from engine/quant's grids: go test ./engine/cuda -run TestGridsHeader -update, then make kernels")
+	}
+}
+
+// TestKernelsPTXCurrent fails when a kernel source changed and kernels.ptx
+// was not rebuilt from it (make kernels on a CUDA machine).
+func TestKernelsPTXCurrent(t *testing.T) {
+	want, err := SourcesSHA256(kernelFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptx, err := kernelFS.ReadFile("kernels.ptx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := PTXSourcesSHA256(ptx)
+	if got == NotBuilt {
+		t.Skipf("SKIP (not a pass): kernels.ptx has never been built (no CUDA machine was available when the sources were written); the cuda backend refuses by name until make kernels runs on one")
+	}
+	if got != want {
+		t.Fatalf("kernels.ptx records sources %q; the sources are %s: run make kernels on a CUDA machine and commit kernels.ptx", got, want)
+	}
+	for _, name := range kernelNames() {
+		if !bytes.Contains(ptx, []byte(".entry "+name+"(")) {
+			t.Errorf("kernels.ptx has no kernel %s", name)
+		}
+	}
+}
+
+// TestSourcesSHA256 plants a change in a source and watches the sum move.
+func TestSourcesSHA256(t *testing.T) {
+	a, err := SourcesSHA256(kernelFS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "kernels"), 0o755)
+	names, _ := filepathGlob("kernels")
+	for _, n := range names {
+		b, _ := os.ReadFile(n)
+		if strings.HasSuffix(n, "apr.cu") {
+			b = append(b, '\n')
+		}
+		os.WriteFile(filepath.Join(dir, n), b, 0o644)
+	}
+	b, err := SourcesSHA256(os.DirFS(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Fatalf("a changed apr.cu kept the sources' sha256 %s", a)
+	}
+	if PTXSourcesSHA256([]byte(ptxHeader+a+"\n.version 8.0\n")) != a {
+		t.Fatal("PTXSourcesSHA256 does not read the header it defines")
+	}
+}
+
+func filepathGlob(dir string) ([]string, error) {
+	a, _ := filepath.Glob(filepath.Join(dir, "*.cu"))
+	b, _ := filepath.Glob(filepath.Join(dir, "*.cuh"))
+	return append(a, b...), nil
+}
+
+// testBackend is a backend on this machine's GPU; the test is skipped
+// (not passed) without one.
+func testBackend(t *testing.T) *backend {
+	t.Helper()
+	d, err := cu.Load()
+	if err != nil {
+		t.Skipf("SKIP (not a pass): no CUDA device: %v", err)
+	}
+	ptx, _, err := kernelImage()
+	if err != nil {
+		t.Fatalf("kernels: %v", err)
+	}
+	be := &backend{d: d, fn: map[string]cu.Func{}, used: map[string]int{}}
+	err = d.Do(func() error {
+		var err error
+		if be.mod, err = d.LoadModule(ptx); err != nil {
+			return err
+		}
+		for _, n := range kernelNames() {
+			if be.fn[n], err = d.Function(be.mod, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(be.close)
+	return be
+}
+
+// dequantFixture is one dequant/ file: ggml's blocks q and its own to_float deq.
+type dequantFixture struct {
+	typ    quant.Type
+	q, deq *model.Tensor
+	f      *gguf.File
+}
+
+func dequantFixtures(t *testing.T) []dequantFixture {
+	dir := testutil.Fixtures(t)
+	paths, _ := filepath.Glob(filepath.Join(dir, "dequant", "*.gguf"))
+	sort.Strings(paths)
+	var out []dequantFixture
+	for _, p := range paths {
+		f, err := gguf.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		var fx dequantFixture
+		fx.f = f
+		for i := range f.Tensors {
+			ti := &f.Tensors[i]
+			data := f.Data(ti)
+			info, err := quant.Lookup(ti.Type)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rb, _ := info.RowBytes(int64(ti.Shape[0]))
+			mt := &model.Tensor{Name: ti.Name, Type: ti.Type, Shape: append([]int64(nil), ti.Shape...), Data: data, RowBytes: int(rb)}
+			switch ti.Name {
+			case "q":
+				fx.q, fx.typ = mt, ti.Type
+			case "deq":
+				fx.deq = mt
+			}
+		}
+		if fx.q == nil || fx.deq == nil {
+			t.Fatalf("%s: no q/deq tensors", p)
+		}
+		out = append(out, fx)
+	}
+	if len(out) == 0 {
+		t.Fatal("no dequant fixtures")
+	}
+	return out
+}
+
+func f32s(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24)
+	}
+	return out
+}
+
+// TestGetRowsBitExact: every type's device dequantization equals ggml's own
+// to_float on the fixture blocks, bit for bit.
+func TestGetRowsBitExact(t *testing.T) {
+	be := testBackend(t)
+	for _, fx := range dequantFixtures(t) {
+		t.Run(fx.typ.String(), func(t *testing.T) {
+			if !supported(fx.typ) {
+				t.Skipf("SKIP (not a pass): no CUDA kernel for %s", fx.typ)
+			}
+			w, err := be.Matrix(fx.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := be.upload(); err != nil {
+				t.Fatal(err)
+			}
+			be.done = false // the next type's matrices upload again
+			rows := fx.q.Rows()
+			ids := make([]int32, rows)
+			for i := range ids {
+				ids[i] = int32(rows - 1 - i)
+			}
+			d := be.Work(rows, fx.q.Cols()).(*buf)
+			defer be.Release(d)
+			if err := be.GetRows(d, w, ids); err != nil {
+				t.Fatal(err)
+			}
+			got := be.readAll(d)
+			want := f32s(fx.deq.Data)
+			bad := 0
+			for r, id := range ids {
+				for c := 0; c < fx.q.Cols(); c++ {
+					g, x := got[r*fx.q.Cols()+c], want[int(id)*fx.q.Cols()+c]
+					if math.Float32bits(g) != math.Float32bits(x) {
+						if bad < 3 {
+							t.Errorf("row %d col %d: got %g (%#08x), ggml %g (%#08x)", id, c, g, math.Float32bits(g), x, math.Float32bits(x))
+						}
+						bad++
+					}
+				}
+			}
+			if bad > 0 {
+				t.Errorf("%d of %d values differ from ggml's to_float", bad, len(got))
+			}
+		})
+	}
+	if be.err != nil {
+		t.Fatal(be.err)
+	}
+}
+
+// TestProducts holds mv, mm (a partial token tile) and mmid to Σ deq(w)·x in
+// float64 for every type: |got − want| ≤ 1e-5·Σ|w·x| + 1e-6.
+func TestProducts(t *testing.T) {
+	be := testBackend(t)
+	rng := rand.New(rand.NewSource(1))
+	for _, fx := range dequantFixtures(t) {
+		t.Run(fx.typ.String(), func(t *testing.T) {
+			if !supported(fx.typ) {
+				t.Skipf("SKIP (not a pass): no CUDA kernel for %s", fx.typ)
+			}
+			rows, cols := fx.q.Rows(), fx.q.Cols()
+			wf := f32s(fx.deq.Data)
+			w, err := be.Matrix(fx.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			half := *fx.q
+			half.Shape = []int64{int64(cols), int64(rows / 2), 2}
+			w3, err := be.Matrix(&half)
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.done = false
+			if err := be.upload(); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range []int{1, 11} {
+				x := make([]float32, m*cols)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				xb := be.Work(m, cols).(*buf)
+				be.do(func() error { return be.d.HtoD(xb.p, unsafePtr(x), uint64(4*len(x))) })
+				d := be.Work(m, rows).(*buf)
+				if err := be.MatMul(d, w, xb); err != nil {
+					t.Fatal(err)
+				}
+				got := be.readAll(d)
+				check(t, fmt.Sprintf("MatMul m=%d", m), got, wf, x, rows, cols, m, func(i, r int) (int, int) { return i, r })
+				// mmid: slot s = token s/2's product with expert ids[s].
+				ids := make([]int32, 2*m)
+				for i := range ids {
+					ids[i] = int32(rng.Intn(2))
+				}
+				dd := be.Work(2*m, rows/2).(*buf)
+				if err := be.MatMulID(dd, w3, xb, ids, 2); err != nil {
+					t.Fatal(err)
+				}
+				gotID := be.readAll(dd)
+				for s := range ids {
+					for r := 0; r < rows/2; r++ {
+						want, sa := dot(wf[(int(ids[s])*rows/2+r)*cols:][:cols], x[(s/2)*cols:][:cols])
+						if g := float64(gotID[s*rows/2+r]); !(math.Abs(g-want) <= 1e-5*sa+1e-6) {
+							t.Errorf("MatMulID m=%d slot %d expert %d row %d: got %g, want %g", m, s, ids[s], r, g, want)
+						}
+					}
+				}
+				be.Release(xb)
+				be.Release(d)
+				be.Release(dd)
+			}
+		})
+	}
+	if be.err != nil {
+		t.Fatal(be.err)
+	}
+}
+
+func dot(w, x []float32) (float64, float64) {
+	var s, sa float64
+	for i := range w {
+		p := float64(w[i]) * float64(x[i])
+		s += p
+		sa += math.Abs(p)
+	}
+	return s, sa
+}
+
+func check(t *testing.T, what string, got, wf, x []float32, rows, cols, m int, _ func(int, int) (int, int)) {
+	t.Helper()
+	bad := 0
+	for i := 0; i < m; i++ {
+		for r := 0; r < rows; r++ {
+			want, sa := dot(wf[r*cols:(r+1)*cols], x[i*cols:(i+1)*cols])
+			if g := float64(got[i*rows+r]); !(math.Abs(g-want) <= 1e-5*sa+1e-6) {
+				if bad < 3 {
+					t.Errorf("%s: token %d row %d: got %g, want %g (Σ|w·x| %g)", what, i, r, g, want, sa)
+				}
+				bad++
+			}
+		}
+	}
+}

@@ -1,0 +1,253 @@
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/aprqa/apr/engine/cuda/internal/cu"
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/graph"
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/refuse"
+)
+
+// Name is the backend name the engine registers.
+const Name = "cuda"
+
+// By is the name refusals from the CUDA engine carry.
+const By = "engine/cuda"
+
+func init() {
+	model.RegisterBackend(Name, func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
+		return New(f, spec, Options{Log: o.Log})
+	})
+}
+
+// Options configure an Engine.
+type Options struct {
+	Log *slog.Logger // nil: discard
+	// Plant, when set, plants a defect in one kernel's output (falsifiers
+	// prove with it that F2, the gates and the bisect catch a wrong
+	// kernel). Never set outside tests and falsifiers.
+	Plant *Plant
+}
+
+// Engine is the CUDA engine over one loaded model: the shared graph
+// description on the CUDA backend. Weights are copied to the device by
+// Upload (the h2d stage), or by the first Eval when nobody called it.
+type Engine struct {
+	f    *gguf.File
+	spec *model.Spec
+	be   *backend
+	m    *graph.Model
+	info cu.Info
+}
+
+var (
+	_ model.Engine   = (*Engine)(nil)
+	_ model.Uploader = (*Engine)(nil)
+)
+
+// workspaceBytes is the room kept for work buffers and scratch beyond the
+// weights when deciding whether a model fits (activations of a 128-token
+// piece of a small model are a few MB; a 151k-entry vocabulary's logits
+// rows for a whole prompt are ~80 MB).
+const workspaceBytes = 256 << 20
+
+// Available reports whether the CUDA backend can run here, and why not.
+func Available() (cu.Info, error) {
+	d, err := cu.Load()
+	if err != nil {
+		return cu.Info{}, err
+	}
+	var in cu.Info
+	err = d.Do(func() error {
+		var err error
+		in, err = d.Info()
+		return err
+	})
+	return in, err
+}
+
+// New builds the CUDA engine for spec. An unavailable driver or device, a
+// weight type without a CUDA kernel, and a model that does not fit the
+// device's free memory are refused by name, with the reason.
+func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	d, err := cu.Load()
+	if err != nil {
+		return nil, refuse.New(By, "CUDA is unavailable: %v", err)
+	}
+	ptx, origin, err := kernelImage()
+	if err != nil {
+		return nil, refuse.New(By, "no usable kernels: %v", err)
+	}
+	be := &backend{d: d, fn: map[string]cu.Func{}, used: map[string]int{}, plant: o.Plant}
+	var info cu.Info
+	err = d.Do(func() error {
+		var err error
+		if info, err = d.Info(); err != nil {
+			return err
+		}
+		if be.mod, err = d.LoadModule(ptx); err != nil {
+			return fmt.Errorf("loading the kernels (%s): %w", origin, err)
+		}
+		for _, name := range kernelNames() {
+			fn, err := d.Function(be.mod, name)
+			if err != nil {
+				return err
+			}
+			be.fn[name] = fn
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, refuse.New(By, "%v", err)
+	}
+	m, err := graph.Build(spec, be)
+	if err != nil {
+		be.close()
+		return nil, err
+	}
+	need := be.weightBytes() + workspaceBytes
+	if need > info.FreeBytes {
+		be.close()
+		return nil, refuse.New(By, "the model needs %d bytes on the device (weights %d + workspace %d); %s has %d bytes free",
+			need, need-workspaceBytes, uint64(workspaceBytes), info.Name, info.FreeBytes)
+	}
+	o.Log.Debug("cuda engine ready", "arch", spec.Arch, "layers", spec.NLayer, "device", info.Name,
+		"weights_bytes", need-workspaceBytes, "kernels", origin)
+	return &Engine{f: f, spec: spec, be: be, m: m, info: info}, nil
+}
+
+// kernelNames lists every kernel the backend looks up.
+func kernelNames() []string {
+	names := []string{"k_zero", "k_copy", "k_add", "k_addvec", "k_swiglu", "k_sigmoid", "k_silu", "k_mulsigmoid",
+		"k_softplusmul", "k_deinterleave", "k_wsum", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_rope",
+		"k_store", "k_attend", "k_conv", "k_delta", "k_perturb"}
+	for _, t := range Types() {
+		for _, p := range []string{"mv_", "mm_", "mmid_", "getrows_"} {
+			names = append(names, p+t.String())
+		}
+	}
+	return names
+}
+
+// Backend returns "cuda".
+func (e *Engine) Backend() string { return Name }
+
+// NVocab returns the logits row length.
+func (e *Engine) NVocab() int { return e.spec.NVocab }
+
+// Device describes the GPU the engine runs on.
+func (e *Engine) Device() cu.Info { return e.info }
+
+// Kernels lists the contract ids of the kernels the engine uses, sorted.
+func (e *Engine) Kernels() []string { return e.be.kernels() }
+
+// Upload copies the weights to the device (once); Evals before it upload
+// first.
+func (e *Engine) Upload() error { return e.be.upload() }
+
+// WeightBytes is what Upload copies.
+func (e *Engine) WeightBytes() uint64 { return e.be.weightBytes() }
+
+// NewSession starts an empty sequence with room for maxCtx positions; its
+// KV caches are allocated on the device now (refused, with the sizes, when
+// they do not fit).
+func (e *Engine) NewSession(maxCtx int) (model.Session, error) {
+	s, err := e.m.NewSession(maxCtx)
+	if err != nil {
+		return nil, err
+	}
+	return &session{Session: s, be: e.be}, nil
+}
+
+// session surfaces a device failure recorded by an op without an error
+// result: an Eval after which the backend has failed returns that failure.
+type session struct {
+	*graph.Session
+	be *backend
+}
+
+func (s *session) Eval(tokens []int32, all bool) ([][]float32, error) {
+	rows, err := s.Session.Eval(tokens, all)
+	if err == nil && s.be.err != nil {
+		err = fmt.Errorf("cuda: %w", s.be.err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// Close releases the engine's device memory; sessions fail afterwards.
+func (e *Engine) Close() error {
+	e.m.Close()
+	e.be.close()
+	return nil
+}
+
+// Identity is what the engine's results depend on beyond the model: the
+// device and the kernel module (sha256 of the PTX).
+func (e *Engine) Identity() string {
+	sum, err := ModuleSHA256()
+	if err != nil {
+		sum = "unknown"
+	}
+	return fmt.Sprintf("%s sm_%d%d driver %d kernels %s", e.info.Name, e.info.Major, e.info.Minor, e.info.Driver, sum)
+}
+
+// Plant is a planted defect: after every product whose weight is Tensor
+// (or, with Tensor "", every op called Op: "rmsnorm", "attend"), column Col
+// of its output is multiplied by Factor.
+type Plant struct {
+	Tensor string
+	Op     string
+	Col    int
+	Factor float32
+}
+
+func (p *Plant) after(be *backend, op string, d *buf) {
+	target := "matmul:" + p.Tensor
+	if p.Tensor == "" {
+		target = p.Op
+	}
+	if op != target || p.Col >= d.cols || d.rows == 0 {
+		return
+	}
+	c := d.p + cu.Ptr(4*p.Col)
+	be.do(func() error {
+		return be.launch("k_perturb", cu.Dim{X: uint32((d.rows + 127) / 128)}, cu.Dim{X: 128}, 0, c, d.stride, d.rows, 0, p.Factor)
+	})
+}
+
+// ParsePlant reads "TENSOR[:COL[:FACTOR]]" or "op=NAME[:COL[:FACTOR]]"
+// (the planted-defect flags of the CUDA falsifiers).
+func ParsePlant(s string) (*Plant, error) {
+	p := &Plant{Factor: 2}
+	parts := strings.Split(s, ":")
+	if op, ok := strings.CutPrefix(parts[0], "op="); ok {
+		p.Op = op
+	} else {
+		p.Tensor = parts[0]
+	}
+	if parts[0] == "" || len(parts) > 3 {
+		return nil, errors.New("cuda: plant is TENSOR[:COL[:FACTOR]] or op=NAME[:COL[:FACTOR]]")
+	}
+	if len(parts) > 1 {
+		if _, err := fmt.Sscan(parts[1], &p.Col); err != nil || p.Col < 0 {
+			return nil, fmt.Errorf("cuda: plant column %q", parts[1])
+		}
+	}
+	if len(parts) > 2 {
+		if _, err := fmt.Sscan(parts[2], &p.Factor); err != nil {
+			return nil, fmt.Errorf("cuda: plant factor %q", parts[2])
+		}
+	}
+	return p, nil
+}

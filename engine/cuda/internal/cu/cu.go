@@ -1,0 +1,388 @@
+// Package cu is apr's small binding of the CUDA driver API (libcuda.so.1),
+// loaded at run time through purego so that apr builds with CGO_ENABLED=0 on
+// machines without CUDA. It binds the versioned symbols (cuMemAlloc_v2, …)
+// that CUDA 13's cuda.h names, and turns every CUresult into an *Error that
+// names the call and the code.
+//
+// # Conventions
+//
+// The CUDA context is current per OS thread: every call that needs it must
+// run on a goroutine locked to the thread the context was made current on
+// (Driver.Do locks, sets the context and runs a function).
+package cu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// Library is the file the driver is loaded from.
+const Library = "libcuda.so.1"
+
+// Result is a CUresult.
+type Result int32
+
+// Some CUresult codes, named as cuda.h names them (the driver's own
+// cuGetErrorName is asked first; this table names the codes when it cannot
+// be).
+var resultNames = map[Result]string{
+	0: "CUDA_SUCCESS", 1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY",
+	3: "CUDA_ERROR_NOT_INITIALIZED", 4: "CUDA_ERROR_DEINITIALIZED", 34: "CUDA_ERROR_STUB_LIBRARY",
+	35: "CUDA_ERROR_INSUFFICIENT_DRIVER", 46: "CUDA_ERROR_DEVICE_UNAVAILABLE", 100: "CUDA_ERROR_NO_DEVICE",
+	101: "CUDA_ERROR_INVALID_DEVICE", 200: "CUDA_ERROR_INVALID_IMAGE", 201: "CUDA_ERROR_INVALID_CONTEXT",
+	209: "CUDA_ERROR_NO_BINARY_FOR_GPU", 218: "CUDA_ERROR_INVALID_PTX", 222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+	400: "CUDA_ERROR_INVALID_HANDLE", 500: "CUDA_ERROR_NOT_FOUND", 600: "CUDA_ERROR_NOT_READY",
+	700: "CUDA_ERROR_ILLEGAL_ADDRESS", 701: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", 702: "CUDA_ERROR_LAUNCH_TIMEOUT",
+	715: "CUDA_ERROR_ILLEGAL_INSTRUCTION", 716: "CUDA_ERROR_MISALIGNED_ADDRESS", 719: "CUDA_ERROR_LAUNCH_FAILED",
+	999: "CUDA_ERROR_UNKNOWN",
+}
+
+// Name returns the code's cuda.h name, or "CUresult N" for a code the table
+// lacks.
+func (r Result) Name() string {
+	if n, ok := resultNames[r]; ok {
+		return n
+	}
+	return fmt.Sprintf("CUresult %d", int32(r))
+}
+
+// ErrOutOfMemory matches an *Error whose code is CUDA_ERROR_OUT_OF_MEMORY.
+var ErrOutOfMemory = errors.New("cu: out of device memory")
+
+// Error is a failed driver call.
+type Error struct {
+	Call string // "cuMemAlloc_v2"
+	Code Result
+	Name string // the driver's name for Code (or the table's)
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("cuda: %s: %s (%d)", e.Call, e.Name, int32(e.Code))
+}
+
+// Is makes errors.Is(err, ErrOutOfMemory) true for out-of-memory results.
+func (e *Error) Is(target error) bool { return target == ErrOutOfMemory && e.Code == 2 }
+
+// Ptr is a device address (CUdeviceptr).
+type Ptr uint64
+
+// Driver is the loaded driver library with one device's primary context.
+type Driver struct {
+	lib  uintptr
+	syms map[string]uintptr
+	ctx  uintptr
+	dev  int32
+
+	mu sync.Mutex // serialises Do (launch argument storage is shared)
+	// Launch arguments: slots hold the values, ptrs point at the slots;
+	// both pinned for the driver's reads during cuLaunchKernel.
+	slots  *[maxArgs]uint64
+	ptrs   *[maxArgs]unsafe.Pointer
+	pinner runtime.Pinner
+}
+
+const maxArgs = 32
+
+// symbols are every entry point apr calls, by their versioned names.
+var symbols = []string{
+	"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName",
+	"cuDeviceTotalMem_v2", "cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
+	"cuCtxSetCurrent", "cuCtxSynchronize", "cuMemGetInfo_v2", "cuModuleLoadData", "cuModuleGetFunction",
+	"cuModuleUnload", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2",
+	"cuLaunchKernel", "cuGetErrorName", "cuFuncSetAttribute",
+}
+
+// Unavailable is why the driver could not be used: the library is missing,
+// cuInit failed, or there is no device. Its message is the one-line reason.
+type Unavailable struct{ Reason string }
+
+func (u *Unavailable) Error() string { return u.Reason }
+
+var (
+	loadOnce sync.Once
+	loaded   *Driver
+	loadErr  error
+)
+
+// Load opens libcuda.so.1, runs cuInit and retains device 0's primary
+// context, once per process. The error is an *Unavailable naming why not.
+func Load() (*Driver, error) {
+	loadOnce.Do(func() { loaded, loadErr = load(Library) })
+	return loaded, loadErr
+}
+
+func load(path string) (*Driver, error) {
+	lib, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		return nil, &Unavailable{Reason: fmt.Sprintf("%s cannot be loaded: %v", path, err)}
+	}
+	d := &Driver{lib: lib, syms: map[string]uintptr{}}
+	for _, s := range symbols {
+		a, err := purego.Dlsym(lib, s)
+		if err != nil || a == 0 {
+			return nil, &Unavailable{Reason: fmt.Sprintf("%s has no symbol %s (driver too old?)", path, s)}
+		}
+		d.syms[s] = a
+	}
+	d.slots = new([maxArgs]uint64)
+	d.ptrs = new([maxArgs]unsafe.Pointer)
+	for i := range d.slots {
+		d.ptrs[i] = unsafe.Pointer(&d.slots[i])
+	}
+	d.pinner.Pin(d.slots)
+	d.pinner.Pin(d.ptrs)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.call("cuInit", 0); err != nil {
+		return nil, &Unavailable{Reason: "cuInit failed: " + err.Error()}
+	}
+	var n int32
+	if err := d.call("cuDeviceGetCount", uintptr(unsafe.Pointer(&n))); err != nil {
+		return nil, &Unavailable{Reason: err.Error()}
+	}
+	if n < 1 {
+		return nil, &Unavailable{Reason: "the CUDA driver reports no device"}
+	}
+	if err := d.call("cuDeviceGet", uintptr(unsafe.Pointer(&d.dev)), 0); err != nil {
+		return nil, &Unavailable{Reason: err.Error()}
+	}
+	if err := d.call("cuDevicePrimaryCtxRetain", uintptr(unsafe.Pointer(&d.ctx)), uintptr(d.dev)); err != nil {
+		return nil, &Unavailable{Reason: err.Error()}
+	}
+	return d, nil
+}
+
+// call runs the named entry point and turns its CUresult into an error.
+func (d *Driver) call(name string, args ...uintptr) error {
+	r, _, _ := purego.SyscallN(d.syms[name], args...)
+	return d.check(name, Result(int32(r)))
+}
+
+func (d *Driver) check(call string, r Result) error {
+	if r == 0 {
+		return nil
+	}
+	return &Error{Call: call, Code: r, Name: d.errorName(r)}
+}
+
+// errorName asks the driver for r's name, falling back to the table.
+func (d *Driver) errorName(r Result) string {
+	if d != nil && d.syms["cuGetErrorName"] != 0 {
+		var p *byte
+		res, _, _ := purego.SyscallN(d.syms["cuGetErrorName"], uintptr(r), uintptr(unsafe.Pointer(&p)))
+		if res == 0 && p != nil {
+			return goString(p)
+		}
+	}
+	return r.Name()
+}
+
+func goString(p *byte) string {
+	var b []byte
+	for i := 0; i < 256; i++ {
+		c := *(*byte)(unsafe.Add(unsafe.Pointer(p), i))
+		if c == 0 {
+			break
+		}
+		b = append(b, c)
+	}
+	return string(b)
+}
+
+// Do runs fn on a locked OS thread with the context current; calls are
+// serialised.
+func (d *Driver) Do(fn func() error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := d.call("cuCtxSetCurrent", d.ctx); err != nil {
+		return err
+	}
+	return fn()
+}
+
+// The calls below must run inside Do.
+
+// Info describes the device.
+type Info struct {
+	Driver     int    // cuDriverGetVersion: 1000·major + 10·minor
+	Name       string // device name
+	Major      int    // compute capability
+	Minor      int
+	SMs        int
+	TotalBytes uint64
+	FreeBytes  uint64
+}
+
+// Info reads the device's description and free memory.
+func (d *Driver) Info() (Info, error) {
+	var in Info
+	var v int32
+	if err := d.call("cuDriverGetVersion", uintptr(unsafe.Pointer(&v))); err != nil {
+		return in, err
+	}
+	in.Driver = int(v)
+	name := make([]byte, 256)
+	if err := d.call("cuDeviceGetName", uintptr(unsafe.Pointer(&name[0])), 256, uintptr(d.dev)); err != nil {
+		return in, err
+	}
+	in.Name = goString(&name[0])
+	for _, a := range []struct {
+		attr int
+		dst  *int
+	}{{75, &in.Major}, {76, &in.Minor}, {16, &in.SMs}} {
+		var x int32
+		if err := d.call("cuDeviceGetAttribute", uintptr(unsafe.Pointer(&x)), uintptr(a.attr), uintptr(d.dev)); err != nil {
+			return in, err
+		}
+		*a.dst = int(x)
+	}
+	var free, total uint64
+	if err := d.call("cuMemGetInfo_v2", uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total))); err != nil {
+		return in, err
+	}
+	in.FreeBytes, in.TotalBytes = free, total
+	return in, nil
+}
+
+// Alloc allocates n bytes of device memory (at least 1).
+func (d *Driver) Alloc(n uint64) (Ptr, error) {
+	var p Ptr
+	if n == 0 {
+		n = 1
+	}
+	err := d.call("cuMemAlloc_v2", uintptr(unsafe.Pointer(&p)), uintptr(n))
+	return p, err
+}
+
+// Free releases device memory from Alloc.
+func (d *Driver) Free(p Ptr) error {
+	if p == 0 {
+		return nil
+	}
+	return d.call("cuMemFree_v2", uintptr(p))
+}
+
+// HtoD copies src to device address dst.
+func (d *Driver) HtoD(dst Ptr, src unsafe.Pointer, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	return d.call("cuMemcpyHtoD_v2", uintptr(dst), uintptr(src), uintptr(n))
+}
+
+// DtoH copies n bytes from device address src to dst; it waits for the
+// work queued before it.
+func (d *Driver) DtoH(dst unsafe.Pointer, src Ptr, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	return d.call("cuMemcpyDtoH_v2", uintptr(dst), uintptr(src), uintptr(n))
+}
+
+// DtoD copies n bytes between device addresses.
+func (d *Driver) DtoD(dst, src Ptr, n uint64) error {
+	if n == 0 {
+		return nil
+	}
+	return d.call("cuMemcpyDtoD_v2", uintptr(dst), uintptr(src), uintptr(n))
+}
+
+// Sync waits for every queued operation; a kernel's failure surfaces here.
+func (d *Driver) Sync() error { return d.call("cuCtxSynchronize") }
+
+// Module is loaded device code.
+type Module uintptr
+
+// Func is a kernel of a module.
+type Func uintptr
+
+// LoadModule loads a PTX (NUL-terminated) or cubin image.
+func (d *Driver) LoadModule(image []byte) (Module, error) {
+	if len(image) == 0 || image[len(image)-1] != 0 {
+		image = append(append([]byte(nil), image...), 0)
+	}
+	var m Module
+	err := d.call("cuModuleLoadData", uintptr(unsafe.Pointer(&m)), uintptr(unsafe.Pointer(&image[0])))
+	runtime.KeepAlive(image)
+	return m, err
+}
+
+// Function returns the kernel called name.
+func (d *Driver) Function(m Module, name string) (Func, error) {
+	cname := append([]byte(name), 0)
+	var f Func
+	if err := d.call("cuModuleGetFunction", uintptr(unsafe.Pointer(&f)), uintptr(m), uintptr(unsafe.Pointer(&cname[0]))); err != nil {
+		return 0, fmt.Errorf("%w (kernel %s)", err, name)
+	}
+	return f, nil
+}
+
+// SetMaxDynamicShared raises f's dynamic shared-memory limit to n bytes.
+func (d *Driver) SetMaxDynamicShared(f Func, n int) error {
+	const attrMaxDynamicShared = 8 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+	return d.call("cuFuncSetAttribute", uintptr(f), attrMaxDynamicShared, uintptr(n))
+}
+
+// Dim is a grid or block shape.
+type Dim struct{ X, Y, Z uint32 }
+
+// Launch queues f on the default stream with the given arguments, each
+// packed by Pack.
+func (d *Driver) Launch(f Func, grid, block Dim, shared uint32, args ...any) error {
+	if len(args) > maxArgs {
+		return fmt.Errorf("cuda: launch with %d arguments (at most %d)", len(args), maxArgs)
+	}
+	for i, a := range args {
+		v, err := Pack(a)
+		if err != nil {
+			return fmt.Errorf("cuda: launch argument %d: %w", i, err)
+		}
+		d.slots[i] = v
+	}
+	one := func(x uint32) uint32 { return max(x, 1) }
+	return d.call("cuLaunchKernel", uintptr(f), uintptr(one(grid.X)), uintptr(one(grid.Y)), uintptr(one(grid.Z)),
+		uintptr(one(block.X)), uintptr(one(block.Y)), uintptr(one(block.Z)), uintptr(shared), 0,
+		uintptr(unsafe.Pointer(&d.ptrs[0])), 0)
+}
+
+// Pack returns a kernel argument's bytes as the kernel reads them from its
+// 8-byte slot (little-endian; 4-byte types in the low half): Ptr, int64 and
+// uint64 as 8 bytes; int, int32 and uint32 as 4 (an int outside int32 is an
+// error); float32 as its IEEE bits; nil as a null pointer.
+func Pack(a any) (uint64, error) {
+	switch v := a.(type) {
+	case nil:
+		return 0, nil
+	case Ptr:
+		return uint64(v), nil
+	case int64:
+		return uint64(v), nil
+	case uint64:
+		return v, nil
+	case int:
+		if v < math.MinInt32 || v > math.MaxInt32 {
+			return 0, fmt.Errorf("int %d does not fit a kernel's int", v)
+		}
+		return uint64(uint32(int32(v))), nil
+	case int32:
+		return uint64(uint32(v)), nil
+	case uint32:
+		return uint64(v), nil
+	case float32:
+		return uint64(math.Float32bits(v)), nil
+	case bool:
+		if v {
+			return 1, nil
+		}
+		return 0, nil
+	}
+	return 0, fmt.Errorf("kernel argument of type %T", a)
+}

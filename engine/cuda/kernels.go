@@ -1,0 +1,108 @@
+package cuda
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+)
+
+// The kernel sources and the PTX `make kernels` built from them.
+//
+//go:embed kernels/*.cu kernels/*.cuh kernels.ptx
+var kernelFS embed.FS
+
+// ptxHeader starts the first line of kernels.ptx; the sha256 of the
+// sources follows it.
+const ptxHeader = "// apr-kernels sources-sha256 "
+
+// SourcesSHA256 is the sha256 of the kernel sources: for each file of
+// kernels/ in name order, its name, a newline and its bytes (what
+// kernels/build.sh computes with sha256sum).
+func SourcesSHA256(fsys fs.FS) (string, error) {
+	names, err := fs.Glob(fsys, "kernels/*")
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		if !strings.HasSuffix(n, ".cu") && !strings.HasSuffix(n, ".cuh") {
+			continue
+		}
+		b, err := fs.ReadFile(fsys, n)
+		if err != nil {
+			return "", err
+		}
+		base := n[strings.LastIndexByte(n, '/')+1:]
+		h.Write([]byte(base + "\n"))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// PTXSourcesSHA256 returns the sources' sha256 that the first line of a
+// PTX image records ("" when it records none).
+func PTXSourcesSHA256(ptx []byte) string {
+	line, _, _ := bytes.Cut(ptx, []byte("\n"))
+	s, ok := strings.CutPrefix(string(line), ptxHeader)
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(s)
+}
+
+// NotBuilt is what the placeholder kernels.ptx records instead of a sum:
+// the kernels have never been built on a CUDA machine.
+const NotBuilt = "not-built"
+
+// EnvPTX names a PTX file that replaces the embedded kernels (kernel
+// development on the GPU machine: `make kernels` output tried before it is
+// committed). The module's sha256 is part of the engine's identity either
+// way.
+const EnvPTX = "APR_CUDA_PTX"
+
+// kernelImage returns the PTX to load and where it came from. The embedded
+// PTX must record the embedded sources' sha256: one built from other
+// sources is refused (run make kernels).
+func kernelImage() (ptx []byte, origin string, err error) {
+	if p := os.Getenv(EnvPTX); p != "" {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, "", fmt.Errorf("%s=%s: %w", EnvPTX, p, err)
+		}
+		return b, p, nil
+	}
+	b, err := kernelFS.ReadFile("kernels.ptx")
+	if err != nil {
+		return nil, "", err
+	}
+	want, err := SourcesSHA256(kernelFS)
+	if err != nil {
+		return nil, "", err
+	}
+	got := PTXSourcesSHA256(b)
+	if got == NotBuilt {
+		return nil, "", fmt.Errorf("kernels.ptx has never been built: run make kernels on a CUDA machine (nvcc) and commit it")
+	}
+	if got != want {
+		return nil, "", fmt.Errorf("the embedded kernels.ptx was built from sources %q, not the embedded sources %s: run make kernels on a CUDA machine", got, want)
+	}
+	return b, "embedded", nil
+}
+
+// ModuleSHA256 is the sha256 of the kernel image this process loads (or
+// would load).
+func ModuleSHA256() (string, error) {
+	b, _, err := kernelImage()
+	if err != nil {
+		return "", err
+	}
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:]), nil
+}

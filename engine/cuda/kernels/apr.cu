@@ -1,0 +1,445 @@
+// apr.cu: the CUDA engine's kernels, one per graph.Backend op (see
+// engine/graph/backend.go for each op's math). Buffers are row-major F32
+// with a row stride in values; products dequantize each 32-value chunk of a
+// weight row in registers and multiply it with F32 activations (no
+// activation quantization: the CPU engine's Q8 rounding is not reproduced,
+// which the gpu_cpu tier in the contracts accounts for).
+//
+// Built by `make kernels` (nvcc -ptx -arch=sm_90 -fmad=false) into
+// engine/cuda/kernels.ptx; -fmad=false keeps every dequantized value equal
+// to engine/quant's (tested bit for bit through GetRows).
+#include "quant.cuh"
+
+#define WARPS 4 // warps per block in the products: one weight row each
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double warp_sumd(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// block_sumd sums v over the block (blockDim.x a multiple of 32, ≤ 1024);
+// every thread gets the sum. sh holds 32 doubles.
+__device__ double block_sumd(double v, double *sh) {
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sumd(v);
+  __syncthreads();
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  double s = lane < nw ? sh[lane] : 0.0;
+  s = warp_sumd(s);
+  return s;
+}
+__device__ float block_maxf(float v, float *sh) {
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  float s = lane < nw ? sh[lane] : -INFINITY;
+  return warp_max(s);
+}
+
+// ---- products ----------------------------------------------------------------
+
+// mm: Y[t][r] = Σ_c W[r][c]·X[t][c] for rows r < nrows, tokens t < ntok.
+// A warp takes one weight row and NT tokens; its lanes take the row's
+// 32-value chunks in turn. Grid: (ceil(nrows/WARPS), ceil(ntok/NT)).
+template <class T, int NT>
+__device__ void mm_body(const u8 *W, long long rowBytes, int nchunk, const float *X, int xs, float *Y, int ys,
+                        int nrows, int ntok) {
+  const int CPB = T::QK / 32;
+  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  int row = blockIdx.x * WARPS + warp;
+  if (row >= nrows) return;
+  int t0 = blockIdx.y * NT;
+  const u8 *wr = W + (long long)row * rowBytes;
+  float acc[NT];
+#pragma unroll
+  for (int t = 0; t < NT; t++) acc[t] = 0.f;
+  for (int c = lane; c < nchunk; c += 32) {
+    float v[32];
+    T::deq(wr + (long long)(c / CPB) * T::TS, c % CPB, v);
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+      if (t0 + t < ntok) {
+        const float *x = X + (long long)(t0 + t) * xs + 32 * c;
+        float s = 0.f;
+#pragma unroll
+        for (int j = 0; j < 32; j++) s += v[j] * x[j];
+        acc[t] += s;
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NT; t++) {
+    float s = warp_sum(acc[t]);
+    if (lane == 0 && t0 + t < ntok) Y[(long long)(t0 + t) * ys + row] = s;
+  }
+}
+
+// mmid: ggml's mul_mat_id. Output slot s (grid.y) multiplies expert ids[s]
+// (its matrix at W + ids[s]·expBytes) by X row xrow = s / xdiv.
+template <class T>
+__device__ void mmid_body(const u8 *W, long long expBytes, long long rowBytes, int nchunk, const int *ids, int xdiv,
+                          const float *X, int xs, float *Y, int ys, int nrows) {
+  int s = blockIdx.y;
+  const u8 *We = W + (long long)ids[s] * expBytes;
+  mm_body<T, 1>(We, rowBytes, nchunk, X + (long long)(s / xdiv) * xs, xs, Y + (long long)s * ys, ys, nrows, 1);
+}
+
+// getrows: dst[r] = W[ids[r]], dequantized; grid (ceil(nchunk/128), n).
+template <class T>
+__device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, const int *ids, float *D, int ds) {
+  const int CPB = T::QK / 32;
+  int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
+  if (c >= nchunk) return;
+  const u8 *wr = W + (long long)ids[r] * rowBytes;
+  float v[32];
+  T::deq(wr + (long long)(c / CPB) * T::TS, c % CPB, v);
+  float *d = D + (long long)r * ds + 32 * c;
+#pragma unroll
+  for (int j = 0; j < 32; j++) d[j] = v[j];
+}
+
+#define APR_PRODUCTS(N, ID)                                                                                         \
+  extern "C" __global__ void __launch_bounds__(128) mv_##N(const u8 *W, long long rb, int nc, const float *X, int xs, \
+                                                           float *Y, int ys, int nr, int nt) {                        \
+    mm_body<N, 1>(W, rb, nc, X, xs, Y, ys, nr, nt);                                                                   \
+  }                                                                                                                   \
+  extern "C" __global__ void __launch_bounds__(128) mm_##N(const u8 *W, long long rb, int nc, const float *X, int xs, \
+                                                           float *Y, int ys, int nr, int nt) {                        \
+    mm_body<N, 8>(W, rb, nc, X, xs, Y, ys, nr, nt);                                                                   \
+  }                                                                                                                   \
+  extern "C" __global__ void __launch_bounds__(128)                                                                   \
+      mmid_##N(const u8 *W, long long eb, long long rb, int nc, const int *ids, int xdiv, const float *X, int xs,    \
+               float *Y, int ys, int nr) {                                                                            \
+    mmid_body<N>(W, eb, rb, nc, ids, xdiv, X, xs, Y, ys, nr);                                                         \
+  }                                                                                                                   \
+  extern "C" __global__ void getrows_##N(const u8 *W, long long rb, int nc, const int *ids, float *D, int ds) {       \
+    getrows_body<N>(W, rb, nc, ids, D, ds);                                                                           \
+  }
+APR_TYPES(APR_PRODUCTS)
+
+// ---- element-wise --------------------------------------------------------------
+// Element-wise kernels take a grid-stride loop over rows·cols.
+
+#define EACH(rows, cols)                                                                                            \
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (long long)(rows) * (cols);            \
+       i += (long long)gridDim.x * blockDim.x)
+
+__device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
+
+extern "C" __global__ void k_zero(float *d, int ds, int rows, int cols) {
+  EACH(rows, cols) { d[(i / cols) * ds + i % cols] = 0.f; }
+}
+extern "C" __global__ void k_copy(float *d, int ds, const float *x, int xs, int rows, int cols) {
+  EACH(rows, cols) { d[(i / cols) * ds + i % cols] = x[(i / cols) * xs + i % cols]; }
+}
+extern "C" __global__ void k_add(float *d, int ds, const float *x, int xs, int rows, int cols) {
+  EACH(rows, cols) { d[(i / cols) * ds + i % cols] += x[(i / cols) * xs + i % cols]; }
+}
+extern "C" __global__ void k_addvec(float *d, int ds, const float *v, int rows, int cols) {
+  EACH(rows, cols) { d[(i / cols) * ds + i % cols] += v[i % cols]; }
+}
+extern "C" __global__ void k_swiglu(float *d, int ds, const float *g, int gs, const float *u, int us, int rows,
+                                    int cols) {
+  EACH(rows, cols) {
+    long long r = i / cols, c = i % cols;
+    d[r * ds + c] = silu(g[r * gs + c]) * u[r * us + c];
+  }
+}
+extern "C" __global__ void k_sigmoid(float *d, int ds, int rows, int cols) {
+  EACH(rows, cols) {
+    float *p = d + (i / cols) * ds + i % cols;
+    *p = sigm(*p);
+  }
+}
+extern "C" __global__ void k_silu(float *d, int ds, int rows, int cols) {
+  EACH(rows, cols) {
+    float *p = d + (i / cols) * ds + i % cols;
+    *p = silu(*p);
+  }
+}
+extern "C" __global__ void k_mulsigmoid(float *d, int ds, const float *g, int gs, int rows, int cols) {
+  EACH(rows, cols) { d[(i / cols) * ds + i % cols] *= sigm(g[(i / cols) * gs + i % cols]); }
+}
+extern "C" __global__ void k_softplusmul(float *d, int ds, const float *bias, const float *a, int rows, int cols) {
+  EACH(rows, cols) {
+    float *p = d + (i / cols) * ds + i % cols;
+    float u = *p + bias[i % cols];
+    float sp = u > 20.f ? u : logf(1.f + expf(u));
+    *p = sp * a[i % cols];
+  }
+}
+// k_deinterleave: src row = runs of width values for dst0, dst1, ….
+extern "C" __global__ void k_deinterleave(const float *s, int ss, int rows, int cols, int width, int nd, float *d0,
+                                          int s0, float *d1, int s1, float *d2, int s2, float *d3, int s3) {
+  EACH(rows, cols) {
+    long long r = i / cols, c = i % cols;
+    int run = (int)(c / width), k = run % nd;
+    long long off = (long long)(run / nd) * width + c % width;
+    float v = s[r * ss + c];
+    if (k == 0) d0[r * s0 + off] = v;
+    else if (k == 1) d1[r * s1 + off] = v;
+    else if (k == 2) d2[r * s2 + off] = v;
+    else d3[r * s3 + off] = v;
+  }
+}
+// k_wsum: d[t] = Σ_j w[t·k+j]·y[t·k+j], j in order.
+extern "C" __global__ void k_wsum(float *d, int ds, const float *y, int ys, const float *w, int k, int rows,
+                                  int cols) {
+  EACH(rows, cols) {
+    long long t = i / cols, c = i % cols;
+    float s = y[(t * k) * ys + c] * w[t * k];
+    for (int j = 1; j < k; j++) s += y[(t * k + j) * ys + c] * w[t * k + j];
+    d[t * ds + c] = s;
+  }
+}
+
+// ---- row-wise (one block per row and group) ---------------------------------------
+
+// k_rmsnorm: per group of each row, y = (x·1/sqrt(mean(x²)+eps))·w; the sum
+// of squares in double as ggml's. Grid: rows·(cols/group) blocks.
+extern "C" __global__ void k_rmsnorm(float *d, int ds, const float *x, int xs, const float *w, int cols, int group,
+                                     float eps) {
+  __shared__ double sh[32];
+  int ng = cols / group;
+  long long r = blockIdx.x / ng;
+  int g0 = (blockIdx.x % ng) * group;
+  const float *xr = x + r * xs + g0;
+  float *dr = d + r * ds + g0;
+  double s = 0;
+  for (int i = threadIdx.x; i < group; i += blockDim.x) s += (double)xr[i] * (double)xr[i];
+  s = block_sumd(s, sh);
+  float mean = (float)(s / group);
+  float scale = 1.f / sqrtf(mean + eps);
+  for (int i = threadIdx.x; i < group; i += blockDim.x) dr[i] = w ? (xr[i] * scale) * w[i] : xr[i] * scale;
+}
+// k_l2norm: x / max(‖x‖, eps) per group.
+extern "C" __global__ void k_l2norm(float *d, int ds, int cols, int group, float eps) {
+  __shared__ double sh[32];
+  int ng = cols / group;
+  long long r = blockIdx.x / ng;
+  float *dr = d + r * ds + (blockIdx.x % ng) * group;
+  double s = 0;
+  for (int i = threadIdx.x; i < group; i += blockDim.x) s += (double)dr[i] * (double)dr[i];
+  s = block_sumd(s, sh);
+  float scale = 1.f / fmaxf(sqrtf((float)s), eps);
+  __syncthreads();
+  for (int i = threadIdx.x; i < group; i += blockDim.x) dr[i] *= scale;
+}
+// k_gatednorm: o = rmsnorm(o)·w·silu(z) per group.
+extern "C" __global__ void k_gatednorm(float *o, int os, const float *z, int zs, const float *w, int cols, int group,
+                                       float eps) {
+  __shared__ double sh[32];
+  int ng = cols / group;
+  long long r = blockIdx.x / ng;
+  int g0 = (blockIdx.x % ng) * group;
+  float *orow = o + r * os + g0;
+  const float *zr = z + r * zs + g0;
+  double s = 0;
+  for (int i = threadIdx.x; i < group; i += blockDim.x) s += (double)orow[i] * (double)orow[i];
+  s = block_sumd(s, sh);
+  float scale = 1.f / sqrtf((float)(s / group) + eps);
+  __syncthreads();
+  for (int i = threadIdx.x; i < group; i += blockDim.x) orow[i] = ((orow[i] * scale) * w[i]) * silu(zr[i]);
+}
+// k_softmax: each row to probabilities (max, e^(x−max) summed in double,
+// times 1/Σ).
+extern "C" __global__ void k_softmax(float *d, int ds, int cols) {
+  __shared__ double sh[32];
+  __shared__ float shf[32];
+  float *r = d + (long long)blockIdx.x * ds;
+  float mx = -INFINITY;
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) mx = fmaxf(mx, r[i]);
+  mx = block_maxf(mx, shf);
+  double s = 0;
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+    float e = expf(r[i] - mx);
+    r[i] = e;
+    s += e;
+  }
+  s = block_sumd(s, sh);
+  float inv = (float)(1.0 / s);
+  for (int i = threadIdx.x; i < cols; i += blockDim.x) r[i] *= inv;
+}
+
+// ---- RoPE ---------------------------------------------------------------------------
+
+// k_rope rotates pair i of every head of row r by θ = (pos0+r)·thetaScale^i
+// (the power built by repeated float multiplication, as ggml-cpu does),
+// divided by ff[i] when given, mixed by YaRN when extFactor ≠ 0; IMROPE
+// zeroes θ of the pairs whose section is e. mode: 0 norm (2i, 2i+1), else
+// (i, i+nrot/2). One thread per (row, head, pair).
+extern "C" __global__ void k_rope(float *x, int xs, int rows, int cols, int pos0, int mode, int nrot, int headDim,
+                                  float thetaScale, float freqScale, float extFactor, float attnFactor, float corr0,
+                                  float corr1, const float *ff, int imrope, int sec0, int sec1, int sec2, int sec3) {
+  int pairs = nrot / 2, heads = cols / headDim;
+  EACH(rows, heads * pairs) {
+    long long r = i / (heads * pairs);
+    int h = (int)((i / pairs) % heads), p = (int)(i % pairs);
+    float theta = (float)(pos0 + r);
+    for (int k = 0; k < p; k++) theta *= thetaScale;
+    if (imrope) {
+      int total = sec0 + sec1 + sec2 + sec3;
+      if (total > 0) {
+        int sector = p % total;
+        bool keep = (sector % 3 == 1 && sector < 3 * sec1) || (sector % 3 == 2 && sector < 3 * sec2) ||
+                    (sector % 3 == 0 && sector < 3 * sec0);
+        if (!keep) theta = 0.f;
+      }
+    }
+    if (ff) theta /= ff[p];
+    float thInterp = freqScale * theta, th = thInterp, msc = attnFactor;
+    if (extFactor != 0.f) {
+      float y = ((float)p - corr0) / fmaxf(0.001f, corr1 - corr0);
+      float ramp = (1.f - fminf(1.f, fmaxf(0.f, y))) * extFactor;
+      th = thInterp * (1.f - ramp) + theta * ramp;
+      msc *= 1.f + 0.1f * logf(1.f / freqScale);
+    }
+    double sn, cs;
+    sincos((double)th, &sn, &cs);
+    float c = (float)cs * msc, s = (float)sn * msc;
+    float *v = x + r * xs + (long long)h * headDim;
+    int a = mode == 0 ? 2 * p : p, b = mode == 0 ? 2 * p + 1 : p + pairs;
+    float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+  }
+}
+
+// ---- attention ----------------------------------------------------------------------
+
+// k_store copies key and value rows to positions pos0… of the cache
+// (K: [ctx][kdim], V: [ctx][vdim]).
+extern "C" __global__ void k_store(float *K, float *V, const float *k, int ks, const float *v, int vs, int rows,
+                                   int pos0, int kdim, int vdim) {
+  int w = kdim > vdim ? kdim : vdim;
+  EACH(rows, w) {
+    long long r = i / w;
+    int c = (int)(i % w);
+    if (c < kdim) K[(pos0 + r) * (long long)kdim + c] = k[r * ks + c];
+    if (c < vdim) V[(pos0 + r) * (long long)vdim + c] = v[r * vs + c];
+  }
+}
+
+// k_attend: block (query row r, head h) over positions 0..pos0+r: scores
+// scale·q·k_j, a softmax (max, e^(s−max) summed in double), then
+// Σ_j p_j·v_j. S is scratch of ctxCap floats per block.
+extern "C" __global__ void k_attend(float *out, int os, const float *q, int qs, const float *K, const float *V,
+                                    int pos0, int nhead, int nkv, int hk, int hv, float scale, float *S,
+                                    int ctxCap) {
+  __shared__ double sh[32];
+  __shared__ float shf[32];
+  int r = blockIdx.x / nhead, h = blockIdx.x % nhead;
+  int g = h / (nhead / nkv);
+  int np = pos0 + r + 1;
+  const float *qr = q + (long long)r * qs + (long long)h * hk;
+  float *s = S + (long long)blockIdx.x * ctxCap;
+  int kdim = nkv * hk, vdim = nkv * hv;
+  float mx = -INFINITY;
+  for (int j = threadIdx.x; j < np; j += blockDim.x) {
+    const float *kj = K + (long long)j * kdim + (long long)g * hk;
+    float d = 0.f;
+    for (int c = 0; c < hk; c++) d += qr[c] * kj[c];
+    d *= scale;
+    s[j] = d;
+    mx = fmaxf(mx, d);
+  }
+  mx = block_maxf(mx, shf);
+  double sum = 0;
+  for (int j = threadIdx.x; j < np; j += blockDim.x) {
+    float e = expf(s[j] - mx);
+    s[j] = e;
+    sum += e;
+  }
+  sum = block_sumd(sum, sh);
+  float inv = (float)(1.0 / sum);
+  __syncthreads();
+  for (int c = threadIdx.x; c < hv; c += blockDim.x) {
+    float acc = 0.f;
+    const float *vc = V + (long long)g * hv + c;
+    for (int j = 0; j < np; j++) acc += s[j] * vc[(long long)j * vdim];
+    out[(long long)r * os + (long long)h * hv + c] = acc * inv;
+  }
+}
+
+// ---- Gated DeltaNet ---------------------------------------------------------------------
+
+// k_conv: per channel, the causal depthwise convolution over the K−1 kept
+// inputs and the n new ones; the state keeps the last K−1 (K ≤ 16).
+extern "C" __global__ void k_conv(float *out, int os, const float *x, int xs, float *st, int ss, const float *w,
+                                  int n, int ch, int K) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= ch) return;
+  float win[16];
+  for (int i = 0; i < K - 1; i++) win[i] = st[(long long)i * ss + c];
+  const float *wc = w + (long long)c * K;
+  for (int t = 0; t < n; t++) {
+    win[K - 1] = x[(long long)t * xs + c];
+    float s = 0.f;
+    for (int i = 0; i < K; i++) s += win[i] * wc[i];
+    out[(long long)t * os + c] = s;
+    for (int i = 0; i < K - 1; i++) win[i] = win[i + 1];
+  }
+  for (int i = 0; i < K - 1; i++) st[(long long)i * ss + c] = win[i];
+}
+
+// k_delta: the gated delta rule, token by token. Block j is value head j
+// (key head j mod nK); thread rr owns state rows rr, rr+blockDim, …:
+// S_r ← e^g·S_r; d = beta·(v_r − S_r·k); S_r += d·k; out_r = S_r·q/sqrt(hk).
+extern "C" __global__ void k_delta(float *out, int os, const float *q, int qs, const float *k, int ks, const float *v,
+                                   int vs, const float *g, int gs, const float *beta, int bs, float *S, int n, int nK,
+                                   int hk, int hv, float scale) {
+  extern __shared__ float kq[]; // k then q of the current token (2·hk)
+  int j = blockIdx.x, kh = j % nK;
+  float *Sj = S + (long long)j * hv * hk;
+  for (int t = 0; t < n; t++) {
+    __syncthreads();
+    for (int c = threadIdx.x; c < hk; c += blockDim.x) {
+      kq[c] = k[(long long)t * ks + (long long)kh * hk + c];
+      kq[hk + c] = q[(long long)t * qs + (long long)kh * hk + c];
+    }
+    __syncthreads();
+    float decay = expf(g[(long long)t * gs + j]), b = beta[(long long)t * bs + j];
+    for (int rr = threadIdx.x; rr < hv; rr += blockDim.x) {
+      float *Sr = Sj + (long long)rr * hk;
+      float sk = 0.f;
+      for (int c = 0; c < hk; c++) {
+        float x = Sr[c] * decay;
+        Sr[c] = x;
+        sk += x * kq[c];
+      }
+      float d = b * (v[(long long)t * vs + (long long)j * hv + rr] - sk);
+      float o = 0.f;
+      for (int c = 0; c < hk; c++) {
+        float x = Sr[c] + d * kq[c];
+        Sr[c] = x;
+        o += x * kq[hk + c];
+      }
+      out[(long long)t * os + (long long)j * hv + rr] = o * scale;
+    }
+  }
+}
+
+// ---- planted defects (falsifiers only) -----------------------------------------------
+
+// k_perturb multiplies column c of every row by f: the CUDA falsifiers plant
+// it after one op of one layer to prove that F2 and the bisect catch a
+// wrong kernel.
+extern "C" __global__ void k_perturb(float *d, int ds, int rows, int c, float f) {
+  int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < rows) d[(long long)r * ds + c] *= f;
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds engine/cuda/kernels.ptx from the sources beside this script with
+# nvcc (the `make kernels` target; needs the CUDA toolkit). The first line of
+# the output records the sources' sha256 as engine/cuda.SourcesSHA256
+# computes it: for each kernels/*.cu and *.cuh in name order, its name, a
+# newline and its bytes.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+out="${1:-$here/../kernels.ptx}"
+if ! command -v nvcc >/dev/null 2>&1; then
+	echo "make kernels: refused: nvcc (the CUDA toolkit) is not on PATH; build the kernels on a CUDA machine" >&2
+	exit 3
+fi
+sum="$(cd "$here" && for f in $(ls *.cu *.cuh | LC_ALL=C sort); do printf '%s\n' "$f"; cat "$f"; done | sha256sum | cut -d' ' -f1)"
+tmp="$(mktemp)"
+trap 'rm -f "$tmp"' EXIT
+nvcc -ptx -arch=sm_90 -O3 -fmad=false -o "$tmp" "$here/apr.cu"
+{ printf '// apr-kernels sources-sha256 %s\n' "$sum"; cat "$tmp"; } >"$out"
+echo "wrote $out (sources $sum)" >&2

@@ -1,0 +1,474 @@
+// quant.cuh: the ggml block formats on the device. Each format is a struct
+// with QK (values per block), TS (bytes per block) and deq(blk, sub, v),
+// which writes the 32 values of chunk sub (0 ≤ sub < QK/32) of the block at
+// blk to v — the same values engine/quant's Dequantize computes for them
+// (the formulas below follow its decoders, which are ggml's to_float).
+#pragma once
+#include "compat.cuh"
+#include "grids.cuh"
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+__device__ __forceinline__ float h2f(u16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ u16 ld16(const u8 *p) { return (u16)(p[0] | (p[1] << 8)); }
+__device__ __forceinline__ u32 ld32(const u8 *p) {
+  return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
+}
+__device__ __forceinline__ float sgn(float v, u32 neg) { return neg ? -v : v; }
+
+__device__ __constant__ signed char kv_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                    1,    13,   25,  38,  53,  69,  89,  113};
+__device__ __constant__ signed char kv_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+__device__ __forceinline__ float e8m0_half(u8 e) {
+  if (e < 2) return __int_as_float(0x00200000 << e);
+  return __int_as_float((int)((u32)(e - 1) << 23));
+}
+__device__ __forceinline__ float ue4m3(u8 x) {
+  if (x == 0 || x == 0x7f) return 0.f;
+  int ex = (x >> 3) & 0xf, man = x & 7;
+  float raw = ex == 0 ? ldexpf((float)man, -9) : ldexpf(1.f + (float)man / 8.f, ex - 7);
+  return raw * 0.5f;
+}
+
+struct F32 {
+  static const int QK = 32, TS = 128;
+  __device__ static void deq(const u8 *b, int, float *v) {
+    const float *f = (const float *)b;
+#pragma unroll
+    for (int j = 0; j < 32; j++) v[j] = f[j];
+  }
+};
+struct F16 {
+  static const int QK = 32, TS = 64;
+  __device__ static void deq(const u8 *b, int, float *v) {
+    const u16 *h = (const u16 *)b;
+#pragma unroll
+    for (int j = 0; j < 32; j++) v[j] = h2f(h[j]);
+  }
+};
+struct BF16 {
+  static const int QK = 32, TS = 64;
+  __device__ static void deq(const u8 *b, int, float *v) {
+    const u16 *h = (const u16 *)b;
+#pragma unroll
+    for (int j = 0; j < 32; j++) v[j] = __uint_as_float((u32)h[j] << 16);
+  }
+};
+struct Q4_0 {
+  static const int QK = 32, TS = 18;
+  __device__ static void deq(const u8 *b, int, float *v) {
+    float d = h2f(ld16(b));
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      u8 q = b[2 + j];
+      v[j] = (float)((int)(q & 15) - 8) * d;
+      v[j + 16] = (float)((int)(q >> 4) - 8) * d;
+    }
+  }
+};
+struct Q4_1 {
+  static const int QK = 32, TS = 20;
+  __device__ static void deq(const u8 *b, int, float *v) {
+    float d = h2f(ld16(b)), m = h2f(ld16(b + 2));
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      u8 q = b[4 + j];
+      v[j] = (float)(q & 15) * d + m;
+      v[j + 16] = (float)(q >> 4) * d + m;
+    }
+  }
+};
+struct Q5_0 {
+  static const int QK = 32, TS = 22;
+  __device__ static void deq(const u8 *b, int, float *v) {
+    float d = h2f(ld16(b));
+    u32 qh = ld32(b + 2);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      u8 q = b[6 + j];
+      int h0 = (int)((qh >> j) << 4) & 0x10, h1 = (int)(qh >> (j + 12)) & 0x10;
+      v[j] = (float)(((int)(q & 15) | h0) - 16) * d;
+      v[j + 16] = (float)(((int)(q >> 4) | h1) - 16) * d;
+    }
+  }
+};
+struct Q5_1 {
+  static const int QK = 32, TS = 24;
+  __device__ static void deq(const u8 *b, int, float *v) {
+    float d = h2f(ld16(b)), m = h2f(ld16(b + 2));
+    u32 qh = ld32(b + 4);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      u8 q = b[8 + j];
+      int h0 = (int)((qh >> j) << 4) & 0x10, h1 = (int)(qh >> (j + 12)) & 0x10;
+      v[j] = (float)((int)(q & 15) | h0) * d + m;
+      v[j + 16] = (float)((int)(q >> 4) | h1) * d + m;
+    }
+  }
+};
+struct Q8_0 {
+  static const int QK = 32, TS = 34;
+  __device__ static void deq(const u8 *b, int, float *v) {
+    float d = h2f(ld16(b));
+#pragma unroll
+    for (int j = 0; j < 32; j++) v[j] = (float)(signed char)b[2 + j] * d;
+  }
+};
+struct MXFP4 {
+  static const int QK = 32, TS = 17;
+  __device__ static void deq(const u8 *b, int, float *v) {
+    float d = e8m0_half(b[0]);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      u8 q = b[1 + j];
+      v[j] = (float)kv_mxfp4[q & 15] * d;
+      v[j + 16] = (float)kv_mxfp4[q >> 4] * d;
+    }
+  }
+};
+struct IQ4_NL {
+  static const int QK = 32, TS = 18;
+  __device__ static void deq(const u8 *b, int, float *v) {
+    float d = h2f(ld16(b));
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      u8 q = b[2 + j];
+      v[j] = d * (float)kv_iq4nl[q & 15];
+      v[j + 16] = d * (float)kv_iq4nl[q >> 4];
+    }
+  }
+};
+struct Q1_0 {
+  static const int QK = 128, TS = 18;
+  __device__ static void deq(const u8 *b, int sub, float *v) {
+    u32 db = __float_as_uint(h2f(ld16(b)));
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      u8 bits = b[2 + 4 * sub + k];
+#pragma unroll
+      for (int i = 0; i < 8; i++) v[8 * k + i] = __uint_as_float(db ^ ((u32)((~bits >> i) & 1) << 31));
+    }
+  }
+};
+struct Q2_0 {
+  static const int QK = 64, TS = 18;
+  __device__ static void deq(const u8 *b, int sub, float *v) {
+    float d = h2f(ld16(b));
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+      int j = 32 * sub + i;
+      int q = (b[2 + j / 4] >> (2 * (j % 4))) & 3;
+      v[i] = (float)(q - 1) * d;
+    }
+  }
+};
+struct NVFP4 {
+  static const int QK = 64, TS = 36;
+  __device__ static void deq(const u8 *b, int sub, float *v) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      int s = 2 * sub + h;
+      float d = ue4m3(b[s]);
+      const u8 *qs = b + 4 + 8 * s;
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        v[16 * h + j] = (float)kv_mxfp4[qs[j] & 15] * d;
+        v[16 * h + j + 8] = (float)kv_mxfp4[qs[j] >> 4] * d;
+      }
+    }
+  }
+};
+struct TQ1_0 {
+  static const int QK = 256, TS = 54;
+  __device__ static void deq(const u8 *b, int sub, float *v) {
+    const u8 pow3[6] = {1, 3, 9, 27, 81, 243};
+    float d = h2f(ld16(b + 52));
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+      int k = 32 * sub + i, n;
+      u8 q;
+      if (k < 160) {
+        n = k / 32;
+        q = b[k % 32];
+      } else if (k < 240) {
+        n = (k - 160) / 16;
+        q = b[32 + (k - 160) % 16];
+      } else {
+        n = (k - 240) / 4;
+        q = b[48 + (k - 240) % 4];
+      }
+      u8 t = (u8)(q * pow3[n]);
+      v[i] = (float)((int)(((u16)t * 3) >> 8) - 1) * d;
+    }
+  }
+};
+struct TQ2_0 {
+  static const int QK = 256, TS = 66;
+  __device__ static void deq(const u8 *b, int sub, float *v) {
+    float d = h2f(ld16(b + 64));
+    int j = 32 * (sub / 4), l = sub % 4;
+#pragma unroll
+    for (int m = 0; m < 32; m++) v[m] = (float)((int)((b[j + m] >> (2 * l)) & 3) - 1) * d;
+  }
+};
+struct Q2_K {
+  static const int QK = 256, TS = 84;
+  __device__ static void deq(const u8 *b, int sub, float *v) {
+    float d = h2f(ld16(b + 80)), dmin = h2f(ld16(b + 82));
+    int n = sub / 4, sh = sub % 4, shift = 2 * sh;
+    const u8 *q = b + 16 + 32 * n;
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      u8 sc = b[8 * n + 2 * sh + hf];
+      float dl = d * (float)(sc & 15), ml = dmin * (float)(sc >> 4);
+#pragma unroll
+      for (int l = 0; l < 16; l++) v[16 * hf + l] = dl * (float)((q[l + 16 * hf] >> shift) & 3) - ml;
+    }
+  }
+};
+struct Q3_K {
+  static const int QK = 256, TS = 110;
+  __device__ static void deq(const u8 *b, int sub, float *v) {
+    const u32 kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+    const u8 *s = b + 96;
+    u32 a0 = ld32(s), a1 = ld32(s + 4), tmp = ld32(s + 8);
+    u32 aux[4] = {(a0 & kmask2) | (((tmp >> 0) & kmask1) << 4), (a1 & kmask2) | (((tmp >> 2) & kmask1) << 4),
+                  ((a0 >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4),
+                  ((a1 >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4)};
+    float dAll = h2f(ld16(b + 108));
+    int n = sub / 4, sh = sub % 4, shift = 2 * sh;
+    u8 m = (u8)(1 << (4 * n + sh));
+    const u8 *q = b + 32 + 32 * n;
+#pragma unroll
+    for (int hf = 0; hf < 2; hf++) {
+      int is = 8 * n + 2 * sh + hf;
+      signed char sc = (signed char)(aux[is / 4] >> (8 * (is % 4)));
+      float dl = dAll * (float)((int)sc - 32);
+#pragma unroll
+      for (int l = 0; l < 16; l++) {
+        int x = (q[l + 16 * hf] >> shift) & 3;
+        if ((b[l + 16 * hf] & m) == 0) x -= 4;
+        v[16 * hf + l] = dl * (float)x;
+      }
+    }
+  }
+};
+__device__ __forceinline__ void scale_min_k4(int j, const u8 *q, u8 &sc, u8 &m) {
+  if (j < 4) {
+    sc = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+struct Q4_K {
+  static const int QK = 256, TS = 144;
+  __device__ static void deq(const u8 *b, int sub, float *v) {
+    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    u8 sc, m;
+    scale_min_k4(sub, b + 4, sc, m);
+    float d1 = d * (float)sc, m1 = dmin * (float)m;
+    const u8 *q = b + 16 + 32 * (sub / 2);
+    int shift = 4 * (sub % 2);
+#pragma unroll
+    for (int l = 0; l < 32; l++) v[l] = d1 * (float)((q[l] >> shift) & 15) - m1;
+  }
+};
+struct Q5_K {
+  static const int QK = 256, TS = 176;
+  __device__ static void deq(const u8 *b, int sub, float *v) {
+    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    u8 sc, m;
+    scale_min_k4(sub, b + 4, sc, m);
+    float d1 = d * (float)sc, m1 = dmin * (float)m;
+    const u8 *qh = b + 16, *q = b + 48 + 32 * (sub / 2);
+    int shift = 4 * (sub % 2);
+    u8 u = (u8)(1 << sub);
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+      int x = (q[l] >> shift) & 15;
+      if (qh[l] & u) x += 16;
+      v[l] = d1 * (float)x - m1;
+    }
+  }
+};
+struct Q6_K {
+  static const int QK = 256, TS = 210;
+  __device__ static void deq(const u8 *b, int sub, float *v) {
+    float d = h2f(ld16(b + 208));
+    int n = sub / 4, k = sub % 4;
+    const u8 *ql = b + 64 * n + (k & 1) * 32, *qh = b + 128 + 32 * n;
+    const signed char *sc = (const signed char *)(b + 192 + 8 * n);
+    int shift = (k >> 1) * 4;
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+      int q = (int)(((ql[l] >> shift) & 15) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+      v[l] = d * (float)sc[l / 16 + 2 * k] * (float)q;
+    }
+  }
+};
+struct Q8_K {
+  static const int QK = 256, TS = 292;
+  __device__ static void deq(const u8 *b, int sub, float *v) {
+    float d = __uint_as_float(ld32(b));
+#pragma unroll
+    for (int j = 0; j < 32; j++) v[j] = d * (float)(signed char)b[4 + 32 * sub + j];
+  }
+};
+struct IQ4_XS {
+  static const int QK = 256, TS = 136;
+  __device__ static void deq(const u8 *b, int ib, float *v) {
+    float d = h2f(ld16(b));
+    u16 sh = ld16(b + 2);
+    const u8 *sl = b + 4, *q = b + 8 + 16 * ib;
+    int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xf) | (((sh >> (2 * ib)) & 3) << 4);
+    float dl = d * (float)(ls - 32);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      v[j] = dl * (float)kv_iq4nl[q[j] & 15];
+      v[j + 16] = dl * (float)kv_iq4nl[q[j] >> 4];
+    }
+  }
+};
+struct IQ2_XXS {
+  static const int QK = 256, TS = 66;
+  __device__ static void deq(const u8 *b, int ib, float *v) {
+    float d = h2f(ld16(b));
+    u32 a0 = ld32(b + 2 + 8 * ib), a1 = ld32(b + 6 + 8 * ib);
+    float db = d * (0.5f + (float)(a1 >> 28)) * 0.25f;
+#pragma unroll
+    for (int l = 0; l < 4; l++) {
+      const u8 *grid = g_iq2xxs[(a0 >> (8 * l)) & 255];
+      u8 signs = g_ksigns[(a1 >> (7 * l)) & 127];
+#pragma unroll
+      for (int j = 0; j < 8; j++) v[8 * l + j] = sgn(db * (float)grid[j], (signs >> j) & 1);
+    }
+  }
+};
+struct IQ2_XS {
+  static const int QK = 256, TS = 74;
+  __device__ static void deq(const u8 *b, int ib, float *v) {
+    float d = h2f(ld16(b));
+    u8 sc = b[66 + ib];
+    float db0 = d * (0.5f + (float)(sc & 15)) * 0.25f, db1 = d * (0.5f + (float)(sc >> 4)) * 0.25f;
+#pragma unroll
+    for (int l = 0; l < 4; l++) {
+      u16 q = ld16(b + 2 + 2 * (4 * ib + l));
+      const u8 *grid = g_iq2xs[q & 511];
+      u8 signs = g_ksigns[q >> 9];
+      float dl = l < 2 ? db0 : db1;
+#pragma unroll
+      for (int j = 0; j < 8; j++) v[8 * l + j] = sgn(dl * (float)grid[j], (signs >> j) & 1);
+    }
+  }
+};
+struct IQ2_S {
+  static const int QK = 256, TS = 82;
+  __device__ static void deq(const u8 *b, int ib, float *v) {
+    float d = h2f(ld16(b));
+    const u8 *qs = b + 2, *signs = b + 34, *qh = b + 66, *scales = b + 74;
+    float db0 = d * (0.5f + (float)(scales[ib] & 15)) * 0.25f, db1 = d * (0.5f + (float)(scales[ib] >> 4)) * 0.25f;
+#pragma unroll
+    for (int l = 0; l < 4; l++) {
+      float dl = l < 2 ? db0 : db1;
+      int idx = (int)qs[4 * ib + l] | (((int)qh[ib] << (8 - 2 * l)) & 0x300);
+      const u8 *grid = g_iq2s[idx];
+      u8 s = signs[4 * ib + l];
+#pragma unroll
+      for (int j = 0; j < 8; j++) v[8 * l + j] = sgn(dl * (float)grid[j], (s >> j) & 1);
+    }
+  }
+};
+struct IQ3_XXS {
+  static const int QK = 256, TS = 98;
+  __device__ static void deq(const u8 *b, int ib, float *v) {
+    float d = h2f(ld16(b));
+    const u8 *qs = b + 2;
+    u32 aux = ld32(b + 66 + 4 * ib);
+    float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+#pragma unroll
+    for (int l = 0; l < 4; l++) {
+      u8 signs = g_ksigns[(aux >> (7 * l)) & 127];
+      const u8 *g1 = g_iq3xxs[qs[8 * ib + 2 * l]], *g2 = g_iq3xxs[qs[8 * ib + 2 * l + 1]];
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        v[8 * l + j] = sgn(db * (float)g1[j], (signs >> j) & 1);
+        v[8 * l + j + 4] = sgn(db * (float)g2[j], (signs >> (j + 4)) & 1);
+      }
+    }
+  }
+};
+struct IQ3_S {
+  static const int QK = 256, TS = 110;
+  __device__ static void deq(const u8 *b, int ib, float *v) {
+    float d = h2f(ld16(b));
+    const u8 *q = b + 2 + 8 * ib, *sg = b + 74 + 4 * ib;
+    int hb = b[66 + ib];
+    u8 sc = b[106 + ib / 2];
+    float db = d * (float)(1 + 2 * (int)((sc >> (4 * (ib % 2))) & 15));
+#pragma unroll
+    for (int l = 0; l < 4; l++) {
+      const u8 *g1 = g_iq3s[(int)q[2 * l] | ((hb << (8 - 2 * l)) & 256)];
+      const u8 *g2 = g_iq3s[(int)q[2 * l + 1] | ((hb << (7 - 2 * l)) & 256)];
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        v[8 * l + j] = sgn(db * (float)g1[j], (sg[l] >> j) & 1);
+        v[8 * l + j + 4] = sgn(db * (float)g2[j], (sg[l] >> (j + 4)) & 1);
+      }
+    }
+  }
+};
+struct IQ1_S {
+  static const int QK = 256, TS = 50;
+  __device__ static void deq(const u8 *b, int ib, float *v) {
+    float d = h2f(ld16(b));
+    const u8 *qs = b + 2;
+    u16 qh = ld16(b + 34 + 2 * ib);
+    float dl = d * (float)(2 * (int)((qh >> 12) & 7) + 1);
+    float delta = (qh & 0x8000) ? -0.125f : 0.125f;
+#pragma unroll
+    for (int l = 0; l < 4; l++) {
+      const signed char *grid = g_iq1s[(int)qs[4 * ib + l] | ((int)((qh >> (3 * l)) & 7) << 8)];
+#pragma unroll
+      for (int j = 0; j < 8; j++) v[8 * l + j] = dl * ((float)grid[j] + delta);
+    }
+  }
+};
+struct IQ1_M {
+  static const int QK = 256, TS = 56;
+  __device__ static void deq(const u8 *b, int ib, float *v) {
+    const u8 *qs = b, *qh = b + 32;
+    u16 sc0 = ld16(b + 48), sc1 = ld16(b + 50), sc2 = ld16(b + 52), sc3 = ld16(b + 54);
+    float d = h2f((u16)((sc0 >> 12) | ((sc1 >> 8) & 0x00f0) | ((sc2 >> 4) & 0x0f00) | (sc3 & 0xf000)));
+    u16 scw = ib / 2 == 0 ? sc0 : ib / 2 == 1 ? sc1 : ib / 2 == 2 ? sc2 : sc3;
+    u16 s = scw >> (6 * (ib % 2));
+    float dl1 = d * (float)(2 * (int)(s & 7) + 1), dl2 = d * (float)(2 * (int)((s >> 3) & 7) + 1);
+    int h0 = qh[2 * ib], h1 = qh[2 * ib + 1];
+#pragma unroll
+    for (int l = 0; l < 4; l++) {
+      int hh = l < 2 ? h0 : h1;
+      int idx = (int)qs[4 * ib + l] | ((l % 2 == 0 ? (hh << 8) : (hh << 4)) & 0x700);
+      int bit = l % 2 == 0 ? (hh & 0x08) : (hh & 0x80);
+      float delta = bit ? -0.125f : 0.125f;
+      float dl = l < 2 ? dl1 : dl2;
+      const signed char *grid = g_iq1s[idx];
+#pragma unroll
+      for (int j = 0; j < 8; j++) v[8 * l + j] = dl * ((float)grid[j] + delta);
+    }
+  }
+};
+
+// APR_TYPES(X) lists every format with its ggml type id: X(name, id).
+#define APR_TYPES(X)                                                                                       \
+  X(F32, 0) X(F16, 1) X(Q4_0, 2) X(Q4_1, 3) X(Q5_0, 6) X(Q5_1, 7) X(Q8_0, 8) X(Q2_K, 10) X(Q3_K, 11)         \
+      X(Q4_K, 12) X(Q5_K, 13) X(Q6_K, 14) X(Q8_K, 15) X(IQ2_XXS, 16) X(IQ2_XS, 17) X(IQ3_XXS, 18)           \
+          X(IQ1_S, 19) X(IQ4_NL, 20) X(IQ3_S, 21) X(IQ2_S, 22) X(IQ4_XS, 23) X(IQ1_M, 29) X(BF16, 30)       \
+              X(TQ1_0, 34) X(TQ2_0, 35) X(MXFP4, 39) X(NVFP4, 40) X(Q1_0, 41) X(Q2_0, 42)
