@@ -286,7 +286,7 @@ func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
 	if !supported(t.Type) {
 		return nil, refuse.New(ContractID("matvec", t.Type), "tensor %q: no CUDA kernel for weight type %s", t.Name, t.Type)
 	}
-	if t.Cols()%32 != 0 {
+	if info, err := quant.Lookup(t.Type); err != nil || (info.BlockSize > 1 && t.Cols()%32 != 0) {
 		return nil, refuse.New(ContractID("matvec", t.Type), "tensor %q: rows of %d values are not whole 32-value chunks", t.Name, t.Cols())
 	}
 	m := &matrix{t: t, name: t.Type.String(), cols: t.Cols(), rows: int(t.Shape[1]), experts: 1, rowBytes: int64(t.RowBytes)}
@@ -439,14 +439,14 @@ func (be *backend) GetRows(dst graph.Buf, w graph.Weight, ids []int32) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	nc := m.cols / 32
+	nc := (m.cols + 31) / 32
 	return be.do(func() error {
 		p, err := be.putInts(ids)
 		if err != nil {
 			return err
 		}
 		return be.launch("getrows_"+m.name, cu.Dim{X: uint32((nc + 127) / 128), Y: uint32(len(ids))}, cu.Dim{X: 128}, 0,
-			m.p, m.rowBytes, nc, p, d.p, d.stride)
+			m.p, m.rowBytes, nc, m.cols, p, d.p, d.stride)
 	})
 }
 
@@ -464,14 +464,14 @@ func (be *backend) MatMul(dst graph.Buf, w graph.Weight, x graph.Buf) error {
 	if xb.rows == 0 {
 		return nil
 	}
-	nc := m.cols / 32
+	nc := (m.cols + 31) / 32
 	kern, nt := "mv_", 1
 	if xb.rows > 1 {
 		kern, nt = "mm_", 8
 	}
 	err := be.do(func() error {
 		return be.launch(kern+m.name, cu.Dim{X: uint32((m.rows + 3) / 4), Y: uint32((xb.rows + nt - 1) / nt)}, cu.Dim{X: 128}, 0,
-			m.p, m.rowBytes, nc, xb.p, xb.stride, d.p, d.stride, m.rows, xb.rows)
+			m.p, m.rowBytes, nc, m.cols, xb.p, xb.stride, d.p, d.stride, m.rows, xb.rows)
 	})
 	if err == nil && be.plant != nil {
 		be.plant.after(be, "matmul:"+m.t.Name, d)
@@ -516,14 +516,14 @@ func (be *backend) MatMulID(dst graph.Buf, w graph.Weight, x graph.Buf, ids []in
 	if len(ids) == 0 {
 		return nil
 	}
-	nc := m.cols / 32
+	nc := (m.cols + 31) / 32
 	return be.do(func() error {
 		p, err := be.putInts(ids)
 		if err != nil {
 			return err
 		}
 		return be.launch("mmid_"+m.name, cu.Dim{X: uint32((m.rows + 3) / 4), Y: uint32(len(ids))}, cu.Dim{X: 128}, 0,
-			m.p, m.expBytes, m.rowBytes, nc, p, xdiv, xb.p, xb.stride, d.p, d.stride, m.rows)
+			m.p, m.expBytes, m.rowBytes, nc, m.cols, p, xdiv, xb.p, xb.stride, d.p, d.stride, m.rows)
 	})
 }
 

@@ -10,8 +10,13 @@
 // to engine/quant's (tested bit for bit through GetRows).
 #include "quant.cuh"
 
+#ifndef DYN_SHARED
+#define DYN_SHARED(T, name) extern __shared__ T name[]
+#endif
+
 #define WARPS 4 // warps per block in the products: one weight row each
 
+#ifndef APR_HOST // the host emulator (emu.cpp) brings its own warp reductions
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -27,6 +32,7 @@ __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+#endif
 
 // block_sumd sums v over the block (blockDim.x a multiple of 32, ≤ 1024);
 // every thread gets the sum. sh holds 32 doubles.
@@ -56,7 +62,7 @@ __device__ float block_maxf(float v, float *sh) {
 // A warp takes one weight row and NT tokens; its lanes take the row's
 // 32-value chunks in turn. Grid: (ceil(nrows/WARPS), ceil(ntok/NT)).
 template <class T, int NT>
-__device__ void mm_body(const u8 *W, long long rowBytes, int nchunk, const float *X, int xs, float *Y, int ys,
+__device__ void mm_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, int xs, float *Y, int ys,
                         int nrows, int ntok) {
   const int CPB = T::QK / 32;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -68,15 +74,28 @@ __device__ void mm_body(const u8 *W, long long rowBytes, int nchunk, const float
 #pragma unroll
   for (int t = 0; t < NT; t++) acc[t] = 0.f;
   for (int c = lane; c < nchunk; c += 32) {
+    int lim = cols - 32 * c; // values in this chunk: 32 except maybe the last of an element format
     float v[32];
-    T::deq(wr + (long long)(c / CPB) * T::TS, c % CPB, v);
+    if constexpr (Elem<T>::value) {
+      if (lim < 32) {
+        for (int j = 0; j < 32; j++) v[j] = j < lim ? T::elem(wr + (long long)c * T::TS, j) : 0.f;
+      } else {
+        T::deq(wr + (long long)c * T::TS, 0, v);
+      }
+    } else {
+      T::deq(wr + (long long)(c / CPB) * T::TS, c % CPB, v);
+    }
 #pragma unroll
     for (int t = 0; t < NT; t++) {
       if (t0 + t < ntok) {
         const float *x = X + (long long)(t0 + t) * xs + 32 * c;
         float s = 0.f;
+        if (lim >= 32) {
 #pragma unroll
-        for (int j = 0; j < 32; j++) s += v[j] * x[j];
+          for (int j = 0; j < 32; j++) s += v[j] * x[j];
+        } else {
+          for (int j = 0; j < lim; j++) s += v[j] * x[j];
+        }
         acc[t] += s;
       }
     }
@@ -91,43 +110,51 @@ __device__ void mm_body(const u8 *W, long long rowBytes, int nchunk, const float
 // mmid: ggml's mul_mat_id. Output slot s (grid.y) multiplies expert ids[s]
 // (its matrix at W + ids[s]·expBytes) by X row xrow = s / xdiv.
 template <class T>
-__device__ void mmid_body(const u8 *W, long long expBytes, long long rowBytes, int nchunk, const int *ids, int xdiv,
-                          const float *X, int xs, float *Y, int ys, int nrows) {
+__device__ void mmid_body(const u8 *W, long long expBytes, long long rowBytes, int nchunk, int cols, const int *ids,
+                          int xdiv, const float *X, int xs, float *Y, int ys, int nrows) {
   int s = blockIdx.y;
   const u8 *We = W + (long long)ids[s] * expBytes;
-  mm_body<T, 1>(We, rowBytes, nchunk, X + (long long)(s / xdiv) * xs, xs, Y + (long long)s * ys, ys, nrows, 1);
+  mm_body<T, 1>(We, rowBytes, nchunk, cols, X + (long long)(s / xdiv) * xs, xs, Y + (long long)s * ys, ys, nrows, 1);
 }
 
 // getrows: dst[r] = W[ids[r]], dequantized; grid (ceil(nchunk/128), n).
 template <class T>
-__device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, const int *ids, float *D, int ds) {
+__device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, int cols, const int *ids, float *D, int ds) {
   const int CPB = T::QK / 32;
   int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y;
   if (c >= nchunk) return;
   const u8 *wr = W + (long long)ids[r] * rowBytes;
+  float *d = D + (long long)r * ds + 32 * c;
+  int lim = cols - 32 * c;
+  if constexpr (Elem<T>::value) {
+    if (lim < 32) {
+      for (int j = 0; j < lim; j++) d[j] = T::elem(wr + (long long)c * T::TS, j);
+      return;
+    }
+  }
   float v[32];
   T::deq(wr + (long long)(c / CPB) * T::TS, c % CPB, v);
-  float *d = D + (long long)r * ds + 32 * c;
 #pragma unroll
   for (int j = 0; j < 32; j++) d[j] = v[j];
 }
 
-#define APR_PRODUCTS(N, ID)                                                                                         \
-  extern "C" __global__ void __launch_bounds__(128) mv_##N(const u8 *W, long long rb, int nc, const float *X, int xs, \
-                                                           float *Y, int ys, int nr, int nt) {                        \
-    mm_body<N, 1>(W, rb, nc, X, xs, Y, ys, nr, nt);                                                                   \
-  }                                                                                                                   \
-  extern "C" __global__ void __launch_bounds__(128) mm_##N(const u8 *W, long long rb, int nc, const float *X, int xs, \
-                                                           float *Y, int ys, int nr, int nt) {                        \
-    mm_body<N, 8>(W, rb, nc, X, xs, Y, ys, nr, nt);                                                                   \
-  }                                                                                                                   \
-  extern "C" __global__ void __launch_bounds__(128)                                                                   \
-      mmid_##N(const u8 *W, long long eb, long long rb, int nc, const int *ids, int xdiv, const float *X, int xs,    \
-               float *Y, int ys, int nr) {                                                                            \
-    mmid_body<N>(W, eb, rb, nc, ids, xdiv, X, xs, Y, ys, nr);                                                         \
-  }                                                                                                                   \
-  extern "C" __global__ void getrows_##N(const u8 *W, long long rb, int nc, const int *ids, float *D, int ds) {       \
-    getrows_body<N>(W, rb, nc, ids, D, ds);                                                                           \
+#define APR_PRODUCTS(N, ID)                                                                                    \
+  extern "C" __global__ void __launch_bounds__(128)                                                            \
+      mv_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt) { \
+    mm_body<N, 1>(W, rb, nc, cols, X, xs, Y, ys, nr, nt);                                                      \
+  }                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(128)                                                            \
+      mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt) { \
+    mm_body<N, 8>(W, rb, nc, cols, X, xs, Y, ys, nr, nt);                                                      \
+  }                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(128)                                                            \
+      mmid_##N(const u8 *W, long long eb, long long rb, int nc, int cols, const int *ids, int xdiv, const float *X, \
+               int xs, float *Y, int ys, int nr) {                                                             \
+    mmid_body<N>(W, eb, rb, nc, cols, ids, xdiv, X, xs, Y, ys, nr);                                            \
+  }                                                                                                            \
+  extern "C" __global__ void getrows_##N(const u8 *W, long long rb, int nc, int cols, const int *ids, float *D,  \
+                                         int ds) {                                                             \
+    getrows_body<N>(W, rb, nc, cols, ids, D, ds);                                                              \
   }
 APR_TYPES(APR_PRODUCTS)
 
@@ -403,7 +430,7 @@ extern "C" __global__ void k_conv(float *out, int os, const float *x, int xs, fl
 extern "C" __global__ void k_delta(float *out, int os, const float *q, int qs, const float *k, int ks, const float *v,
                                    int vs, const float *g, int gs, const float *beta, int bs, float *S, int n, int nK,
                                    int hk, int hv, float scale) {
-  extern __shared__ float kq[]; // k then q of the current token (2·hk)
+  DYN_SHARED(float, kq); // k then q of the current token (2·hk)
   int j = blockIdx.x, kh = j % nK;
   float *Sj = S + (long long)j * hv * hk;
   for (int t = 0; t < n; t++) {

@@ -4,18 +4,22 @@
 // blk to v — the same values engine/quant's Dequantize computes for them
 // (the formulas below follow its decoders, which are ggml's to_float).
 #pragma once
+#ifndef APR_HOST // hostcheck.cpp compiles this file for the CPU (engine/cuda's tests)
 #include "compat.cuh"
+#endif
 #include "grids.cuh"
 
 typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;
 
+#ifndef APR_HOST
 __device__ __forceinline__ float h2f(u16 h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;
 }
+#endif
 __device__ __forceinline__ u16 ld16(const u8 *p) { return (u16)(p[0] | (p[1] << 8)); }
 __device__ __forceinline__ u32 ld32(const u8 *p) {
   return (u32)p[0] | ((u32)p[1] << 8) | ((u32)p[2] << 16) | ((u32)p[3] << 24);
@@ -37,8 +41,15 @@ __device__ __forceinline__ float ue4m3(u8 x) {
   return raw * 0.5f;
 }
 
+// Element formats (F32, F16, BF16) also decode single values (elem), so
+// that rows need not be whole 32-value chunks: the last chunk may be short.
+template <class T, class = void> struct Elem { static const bool value = false; };
+template <class T> struct Elem<T, decltype((void)T::ELEM, void())> { static const bool value = T::ELEM; };
+
 struct F32 {
   static const int QK = 32, TS = 128;
+  static const bool ELEM = true;
+  __device__ static float elem(const u8 *b, int j) { return ((const float *)b)[j]; }
   __device__ static void deq(const u8 *b, int, float *v) {
     const float *f = (const float *)b;
 #pragma unroll
@@ -47,6 +58,8 @@ struct F32 {
 };
 struct F16 {
   static const int QK = 32, TS = 64;
+  static const bool ELEM = true;
+  __device__ static float elem(const u8 *b, int j) { return h2f(((const u16 *)b)[j]); }
   __device__ static void deq(const u8 *b, int, float *v) {
     const u16 *h = (const u16 *)b;
 #pragma unroll
@@ -55,6 +68,8 @@ struct F16 {
 };
 struct BF16 {
   static const int QK = 32, TS = 64;
+  static const bool ELEM = true;
+  __device__ static float elem(const u8 *b, int j) { return __uint_as_float((u32)((const u16 *)b)[j] << 16); }
   __device__ static void deq(const u8 *b, int, float *v) {
     const u16 *h = (const u16 *)b;
 #pragma unroll

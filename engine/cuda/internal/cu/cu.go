@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -22,8 +23,14 @@ import (
 	"github.com/ebitengine/purego"
 )
 
-// Library is the file the driver is loaded from.
+// Library is the file the driver is loaded from, unless EnvLibrary names
+// another.
 const Library = "libcuda.so.1"
+
+// EnvLibrary names a driver library to load instead of libcuda.so.1 (apr's
+// tests point it at the host emulator, engine/cuda/kernels/emu.cpp, whose
+// device calls itself "apr host emulator").
+const EnvLibrary = "APR_LIBCUDA"
 
 // Result is a CUresult.
 type Result int32
@@ -113,7 +120,13 @@ var (
 // Load opens libcuda.so.1, runs cuInit and retains device 0's primary
 // context, once per process. The error is an *Unavailable naming why not.
 func Load() (*Driver, error) {
-	loadOnce.Do(func() { loaded, loadErr = load(Library) })
+	loadOnce.Do(func() {
+		lib := Library
+		if p := os.Getenv(EnvLibrary); p != "" {
+			lib = p
+		}
+		loaded, loadErr = load(lib)
+	})
 	return loaded, loadErr
 }
 

@@ -1,0 +1,336 @@
+// emu.cpp: a CUDA driver for machines without a GPU, for apr's tests. It is
+// built as a shared library that exports the driver entry points apr binds
+// (engine/cuda/internal/cu) and runs apr.cu's kernels, compiled for the CPU,
+// block after block with each block's threads as cooperative fibers
+// (__syncthreads and warp reductions switch between them). "Device" memory
+// is host memory. It checks the engine's logic — launches, arguments,
+// strides, every kernel's arithmetic — against the CPU engine and the
+// reference on machines without a GPU; it proves nothing about speed or
+// about nvcc's code generation, which only a GPU run does.
+//
+// Build: c++ -O2 -std=c++17 -shared -fPIC -o libcuda-emu.so emu.cpp
+#define _GNU_SOURCE 1
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+#include <csetjmp>
+#include <ucontext.h>
+
+#define APR_HOST 1
+#define __global__
+#define __device__
+#define __constant__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static // one block runs at a time: static is per block
+
+struct dim3_ {
+  unsigned x, y, z;
+};
+
+// ---- fibers -------------------------------------------------------------------
+// Each thread of a block is a fiber with its own stack, started once with
+// makecontext and switched with _setjmp/_longjmp afterwards (no signal-mask
+// system call per switch). A fiber runs the current kernel for the current
+// block, marks itself done and yields; the scheduler resumes it for the
+// next block.
+struct Fiber {
+  ucontext_t uctx;
+  jmp_buf buf;
+  dim3_ tid;
+  bool started, waiting, done;
+  std::vector<char> stack;
+};
+static dim3_ blockIdx, blockDim, gridDim;
+static Fiber *apr_cur;
+static int apr_cur_index;
+static jmp_buf apr_sched;
+static ucontext_t apr_sched_uctx;
+static std::vector<Fiber> fibers;
+static std::vector<double> slots; // warp exchange, one per thread
+static std::vector<char> dynShared;
+static bool apr_sync_allowed;
+#define threadIdx (apr_cur->tid)
+#define DYN_SHARED(T, name) T *name = (T *)dynShared.data()
+
+static void apr_yield() {
+  if (!_setjmp(apr_cur->buf)) _longjmp(apr_sched, 1);
+}
+static void __syncthreads() {
+  if (!apr_sync_allowed) {
+    fprintf(stderr, "emu: __syncthreads in a kernel run without fibers\n");
+    abort();
+  }
+  apr_cur->waiting = true;
+  apr_yield();
+}
+
+// The warp reductions: every lane writes its value, the block meets, each
+// lane combines its warp's 32 values in the butterfly's pairing order, the
+// block meets again.
+template <class T, class F> static T warp_reduce(T v, F op) {
+  int t = apr_cur_index;
+  slots[t] = (double)v;
+  __syncthreads();
+  int base = t & ~31;
+  T vals[32];
+  for (int i = 0; i < 32; i++) vals[i] = (T)slots[base + i];
+  for (int o = 16; o > 0; o >>= 1) {
+    T next[32];
+    for (int i = 0; i < 32; i++) next[i] = op(vals[i], vals[i ^ o]);
+    memcpy(vals, next, sizeof vals);
+  }
+  __syncthreads();
+  return vals[t & 31];
+}
+static float warp_sum(float v) { return warp_reduce(v, [](float a, float b) { return a + b; }); }
+static double warp_sumd(double v) { return warp_reduce(v, [](double a, double b) { return a + b; }); }
+static float warp_max(float v) { return warp_reduce(v, [](float a, float b) { return fmaxf(a, b); }); }
+
+static inline float bits_f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline float __int_as_float(int x) { return bits_f((uint32_t)x); }
+static inline float __uint_as_float(unsigned x) { return bits_f(x); }
+static inline unsigned __float_as_uint(float x) {
+  unsigned u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+static inline float h2f(unsigned short h) {
+  uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023;
+  if (e == 0) {
+    if (m == 0) return bits_f(s);
+    float v = std::ldexp((float)m, -24);
+    return s ? -v : v;
+  }
+  if (e == 31) return bits_f(s | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
+  return bits_f(s | ((e + 112) << 23) | (m << 13));
+}
+
+#include "apr.cu"
+
+// ---- launching ------------------------------------------------------------------
+static bool needsFibers(const std::string &name);
+typedef void (*Call)(void *fn, void **params);
+template <class... A> struct Launcher {
+  template <size_t... I> static void go(void (*fn)(A...), void **p, std::index_sequence<I...>) {
+    fn(*(typename std::remove_cv<typename std::remove_reference<A>::type>::type *)p[I]...);
+  }
+  static void call(void *fn, void **p) { go((void (*)(A...))fn, p, std::index_sequence_for<A...>{}); }
+};
+template <class... A> static Call launcherOf(void (*)(A...)) { return &Launcher<A...>::call; }
+
+struct Kernel {
+  void *fn;
+  Call call;
+  bool fibers;
+};
+static std::map<std::string, Kernel> &kernels() {
+  static std::map<std::string, Kernel> k;
+  return k;
+}
+#define REG(name) kernels()[#name] = Kernel{(void *)&name, launcherOf(&name), needsFibers(#name)};
+#define REG_T(N, ID) REG(mv_##N) REG(mm_##N) REG(mmid_##N) REG(getrows_##N)
+static void registerAll() {
+  if (!kernels().empty()) return;
+  APR_TYPES(REG_T)
+  REG(k_zero) REG(k_copy) REG(k_add) REG(k_addvec) REG(k_swiglu) REG(k_sigmoid) REG(k_silu) REG(k_mulsigmoid)
+  REG(k_softplusmul) REG(k_deinterleave) REG(k_wsum) REG(k_rmsnorm) REG(k_l2norm) REG(k_gatednorm) REG(k_softmax)
+  REG(k_rope) REG(k_store) REG(k_attend) REG(k_conv) REG(k_delta) REG(k_perturb)
+}
+
+static Kernel *curKernel;
+static void **curParams;
+static void fiberMain() {
+  for (;;) {
+    curKernel->call(curKernel->fn, curParams);
+    apr_cur->done = true;
+    apr_yield();
+  }
+}
+
+// Kernels that meet at barriers or exchange values within a warp run as
+// fibers; the others run their threads one after another.
+static bool needsFibers(const std::string &name) {
+  static const char *prefixes[] = {"mv_", "mm_", "mmid_", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_attend", "k_delta"};
+  for (const char *p : prefixes)
+    if (name.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+static void runBlock(Kernel *k, void **params, bool withFibers) {
+  int n = blockDim.x * blockDim.y * blockDim.z;
+  curKernel = k;
+  curParams = params;
+  auto tidOf = [](int i) {
+    return dim3_{(unsigned)(i % blockDim.x), (unsigned)(i / blockDim.x % blockDim.y), (unsigned)(i / (blockDim.x * blockDim.y))};
+  };
+  if (!withFibers) {
+    static Fiber plain;
+    apr_sync_allowed = false;
+    for (int i = 0; i < n; i++) {
+      plain.tid = tidOf(i);
+      apr_cur = &plain;
+      apr_cur_index = i;
+      k->call(k->fn, params);
+    }
+    return;
+  }
+  apr_sync_allowed = true;
+  if ((int)fibers.size() < n) fibers.resize(n);
+  if ((int)slots.size() < n + 32) slots.assign(n + 32, 0.0);
+  for (int i = 0; i < n; i++) {
+    fibers[i].tid = tidOf(i);
+    fibers[i].waiting = fibers[i].done = false;
+  }
+  for (;;) {
+    int live = 0, waiting = 0;
+    for (int i = 0; i < n; i++) {
+      Fiber &f = fibers[i];
+      if (f.done) continue;
+      if (!f.waiting) {
+        apr_cur = &f;
+        apr_cur_index = i;
+        if (!_setjmp(apr_sched)) {
+          if (!f.started) {
+            f.started = true;
+            f.stack.resize(256 << 10);
+            getcontext(&f.uctx);
+            f.uctx.uc_stack.ss_sp = f.stack.data();
+            f.uctx.uc_stack.ss_size = f.stack.size();
+            f.uctx.uc_link = nullptr;
+            makecontext(&f.uctx, fiberMain, 0);
+            swapcontext(&apr_sched_uctx, &f.uctx);
+          } else {
+            _longjmp(f.buf, 1);
+          }
+        }
+      }
+      if (!f.done) {
+        live++;
+        if (f.waiting) waiting++;
+      }
+    }
+    if (live == 0) break;
+    if (waiting == live)
+      for (int i = 0; i < n; i++) fibers[i].waiting = false;
+  }
+}
+
+// ---- the driver API -------------------------------------------------------------
+extern "C" {
+typedef int CUresult;
+CUresult cuInit(unsigned) { return 0; }
+CUresult cuDriverGetVersion(int *v) {
+  *v = 13000;
+  return 0;
+}
+CUresult cuDeviceGetCount(int *n) {
+  *n = 1;
+  return 0;
+}
+CUresult cuDeviceGet(int *d, int) {
+  *d = 0;
+  return 0;
+}
+CUresult cuDeviceGetName(char *name, int len, int) {
+  snprintf(name, len, "apr host emulator (engine/cuda/kernels/emu.cpp, no GPU)");
+  return 0;
+}
+CUresult cuDeviceTotalMem_v2(size_t *b, int) {
+  *b = (size_t)16 << 30;
+  return 0;
+}
+CUresult cuDeviceGetAttribute(int *v, int attr, int) {
+  *v = attr == 75 ? 9 : attr == 76 ? 0 : attr == 16 ? 1 : 0;
+  return 0;
+}
+static int ctxDummy;
+CUresult cuDevicePrimaryCtxRetain(void **c, int) {
+  *c = &ctxDummy;
+  return 0;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(int) { return 0; }
+CUresult cuCtxSetCurrent(void *) { return 0; }
+CUresult cuCtxSynchronize() { return 0; }
+static size_t allocated;
+CUresult cuMemGetInfo_v2(size_t *freeB, size_t *total) {
+  *total = (size_t)16 << 30;
+  *freeB = *total > allocated ? *total - allocated : 0;
+  return 0;
+}
+CUresult cuModuleLoadData(void **m, const void *) {
+  registerAll();
+  *m = &kernels();
+  return 0;
+}
+CUresult cuModuleUnload(void *) { return 0; }
+CUresult cuModuleGetFunction(void **f, void *, const char *name) {
+  auto it = kernels().find(name);
+  if (it == kernels().end()) return 500; // CUDA_ERROR_NOT_FOUND
+  *f = &it->second;
+  return 0;
+}
+CUresult cuFuncSetAttribute(void *, int, int) { return 0; }
+static std::map<uintptr_t, size_t> sizes;
+CUresult cuMemAlloc_v2(uint64_t *p, size_t n) {
+  void *m = calloc(1, n + 64);
+  if (!m) return 2;
+  // poison: a kernel that reads memory nothing wrote sees NaN, not zero
+  for (size_t i = 0; i + 4 <= n; i += 4) memcpy((char *)m + i, "\xff\xff\xc0\x7f", 4);
+  *p = (uint64_t)(uintptr_t)m;
+  sizes[(uintptr_t)m] = n;
+  allocated += n;
+  return 0;
+}
+CUresult cuMemFree_v2(uint64_t p) {
+  if (!p) return 0;
+  auto it = sizes.find((uintptr_t)p);
+  if (it == sizes.end()) return 1;
+  allocated -= it->second;
+  sizes.erase(it);
+  free((void *)(uintptr_t)p);
+  return 0;
+}
+CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
+  memcpy((void *)(uintptr_t)dst, src, n);
+  return 0;
+}
+CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) {
+  memcpy(dst, (void *)(uintptr_t)src, n);
+  return 0;
+}
+CUresult cuMemcpyDtoD_v2(uint64_t dst, uint64_t src, size_t n) {
+  memmove((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n);
+  return 0;
+}
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, void *, void **params, void **) {
+  Kernel *k = (Kernel *)f;
+  if (bx * by * bz > 1024 || bx * by * bz == 0) return 1;
+  gridDim = dim3_{gx, gy, gz};
+  blockDim = dim3_{bx, by, bz};
+  dynShared.assign(shared + 16, 0);
+  for (unsigned z = 0; z < gz; z++)
+    for (unsigned y = 0; y < gy; y++)
+      for (unsigned x = 0; x < gx; x++) {
+        blockIdx = dim3_{x, y, z};
+        runBlock(k, params, k->fibers);
+      }
+  return 0;
+}
+CUresult cuGetErrorName(int r, const char **s) {
+  *s = r == 0 ? "CUDA_SUCCESS" : r == 1 ? "CUDA_ERROR_INVALID_VALUE" : r == 2 ? "CUDA_ERROR_OUT_OF_MEMORY"
+       : r == 500 ? "CUDA_ERROR_NOT_FOUND" : "CUDA_ERROR_UNKNOWN";
+  return 0;
+}
+}
