@@ -91,7 +91,7 @@ func TestPlantedPropertyQuantizerScale(t *testing.T) {
 
 // timing: a pipeline that sleeps prefill's planted delay inside decode.
 func TestPlantedTimingWrongStage(t *testing.T) {
-	stages := []string{"load", "h2d", "prefill", "decode"}
+	stages := []string{"load", "h2d", "f2", "prefill", "decode"}
 	fake := func(misplace, twice bool) falsify.TimedRun {
 		return func(ctx context.Context, plant map[string]time.Duration) (map[string]float64, error) {
 			out := map[string]float64{}
@@ -124,7 +124,7 @@ func TestPlantedTimingWrongStage(t *testing.T) {
 			reg := falsify.NewRegistry()
 			reg.Register("timing", falsify.KindTiming, func(ctx context.Context, c *falsify.Check) error {
 				return falsify.CheckTiming(ctx, c, fake(tt.misplace, tt.twice),
-					map[string]string{"load": "load_ms", "h2d": "h2d_ms", "prefill": "prefill_ms", "decode": "decode_ms"},
+					map[string]string{"load": "load_ms", "h2d": "h2d_ms", "f2": "f2_ms", "prefill": "prefill_ms", "decode": "decode_ms"},
 					100*time.Millisecond, 3, 2)
 			}, falsify.Thresholds("max_leak_ms", "max_shortfall_ms", "max_excess_ms"))
 			r := runOne(t, reg, embedded(t), "run.timing", "", "")

@@ -128,7 +128,7 @@ func (x *executors) run(ctx context.Context, m *Model, backend string) Result {
 	}
 	out := Result{
 		Phases: map[string]float64{
-			"load": res.LoadMS / 1e3, "h2d": res.H2DMS / 1e3, "prefill": res.PrefillMS / 1e3, "decode": res.DecodeMS / 1e3,
+			"load": res.LoadMS / 1e3, "h2d": res.H2DMS / 1e3, "f2": res.F2MS / 1e3, "prefill": res.PrefillMS / 1e3, "decode": res.DecodeMS / 1e3,
 		},
 		Values: []Value{
 			{Name: "prompt_tokens", Value: float64(res.PromptTokens)},
@@ -140,7 +140,7 @@ func (x *executors) run(ctx context.Context, m *Model, backend string) Result {
 		out.Verdict, out.Reason = Fail, fmt.Sprintf(format, args...)
 		return out
 	}
-	stages := res.LoadMS + res.H2DMS + res.PrefillMS + res.DecodeMS
+	stages := res.LoadMS + res.H2DMS + res.F2MS + res.PrefillMS + res.DecodeMS
 	switch {
 	case m.SHA256 != "" && res.ModelSHA256 != m.SHA256:
 		return fail("generate read a file with sha256 %s, the ladder hashed %s: the model changed during the run", res.ModelSHA256, m.SHA256)
@@ -148,8 +148,8 @@ func (x *executors) run(ctx context.Context, m *Model, backend string) Result {
 		return fail("generated %d tokens, want %d (end-of-generation ignored)", res.TokensOut, x.opts.RunTokens)
 	case res.PromptTokens < 1:
 		return fail("the prompt fed no token")
-	case res.LoadMS < 0 || res.H2DMS < 0 || res.PrefillMS < 0 || res.DecodeMS < 0:
-		return fail("a stage time is negative: load %.3f h2d %.3f prefill %.3f decode %.3f ms", res.LoadMS, res.H2DMS, res.PrefillMS, res.DecodeMS)
+	case res.LoadMS < 0 || res.H2DMS < 0 || res.F2MS < 0 || res.PrefillMS < 0 || res.DecodeMS < 0:
+		return fail("a stage time is negative: load %.3f h2d %.3f f2 %.3f prefill %.3f decode %.3f ms", res.LoadMS, res.H2DMS, res.F2MS, res.PrefillMS, res.DecodeMS)
 	case stages > res.WallMS*1.001+1:
 		return fail("stage times add up to %.3f ms, more than the wall time %.3f ms", stages, res.WallMS)
 	case res.TokensOut > 1 && res.DecodeMS <= 0:

@@ -353,7 +353,7 @@ func TestTimingDelayInWrongStage(t *testing.T) {
 			}
 			r, err := generate.Run(ctx, generate.Options{Model: model, Backend: "ref", Prompt: "Once upon a time", Raw: true,
 				MaxTokens: 4, IgnoreEOS: true, PlantDelay: pd})
-			return map[string]float64{"load_ms": r.LoadMS, "h2d_ms": r.H2DMS, "prefill_ms": r.PrefillMS, "decode_ms": r.DecodeMS}, err
+			return map[string]float64{"load_ms": r.LoadMS, "h2d_ms": r.H2DMS, "f2_ms": r.F2MS, "prefill_ms": r.PrefillMS, "decode_ms": r.DecodeMS}, err
 		}
 		return falsify.CheckTiming(ctx, c, run, v.Timing.Stages, 120*time.Millisecond, 2, 1)
 	}, falsify.Needs(falsify.NeedModel))

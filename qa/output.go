@@ -28,8 +28,14 @@ func WriteTable(w io.Writer, r *Report) {
 	WriteSummary(w, r)
 }
 
-// WriteSummary writes the report's one-line summary.
-func WriteSummary(w io.Writer, r *Report) { fmt.Fprintf(w, "qa: %s\n", r.Summary) }
+// WriteSummary writes the backends left out (with the reason) and the
+// report's one-line summary.
+func WriteSummary(w io.Writer, r *Report) {
+	for _, n := range r.NotGated {
+		fmt.Fprintf(w, "qa: not gated (not a pass): backend %s: %s; --backend %s gates it\n", n.Backend, n.Reason, n.Backend)
+	}
+	fmt.Fprintf(w, "qa: %s\n", r.Summary)
+}
 
 // WriteModelTable writes one model's header and gate table.
 func WriteModelTable(w io.Writer, m *ModelReport) {

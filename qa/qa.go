@@ -169,7 +169,18 @@ type Report struct {
 	Host            HostKey       `json:"host"`
 	BaselineFile    string        `json:"baseline_file"`
 	Models          []ModelReport `json:"models"`
-	DurationMS      float64       `json:"duration_ms"`
+	// NotGated are the linked backends left out of a run that named none
+	// because they cannot run on this machine (cuda without a device),
+	// with the reason: not gated is not passed, and naming the backend
+	// with --backend gates it (and refuses it).
+	NotGated   []NotGated `json:"not_gated"`
+	DurationMS float64    `json:"duration_ms"`
+}
+
+// NotGated is a backend a default run left out, and why.
+type NotGated struct {
+	Backend string `json:"backend"`
+	Reason  string `json:"reason"`
 }
 
 // Gates returns every gate of every model, in order.
@@ -187,8 +198,10 @@ type Options struct {
 	// model of every architecture, synthesized into a temporary directory.
 	Model string
 	// Backends are the backends gated; nil means every backend this binary
-	// links (model.Backends()). A named backend that is not available is
-	// gated anyway: each of its gates is refused with the reason.
+	// links (model.Backends()) that can run on this machine
+	// (model.Available); the others are listed in Report.NotGated with the
+	// reason. A named backend that is not available is gated anyway: each
+	// of its gates is refused with the reason.
 	Backends []string
 	// Reference is the backend that judges the others ("" means "ref").
 	Reference string
@@ -284,8 +297,15 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if err := opts.defaults(); err != nil {
 		return Report{}, err
 	}
+	var notGated []NotGated
 	if opts.Backends == nil {
-		opts.Backends = model.Backends()
+		for _, b := range model.Backends() {
+			if err := model.Available(b); err != nil {
+				notGated = append(notGated, NotGated{Backend: b, Reason: err.Error()})
+				continue
+			}
+			opts.Backends = append(opts.Backends, b)
+		}
 	}
 	opts.Backends = dedupe(opts.Backends)
 	// The reference first: the other backends are judged against it.
@@ -301,7 +321,10 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	}
 	st := &state{opts: &opts, host: hostKey(host), models: &modelTable{m: map[string]*modelRun{}}}
 	rep := Report{MinGates: opts.MinGates, Seed: opts.Seed, Reference: opts.Reference, ContractsDigest: opts.Contracts.Digest,
-		Host: st.host, BaselineFile: opts.BaselineFile, Models: []ModelReport{}}
+		Host: st.host, BaselineFile: opts.BaselineFile, Models: []ModelReport{}, NotGated: notGated}
+	if rep.NotGated == nil {
+		rep.NotGated = []NotGated{}
+	}
 
 	type target struct{ path, synth string }
 	var targets []target

@@ -23,6 +23,15 @@ func init() {
 	model.RegisterBackend(Name, func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
 		return New(f, spec, Options{Log: o.Log})
 	})
+	model.RegisterProbe(Name, func() error {
+		if _, err := Available(); err != nil {
+			return refuse.New(By, "CUDA is unavailable: %v", err)
+		}
+		if _, _, err := kernelImage(); err != nil {
+			return refuse.New(By, "no usable kernels: %v", err)
+		}
+		return nil
+	})
 }
 
 // Options configure an Engine.

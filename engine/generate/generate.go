@@ -43,12 +43,13 @@ type Stage string
 const (
 	StageLoad    Stage = "load"
 	StageH2D     Stage = "h2d"
+	StageF2      Stage = "f2"
 	StagePrefill Stage = "prefill"
 	StageDecode  Stage = "decode"
 )
 
 // Stages lists every stage in order.
-func Stages() []Stage { return []Stage{StageLoad, StageH2D, StagePrefill, StageDecode} }
+func Stages() []Stage { return []Stage{StageLoad, StageH2D, StageF2, StagePrefill, StageDecode} }
 
 // ParseStage returns the stage named s.
 func ParseStage(s string) (Stage, error) {
@@ -57,7 +58,7 @@ func ParseStage(s string) (Stage, error) {
 			return st, nil
 		}
 	}
-	return "", fmt.Errorf("generate: unknown stage %q (stages: load, h2d, prefill, decode)", s)
+	return "", fmt.Errorf("generate: unknown stage %q (stages: load, h2d, f2, prefill, decode)", s)
 }
 
 // Finish reasons.
@@ -81,6 +82,14 @@ type Options struct {
 	// falsifier's hook, to prove each field measures its own stage.
 	PlantDelay map[Stage]time.Duration
 
+	// Validate, when set, runs between h2d and prefill on the run's own
+	// engine with the prompt's tokens: F2, the check that a device engine
+	// agrees with the reference before it generates. Its time is the f2
+	// stage (the prompt's rendering and tokenization stay in prefill); its
+	// verdict is Result.F2Verdict; an error stops the run before the prompt
+	// is evaluated.
+	Validate func(ctx context.Context, eng model.Engine, modelSHA256 string, tokens []int32) (verdict string, err error)
+
 	// OnText, when set, receives the completion's bytes as they are
 	// generated (complete UTF-8 characters; end-of-generation tokens are
 	// not written).
@@ -101,6 +110,8 @@ type Result struct {
 	Text          string  `json:"text"`
 	LoadMS        float64 `json:"load_ms"`
 	H2DMS         float64 `json:"h2d_ms"`
+	F2MS          float64 `json:"f2_ms"`      // F2 before GPU generation (0 when none runs)
+	F2Verdict     string  `json:"f2_verdict"` // pass, or "not_required" for engines F2 does not gate
 	PrefillMS     float64 `json:"prefill_ms"`
 	DecodeMS      float64 `json:"decode_ms"`
 	WallMS        float64 `json:"wall_ms"`
@@ -191,13 +202,35 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, fmt.Errorf("generate: %s: upload: %w", o.Backend, err)
 	}
 
+	// Prefill is timed in two pieces around F2: rendering and tokenizing the
+	// prompt, then evaluating it (a planted prefill delay sleeps once, in the
+	// second).
+	t0 := time.Now()
+	prompt, err := promptTokens(ctx, &o, m)
+	prefillMS := ms(time.Since(t0))
+	if err != nil {
+		res.PrefillMS = prefillMS
+		return res, err
+	}
+	st = o.begin(StageF2)
+	res.F2Verdict = F2NotRequired
+	if o.Validate != nil {
+		res.F2Verdict, err = o.Validate(ctx, m.eng, m.sha, prompt)
+	}
+	res.F2MS = st.end()
+	if o.Validate == nil && o.PlantDelay[StageF2] == 0 {
+		res.F2MS = 0 // nothing was validated: 0, not the time it took to find that out
+	}
+	if err != nil {
+		return res, err
+	}
 	st = o.begin(StagePrefill)
-	prompt, sess, logits, err := prefill(ctx, &o, m)
+	sess, logits, err := prefill(&o, m, prompt)
 	var tok int32
 	if err == nil {
 		tok, err = smp.Sample(logits, prompt)
 	}
-	res.PrefillMS = st.end()
+	res.PrefillMS = prefillMS + st.end()
 	if err != nil {
 		return res, err
 	}
@@ -332,27 +365,38 @@ func PromptTokens(ctx context.Context, tok *tokenizer.Tokenizer, tmpl *chat.Temp
 	return tok.Encode(text, opt)
 }
 
-func prefill(ctx context.Context, o *Options, m *loaded) ([]int32, model.Session, []float32, error) {
+// F2NotRequired is Result.F2Verdict when no F2 ran (an engine F2 does not
+// gate: ref, cpu).
+const F2NotRequired = "not_required"
+
+// promptTokens renders and tokenizes the prompt and checks that it and the
+// completion fit the context.
+func promptTokens(ctx context.Context, o *Options, m *loaded) ([]int32, error) {
 	prompt, err := PromptTokens(ctx, m.tok, m.tmpl, o.Prompt, o.Raw)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	if len(prompt) == 0 {
-		return nil, nil, nil, ErrEmptyPrompt
+		return nil, ErrEmptyPrompt
 	}
-	need := len(prompt) + o.MaxTokens
-	if need > m.spec.NCtxTrain {
-		return nil, nil, nil, refuse.New("generate", "prompt (%d tokens) + %d new tokens exceed the model's context_length %d", len(prompt), o.MaxTokens, m.spec.NCtxTrain)
+	if need := len(prompt) + o.MaxTokens; need > m.spec.NCtxTrain {
+		return nil, refuse.New("generate", "prompt (%d tokens) + %d new tokens exceed the model's context_length %d", len(prompt), o.MaxTokens, m.spec.NCtxTrain)
 	}
-	sess, err := m.eng.NewSession(need)
+	return prompt, nil
+}
+
+// prefill evaluates the prompt in a new session and returns the last
+// position's logits.
+func prefill(o *Options, m *loaded, prompt []int32) (model.Session, []float32, error) {
+	sess, err := m.eng.NewSession(len(prompt) + o.MaxTokens)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	rows, err := sess.Eval(prompt, false)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return prompt, sess, rows[0], nil
+	return sess, rows[0], nil
 }
 
 func fileSHA256(path string) (string, error) {

@@ -93,7 +93,7 @@ func TestRunRefusals(t *testing.T) {
 }
 
 func fields(r generate.Result) map[generate.Stage]float64 {
-	return map[generate.Stage]float64{generate.StageLoad: r.LoadMS, generate.StageH2D: r.H2DMS,
+	return map[generate.Stage]float64{generate.StageLoad: r.LoadMS, generate.StageH2D: r.H2DMS, generate.StageF2: r.F2MS,
 		generate.StagePrefill: r.PrefillMS, generate.StageDecode: r.DecodeMS}
 }
 
@@ -112,7 +112,7 @@ func TestPlantedDelayMovesOnlyItsStage(t *testing.T) {
 	check := func(planted generate.Stage, before, after generate.Result) []string {
 		var bad []string
 		for _, r := range []generate.Result{before, after} {
-			sum := r.LoadMS + r.H2DMS + r.PrefillMS + r.DecodeMS
+			sum := r.LoadMS + r.H2DMS + r.F2MS + r.PrefillMS + r.DecodeMS
 			if math.Abs(sum-r.WallMS) > 0.05*r.WallMS {
 				bad = append(bad, fmt.Sprintf("stages sum to %.3f ms, wall_ms %.3f: more than 5%% apart", sum, r.WallMS))
 			}

@@ -72,3 +72,38 @@ func OpenBackend(name string, f *gguf.File, spec *Spec, opts OpenOptions) (Engin
 	}
 	return fn(f, spec, opts)
 }
+
+var probes = map[string]func() error{}
+
+// RegisterProbe gives a registered backend whose use depends on the
+// machine (cuda: a driver, a device, built kernels) the check Available
+// runs. A backend without one is always available.
+func RegisterProbe(name string, probe func() error) {
+	backendMu.Lock()
+	defer backendMu.Unlock()
+	probes[name] = probe
+}
+
+// Available reports whether backend name can run on this machine: nil, or
+// a refusal saying why not (not linked, no device, …). Callers that pick
+// backends by default use it to leave out, and report, what cannot run;
+// a backend the user names is opened and refused by its own reason.
+func Available(name string) error {
+	backendMu.RLock()
+	_, ok := backends[name]
+	probe := probes[name]
+	backendMu.RUnlock()
+	if !ok {
+		return refuse.New("backend", "backend %q is not available in this build (available: %s)", name, strings.Join(Backends(), ", "))
+	}
+	if probe == nil {
+		return nil
+	}
+	if err := probe(); err != nil {
+		if _, ok := refuse.As(err); ok {
+			return err
+		}
+		return refuse.New("backend", "backend %q cannot run here: %v", name, err)
+	}
+	return nil
+}

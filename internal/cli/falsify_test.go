@@ -131,7 +131,7 @@ func TestVerbFieldsPlanted(t *testing.T) {
 	run, _ := set.Verb("run")
 	tensors, _ := set.Verb("tensors")
 	good := `{"model":"m","model_sha256":"s","backend":"ref","prompt_tokens":5,"tokens_out":4,"token_ids":[1,2,3,4],
-		"text":"x","load_ms":1.5,"h2d_ms":0,"prefill_ms":2,"decode_ms":3,"wall_ms":7,"decode_tok_per_s":1000,"finish_reason":"length"}`
+		"text":"x","load_ms":1.5,"h2d_ms":0,"f2_ms":0,"f2_verdict":"not_required","prefill_ms":2,"decode_ms":3,"wall_ms":7,"decode_tok_per_s":1000,"finish_reason":"length"}`
 	tests := []struct {
 		name string
 		verb string

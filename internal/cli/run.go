@@ -8,8 +8,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/model"
 	_ "github.com/aprqa/apr/engine/ref" // registers the "ref" backend
 	"github.com/aprqa/apr/engine/sample"
+	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/internal/buildinfo"
+	"github.com/aprqa/apr/refuse"
 )
 
 func init() { register(30, newRunCmd) }
@@ -94,12 +98,21 @@ func runRun(ctx context.Context, env *Env, opts runOptions) error {
 	g := generate.Options{
 		Model: opts.Model, Backend: opts.Backend, Prompt: opts.Prompt, Raw: opts.Raw,
 		MaxTokens: opts.N, IgnoreEOS: opts.IgnoreEOS, Sampling: opts.Sampling, Threads: opts.Threads,
-		PlantDelay: delays, Log: env.Log,
+		PlantDelay: delays, Log: env.Log, Validate: f2Validate(env, opts.Model),
 	}
 	if !opts.JSON {
 		g.OnText = func(b []byte) { env.Stdout.Write(b) }
 	}
 	res, err := generate.Run(ctx, g)
+	if errors.Is(err, falsify.ErrF2Failed) {
+		fmt.Fprintf(env.Stderr, "apr: %v\n", err)
+		if opts.JSON {
+			if werr := writeJSON(env.Stdout, res); werr != nil {
+				return werr
+			}
+		}
+		return ErrCheckFailed
+	}
 	if err != nil {
 		if errors.Is(err, generate.ErrEmptyPrompt) {
 			return badInput(err)
@@ -110,7 +123,27 @@ func runRun(ctx context.Context, env *Env, opts runOptions) error {
 		return writeJSON(env.Stdout, res)
 	}
 	fmt.Fprintln(env.Stdout)
-	fmt.Fprintf(env.Stderr, "backend %s: prompt %d tokens, %d generated (%s); load %.1f ms, h2d %.1f ms, prefill %.1f ms, decode %.1f ms (%.1f tok/s), wall %.1f ms\n",
-		res.Backend, res.PromptTokens, res.TokensOut, res.FinishReason, res.LoadMS, res.H2DMS, res.PrefillMS, res.DecodeMS, res.DecodeTokPerS, res.WallMS)
+	fmt.Fprintf(env.Stderr, "backend %s: prompt %d tokens, %d generated (%s); load %.1f ms, h2d %.1f ms, f2 %.1f ms (%s), prefill %.1f ms, decode %.1f ms (%.1f tok/s), wall %.1f ms\n",
+		res.Backend, res.PromptTokens, res.TokensOut, res.FinishReason, res.LoadMS, res.H2DMS, res.F2MS, res.F2Verdict, res.PrefillMS, res.DecodeMS, res.DecodeTokPerS, res.WallMS)
 	return nil
+}
+
+// f2Validate is F2 before generation on a device engine (one that uploads
+// its weights: cuda), keyed by this binary's identity; engines on the host
+// are not gated by it.
+func f2Validate(env *Env, path string) func(ctx context.Context, eng model.Engine, sha string, tokens []int32) (string, error) {
+	return func(ctx context.Context, eng model.Engine, sha string, tokens []int32) (string, error) {
+		if _, device := eng.(model.Uploader); !device {
+			return generate.F2NotRequired, nil
+		}
+		id := buildinfo.Current()
+		if id.SHA256 == "" {
+			return string(falsify.VerdictRefused), refuse.New(falsify.F2By, "F2: this executable's sha256 could not be measured (%s): the reference's answer has no identity to be kept under", id.Error)
+		}
+		r := falsify.RunF2(ctx, eng, falsify.F2Options{Model: path, ModelSHA256: sha, Tokens: tokens,
+			Identity: id.Short() + " sha256 " + id.SHA256})
+		env.Log.Info("F2", "backend", eng.Backend(), "verdict", r.Verdict, "probe_tokens", r.ProbeTokens,
+			"min_cosine", r.MinCosine, "reference_cached", r.RefCached, "ms", r.MS)
+		return string(r.Verdict), r.Err()
+	}
 }

@@ -150,7 +150,7 @@ func TestRunJSONIsOneObject(t *testing.T) {
 	}
 	var got runJSON
 	keys := oneJSON(t, stdout, &got)
-	want := []string{"backend", "decode_ms", "decode_tok_per_s", "finish_reason", "h2d_ms", "load_ms", "model", "model_sha256",
+	want := []string{"backend", "decode_ms", "decode_tok_per_s", "f2_ms", "f2_verdict", "finish_reason", "h2d_ms", "load_ms", "model", "model_sha256",
 		"prefill_ms", "prompt_tokens", "text", "tokens_out", "token_ids", "wall_ms"}
 	sort.Strings(want)
 	if diff := cmp.Diff(want, keys); diff != "" {

@@ -1,0 +1,287 @@
+package falsify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/oracle"
+	"github.com/aprqa/apr/refuse"
+)
+
+// F2 is the validation a device engine passes before it generates: the
+// prompt's first tokens (prefilled as one batch) and one decode step on the
+// engine, compared position by position with the reference engine's logits
+// for the same tokens at the model contract's engine_parity tier (the
+// thresholds of <arch>.engine_parity or <arch>.engine_parity_quantized;
+// the probe length is that falsifier's params.f2_tokens).
+//
+// It fails closed: a pass lets generation start; a fail (a position below
+// the tier, or an argmax flip where the reference is decided) stops it;
+// anything else — the reference cannot run, the probe is too short, the
+// engine errors, the cache is inconsistent — is a refusal, and nothing
+// falls back to another engine.
+//
+// The reference's probe logits depend only on the model's bytes, the probe
+// tokens and the reference's code, so they are cached under a key of
+// exactly (model sha256, probe tokens, reference binary identity): a second
+// run of the same binary on the same model and prompt pays one probe on the
+// device and no reference forward pass.
+const F2By = "f2"
+
+// F2Options configure one F2 check.
+type F2Options struct {
+	Model       string  // the GGUF file's path
+	ModelSHA256 string  // its sha256 (the caller hashed it)
+	Tokens      []int32 // the prompt's tokens; the probe is their first f2_tokens
+	// Identity is the reference binary's identity (build info and the
+	// executable's sha256): part of the cache key, never a version string.
+	Identity string
+	// Reference is the judging backend ("" means "ref").
+	Reference string
+	// CacheDir holds the reference's probe logits; "" means the user cache
+	// directory's apr/f2, "-" means no cache.
+	CacheDir  string
+	Contracts *contracts.Set // nil: embedded
+	// RefLogits computes the reference's logits (nil: engine/generate's
+	// Logits on Reference); a test replaces it to make the reference
+	// unavailable.
+	RefLogits func(ctx context.Context, model, backend string, tokens []int32) ([][]float32, error)
+}
+
+// F2Result is F2's verdict with what it measured.
+type F2Result struct {
+	Verdict     Verdict `json:"verdict"` // pass, fail or refused
+	Reason      string  `json:"reason,omitempty"`
+	RefusedBy   string  `json:"refused_by,omitempty"`
+	Falsifier   string  `json:"falsifier,omitempty"` // the contract falsifier whose tier was applied
+	ProbeTokens int     `json:"probe_tokens"`
+	MinCosine   float64 `json:"min_cosine"`
+	MeanCosine  float64 `json:"mean_cosine"`
+	Worst       int     `json:"worst_position"`
+	RefCached   bool    `json:"reference_cached"` // the reference's logits came from the cache
+	MS          float64 `json:"ms"`
+}
+
+// Err is nil for a pass, ErrF2Failed (wrapped with the reason) for a fail
+// and a refusal for everything else.
+func (r F2Result) Err() error {
+	switch r.Verdict {
+	case VerdictPass:
+		return nil
+	case VerdictFail:
+		return fmt.Errorf("%w: %s", ErrF2Failed, r.Reason)
+	}
+	by := r.RefusedBy
+	if by == "" {
+		by = F2By
+	}
+	return refuse.New(by, "F2: %s", r.Reason)
+}
+
+// ErrF2Failed marks a device engine that F2 caught disagreeing with the
+// reference.
+var ErrF2Failed = errors.New("F2 failed: the engine disagrees with the reference; generation did not start")
+
+// f2Cache is one cached reference answer.
+type f2Cache struct {
+	Key         string      `json:"key"`
+	ModelSHA256 string      `json:"model_sha256"`
+	Tokens      []int32     `json:"tokens"`
+	Identity    string      `json:"identity"`
+	Logits      [][]float32 `json:"logits"`
+}
+
+// F2CacheKey is the cache key of a reference answer.
+func F2CacheKey(modelSHA string, tokens []int32, identity string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "apr-f2-v1\nmodel %s\nidentity %s\ntokens %v\n", modelSHA, identity, tokens)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// RunF2 runs F2 on eng (a device engine over the model of o) and returns
+// its verdict.
+func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
+	start := time.Now()
+	defer func() { res.MS = float64(time.Since(start).Nanoseconds()) / 1e6 }()
+	refused := func(format string, args ...any) F2Result {
+		res.Verdict, res.Reason = VerdictRefused, fmt.Sprintf(format, args...)
+		return res
+	}
+	if o.Reference == "" {
+		o.Reference = "ref"
+	}
+	if o.Identity == "" || o.ModelSHA256 == "" {
+		return refused("no reference binary identity or model sha256 to key the reference's answer by")
+	}
+	set := o.Contracts
+	if set == nil {
+		var err error
+		if set, err = contracts.Embedded(); err != nil {
+			return refused("contracts: %v", err)
+		}
+	}
+	f, err := gguf.Open(o.Model)
+	if err != nil {
+		return refused("%v", err)
+	}
+	tier, arch := WeightTier(f), f.Architecture()
+	f.Close()
+	id := arch + ".engine_parity"
+	if tier == TierQuantized {
+		id += "_quantized"
+	}
+	fz, ok := set.Falsifier(id)
+	if !ok {
+		return refused("the contracts have no %s falsifier to take F2's tier from", id)
+	}
+	res.Falsifier = id
+	n := paramNumber(fz.Params["f2_tokens"])
+	if n < 2 {
+		return refused("%s gives no params.f2_tokens of at least 2 (a prefill and a decode step)", id)
+	}
+	probe := o.Tokens
+	if len(probe) > int(n) {
+		probe = probe[:int(n)]
+	}
+	res.ProbeTokens = len(probe)
+	if len(probe) < 2 {
+		return refused("the prompt has %d token(s); F2 needs at least 2 (the prompt's first tokens and one decode step)", len(probe))
+	}
+
+	want, cached, err := f2Reference(ctx, o, probe)
+	if err != nil {
+		return refused("the reference (%s) cannot answer: %v", o.Reference, err)
+	}
+	res.RefCached = cached
+
+	got, err := f2Probe(eng, probe)
+	if err != nil {
+		if r, ok := refuse.As(err); ok {
+			res.RefusedBy = r.By
+		}
+		return refused("the %s engine's probe failed: %v", eng.Backend(), err)
+	}
+	margin := paramNumber(fz.Params["argmax_margin"])
+	rep, err := oracle.CompareSeqWith(got, want, oracle.SeqOptions{ArgmaxMargin: margin})
+	if err != nil {
+		res.Verdict, res.Reason = VerdictFail, fmt.Sprintf("%s logits: %v", eng.Backend(), err)
+		return res
+	}
+	res.MinCosine, res.MeanCosine, res.Worst = rep.MinCosine, rep.MeanCosine, rep.Worst
+	measured := map[string]float64{"min_cosine": rep.MinCosine, "mean_cosine": rep.MeanCosine,
+		"argmax_mismatches": float64(len(rep.ArgmaxMismatches))}
+	for name, th := range fz.Thresholds {
+		v, ok := measured[name]
+		if !ok {
+			continue
+		}
+		if !th.Holds(v) {
+			res.Verdict = VerdictFail
+			res.Reason = fmt.Sprintf("%s %.9g (want %s %g, %s's tier) — worst position %d of %d", name, v, th.Op, th.Value, id, rep.Worst, len(probe))
+			return res
+		}
+	}
+	res.Verdict = VerdictPass
+	return res
+}
+
+// f2Probe feeds all but the last probe token as one batch and the last as
+// a decode step, and returns every position's logits.
+func f2Probe(eng model.Engine, probe []int32) ([][]float32, error) {
+	s, err := eng.NewSession(len(probe))
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := s.(interface{ Close() error }); ok {
+		defer c.Close()
+	}
+	rows, err := s.Eval(probe[:len(probe)-1], true)
+	if err != nil {
+		return nil, err
+	}
+	last, err := s.Eval(probe[len(probe)-1:], true)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, last...), nil
+}
+
+// f2Reference returns the reference's logits for probe, from the cache
+// when it holds them for this exact key.
+func f2Reference(ctx context.Context, o F2Options, probe []int32) ([][]float32, bool, error) {
+	key := F2CacheKey(o.ModelSHA256, probe, o.Identity)
+	dir := o.CacheDir
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return nil, false, fmt.Errorf("no cache directory: %w", err)
+		}
+		dir = filepath.Join(base, "apr", "f2")
+	}
+	path := ""
+	if dir != "-" {
+		path = filepath.Join(dir, key+".json")
+		if b, err := os.ReadFile(path); err == nil {
+			var c f2Cache
+			if err := json.Unmarshal(b, &c); err != nil {
+				return nil, false, fmt.Errorf("cache entry %s is unreadable: %v", path, err)
+			}
+			if c.Key != key || c.Identity != o.Identity || c.ModelSHA256 != o.ModelSHA256 || fmt.Sprint(c.Tokens) != fmt.Sprint(probe) {
+				return nil, false, fmt.Errorf("cache entry %s was written for another binary, model or probe (identity %q, model %.12s): it is not this reference's answer", path, c.Identity, c.ModelSHA256)
+			}
+			if len(c.Logits) != len(probe) {
+				return nil, false, fmt.Errorf("cache entry %s holds %d rows for %d probe tokens", path, len(c.Logits), len(probe))
+			}
+			return c.Logits, true, nil
+		}
+	}
+	eval := o.RefLogits
+	if eval == nil {
+		eval = func(ctx context.Context, m, backend string, tokens []int32) ([][]float32, error) {
+			r, err := generate.Logits(ctx, generate.LogitsOptions{Model: m, Backend: backend, Tokens: tokens})
+			return r.Logits, err
+		}
+	}
+	logits, err := eval(ctx, o.Model, o.Reference, probe)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(logits) != len(probe) {
+		return nil, false, fmt.Errorf("%d logits rows for %d tokens", len(logits), len(probe))
+	}
+	if path != "" {
+		b, err := json.Marshal(f2Cache{Key: key, ModelSHA256: o.ModelSHA256, Tokens: probe, Identity: o.Identity, Logits: logits})
+		if err == nil && os.MkdirAll(dir, 0o755) == nil {
+			tmp := path + ".tmp"
+			if os.WriteFile(tmp, b, 0o644) == nil {
+				_ = os.Rename(tmp, path) // a cache that cannot be written costs the next run a forward pass, nothing else
+			}
+		}
+	}
+	return logits, false, nil
+}
+
+// paramNumber reads a numeric contract parameter (0 when absent or not a
+// number).
+func paramNumber(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case int:
+		return float64(x)
+	case int64:
+		return float64(x)
+	}
+	return 0
+}

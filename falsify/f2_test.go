@@ -1,0 +1,166 @@
+package falsify_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	_ "github.com/aprqa/apr/engine/cpu"
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/engine/quant"
+	_ "github.com/aprqa/apr/engine/ref"
+	"github.com/aprqa/apr/engine/synth"
+	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/refuse"
+)
+
+// f2Model writes apr synth's tiny llama at Q8_0 and opens it on the cpu
+// engine, which stands in for a device engine (F2 is engine-agnostic).
+func f2Model(t *testing.T) (string, string, model.Engine) {
+	t.Helper()
+	p, err := synth.FindPreset("llama", "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	if _, err := synth.Write(path, synth.Options{Preset: p, Type: quant.Q8_0, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := model.OpenBackend("cpu", f, spec, model.OpenOptions{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close(); f.Close() })
+	return path, hex.EncodeToString(sum[:]), eng
+}
+
+// wrongEngine plants a defect: every logits row's first value is moved (a
+// wrong kernel), or every Eval fails (an injected kernel error).
+type wrongEngine struct {
+	model.Engine
+	fail  bool
+	shift float32
+}
+
+func (w wrongEngine) NewSession(n int) (model.Session, error) {
+	s, err := w.Engine.NewSession(n)
+	return wrongSession{s, w}, err
+}
+
+type wrongSession struct {
+	model.Session
+	w wrongEngine
+}
+
+func (s wrongSession) Eval(tokens []int32, all bool) ([][]float32, error) {
+	if s.w.fail {
+		return nil, errors.New("injected kernel error: CUDA_ERROR_ILLEGAL_ADDRESS")
+	}
+	rows, err := s.Session.Eval(tokens, all)
+	for _, r := range rows {
+		for i := 0; i < len(r); i += 3 {
+			r[i] += s.w.shift
+		}
+	}
+	return rows, err
+}
+
+func TestF2(t *testing.T) {
+	path, sha, eng := f2Model(t)
+	ctx := context.Background()
+	tokens := []int32{1, 20, 30, 40, 50, 60, 70, 80, 90, 100}
+	refCalls := 0
+	counting := func(ctx context.Context, m, backend string, toks []int32) ([][]float32, error) {
+		refCalls++
+		return realLogitsOf(ctx, m, backend, toks)
+	}
+	base := falsify.F2Options{Model: path, ModelSHA256: sha, Tokens: tokens, Identity: "test-binary sha256 aaaa",
+		CacheDir: t.TempDir(), RefLogits: counting}
+
+	t.Run("pass, then from the cache", func(t *testing.T) {
+		r := falsify.RunF2(ctx, eng, base)
+		if r.Verdict != falsify.VerdictPass || r.ProbeTokens != 8 || r.RefCached {
+			t.Fatalf("F2 on a correct engine: %+v; want pass over 8 probe tokens, reference computed", r)
+		}
+		if r.Falsifier != "llama.engine_parity_quantized" || r.MinCosine < 0.998 {
+			t.Errorf("F2 applied %s, min cosine %g", r.Falsifier, r.MinCosine)
+		}
+		calls := refCalls
+		r = falsify.RunF2(ctx, eng, base)
+		if r.Verdict != falsify.VerdictPass || !r.RefCached || refCalls != calls {
+			t.Fatalf("second F2: %+v, reference calls %d → %d; want a pass from the cache without a reference forward", r, calls, refCalls)
+		}
+	})
+	t.Run("planted wrong kernel fails", func(t *testing.T) {
+		r := falsify.RunF2(ctx, wrongEngine{Engine: eng, shift: 5}, base)
+		if r.Verdict != falsify.VerdictFail || !errors.Is(r.Err(), falsify.ErrF2Failed) || !strings.Contains(r.Reason, "worst position") {
+			t.Fatalf("F2 on a wrong engine: %+v; want fail naming the worst position", r)
+		}
+	})
+	refusals := []struct {
+		name string
+		edit func(o *falsify.F2Options)
+		eng  model.Engine
+		want string
+	}{
+		{"reference unavailable", func(o *falsify.F2Options) {
+			o.CacheDir = "-"
+			o.RefLogits = func(context.Context, string, string, []int32) ([][]float32, error) {
+				return nil, refuse.New("backend", "backend \"ref\" is not available in this build")
+			}
+		}, eng, "reference"},
+		{"probe of one token", func(o *falsify.F2Options) { o.Tokens = tokens[:1] }, eng, "at least 2"},
+		{"injected kernel error", func(o *falsify.F2Options) {}, wrongEngine{Engine: eng, fail: true}, "injected kernel error"},
+		{"no identity", func(o *falsify.F2Options) { o.Identity = "" }, eng, "identity"},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base
+			tc.edit(&o)
+			r := falsify.RunF2(ctx, tc.eng, o)
+			if r.Verdict != falsify.VerdictRefused || !strings.Contains(r.Reason, tc.want) {
+				t.Fatalf("F2 with %s: %+v; want refused mentioning %q", tc.name, r, tc.want)
+			}
+			if _, ok := refuse.As(r.Err()); !ok {
+				t.Errorf("Err() of a refused F2 is %v, not a refusal", r.Err())
+			}
+		})
+	}
+	t.Run("cache entry of another binary", func(t *testing.T) {
+		o := base
+		o.CacheDir = t.TempDir()
+		key := falsify.F2CacheKey(sha, tokens[:8], o.Identity)
+		b, _ := json.Marshal(map[string]any{"key": key, "model_sha256": sha, "tokens": tokens[:8], "identity": "another binary", "logits": [][]float32{{1}}})
+		if err := os.WriteFile(filepath.Join(o.CacheDir, key+".json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := falsify.RunF2(ctx, eng, o)
+		if r.Verdict != falsify.VerdictRefused || !strings.Contains(r.Reason, "another binary") {
+			t.Fatalf("F2 over another binary's cache entry: %+v; want refused", r)
+		}
+	})
+}
+
+func realLogitsOf(ctx context.Context, m, backend string, toks []int32) ([][]float32, error) {
+	return realLogits(ctx, m, backend, toks)
+}
