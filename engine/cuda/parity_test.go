@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	_ "github.com/aprqa/apr/engine/cpu" // registers "cpu"
 	"github.com/aprqa/apr/engine/cuda"
+	"github.com/aprqa/apr/engine/cuda/internal/cu"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
@@ -185,6 +188,15 @@ func TestParity(t *testing.T) {
 		paths = append(paths, m...)
 	}
 	sort.Strings(paths)
+	if only := os.Getenv(envEmuModels); only != "" {
+		var keep []string
+		for _, p := range paths {
+			if slices.Contains(strings.Split(only, ","), strings.TrimSuffix(filepath.Base(p), ".gguf")) {
+				keep = append(keep, p)
+			}
+		}
+		paths = keep
+	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "\n1−cos (min/mean over positions): cuda~ref (judged), cuda~cpu, cuda~llama.cpp, cpu~llama.cpp; greedy: steps equal to llama.cpp / steps judged\n")
 	for _, path := range paths {
@@ -256,13 +268,23 @@ func parity(t *testing.T, dir, path string) string {
 	}
 	greedy := "-"
 	var gr expectGreedy
-	if readJSON(t, filepath.Join(dir, "expect", name+".greedy.json"), &gr) {
+	// The noise below which llama.cpp's top-1/top-2 margin may flip on an
+	// engine that computes in plain FP32 (the reference's rule: llama.cpp
+	// quantizes activations, cuda does not).
+	noise := 1e-3
+	if quantized(ref.f) {
+		noise = 0.25
+		if ref.spec.Arch == "qwen35" {
+			noise = 1.0
+		}
+	}
+	if emuGreedy(name) && readJSON(t, filepath.Join(dir, "expect", name+".greedy.json"), &gr) {
 		eq, judged := 0, 0
 		for _, r := range gr.Results {
 			ids := greedyRun(t, gpu, r.PromptIDs, len(r.GeneratedIDs))
 			for i, id := range r.GeneratedIDs {
-				if i < len(r.Margins) && r.Margins[i] < 1e-2 {
-					break // a near-tie in llama.cpp: what follows may legitimately differ
+				if name != "stories260K" && i < len(r.Margins) && r.Margins[i] < noise {
+					break // a near-tie for this tier: what follows may legitimately differ
 				}
 				judged++
 				if ids[i] != id {
@@ -296,4 +318,66 @@ func greedyRun(t *testing.T, m *loaded, prompt []int32, n int) []int32 {
 		}
 	}
 	return out
+}
+
+// The emulated run (TestEmulated): which models TestParity takes, and on
+// which of them it also decodes greedily (the emulator runs every thread of
+// every block on the CPU, so CI takes a few models that cover every layer
+// kind and the decode path).
+const (
+	envEmuModels = "APR_CUDA_EMU_MODELS"
+	envEmuGreedy = "APR_CUDA_EMU_GREEDY"
+)
+
+func emuGreedy(name string) bool {
+	g, set := os.LookupEnv(envEmuGreedy)
+	return !set || slices.Contains(strings.Split(g, ","), name)
+}
+
+// TestEmulated runs the CUDA engine's own tests — every format's decoder
+// on the device path (GetRows), the products (mv, mm, mmid) and TestParity
+// on a few fixture models of every layer kind (attention, Gated DeltaNet,
+// MoE) — against the host emulator of the driver (kernels/emu.cpp, built
+// with the host C++ compiler): the engine's launches, arguments, strides
+// and every kernel's arithmetic are checked on machines without a GPU. It
+// proves nothing about nvcc's code or speed; a GPU run does that.
+func TestEmulated(t *testing.T) {
+	if os.Getenv(cu.EnvLibrary) != "" {
+		t.Skip("SKIP (not a pass): already running on the emulator")
+	}
+	if _, err := cuda.Available(); err == nil {
+		t.Skip("SKIP (not a pass): this machine has a CUDA device; TestParity runs on it")
+	}
+	cxx, err := exec.LookPath("c++")
+	if err != nil {
+		t.Skipf("SKIP (not a pass): no host C++ compiler to build the emulator: %v", err)
+	}
+	testutil.Fixtures(t)
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libcuda-emu.so")
+	if out, err := exec.Command(cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-o", lib, "kernels/emu.cpp").CombinedOutput(); err != nil {
+		t.Fatalf("building the emulator: %v\n%s", err, out)
+	}
+	ptx := filepath.Join(dir, "emulator.ptx")
+	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts)$", "-test.v")
+	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
+		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
+		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
+	out, err := cmd.CombinedOutput()
+	var keep []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(l, "=== ") && strings.TrimSpace(l) != "" {
+			keep = append(keep, l)
+		}
+	}
+	t.Logf("emulated run:\n%s", strings.Join(keep, "\n"))
+	if err != nil {
+		t.Fatalf("the CUDA engine's tests on the emulator failed: %v", err)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestParity") || strings.Contains(string(out), "--- SKIP: TestParity") {
+		t.Fatal("TestParity did not run and pass on the emulator")
+	}
 }

@@ -59,16 +59,17 @@ __device__ float block_maxf(float v, float *sh) {
 // ---- products ----------------------------------------------------------------
 
 // mm: Y[t][r] = Σ_c W[r][c]·X[t][c] for rows r < nrows, tokens t < ntok.
-// A warp takes one weight row and NT tokens; its lanes take the row's
-// 32-value chunks in turn. Grid: (ceil(nrows/WARPS), ceil(ntok/NT)).
+// A warp takes one weight row and the NT tokens of tile; its lanes take the
+// row's 32-value chunks in turn. Grid: (ceil(nrows/WARPS), ceil(ntok/NT)),
+// tile = blockIdx.y (mmid uses grid.y for its slots and passes tile 0).
 template <class T, int NT>
 __device__ void mm_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, int xs, float *Y, int ys,
-                        int nrows, int ntok) {
+                        int nrows, int ntok, int tile) {
   const int CPB = T::QK / 32;
   int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   int row = blockIdx.x * WARPS + warp;
   if (row >= nrows) return;
-  int t0 = blockIdx.y * NT;
+  int t0 = tile * NT;
   const u8 *wr = W + (long long)row * rowBytes;
   float acc[NT];
 #pragma unroll
@@ -114,7 +115,7 @@ __device__ void mmid_body(const u8 *W, long long expBytes, long long rowBytes, i
                           int xdiv, const float *X, int xs, float *Y, int ys, int nrows) {
   int s = blockIdx.y;
   const u8 *We = W + (long long)ids[s] * expBytes;
-  mm_body<T, 1>(We, rowBytes, nchunk, cols, X + (long long)(s / xdiv) * xs, xs, Y + (long long)s * ys, ys, nrows, 1);
+  mm_body<T, 1>(We, rowBytes, nchunk, cols, X + (long long)(s / xdiv) * xs, xs, Y + (long long)s * ys, ys, nrows, 1, 0);
 }
 
 // getrows: dst[r] = W[ids[r]], dequantized; grid (ceil(nchunk/128), n).
@@ -141,11 +142,11 @@ __device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, int co
 #define APR_PRODUCTS(N, ID)                                                                                    \
   extern "C" __global__ void __launch_bounds__(128)                                                            \
       mv_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt) { \
-    mm_body<N, 1>(W, rb, nc, cols, X, xs, Y, ys, nr, nt);                                                      \
+    mm_body<N, 1>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, blockIdx.y);                                                      \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(128)                                                            \
       mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt) { \
-    mm_body<N, 8>(W, rb, nc, cols, X, xs, Y, ys, nr, nt);                                                      \
+    mm_body<N, 8>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, blockIdx.y);                                                      \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(128)                                                            \
       mmid_##N(const u8 *W, long long eb, long long rb, int nc, int cols, const int *ids, int xdiv, const float *X, \
