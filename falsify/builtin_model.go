@@ -31,6 +31,10 @@ func RegisterBuiltins(r *Registry) {
 	r.Register("greedy_golden", KindGolden, greedyGolden,
 		Needs(NeedModel), Thresholds("mismatched_cases"), Refs("golden store"), AppliesWhen(goldenApplies),
 		Doc("greedy generation on the reference engine equals the reviewed golden (package golden) of that model object"))
+	r.Register("f2", KindCosine, f2Code,
+		Needs(NeedModel), Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
+		Params("backend", "prompt", "f2_tokens", "argmax_margin"), Refs("reference engine"), AppliesWhen(f2Applies),
+		Doc("F2: a device engine's logits over the prompt's first tokens and one decode step agree with the reference engine's before it may generate"))
 	// logits_parity finds llama.cpp's logits under params.expect_dir, else
 	// the fixtures' expect/ (so it needs one of them: parityApplies says so).
 	r.Register("logits_parity", KindCosine, logitsParity,

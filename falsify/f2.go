@@ -15,6 +15,7 @@ import (
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/refuse"
 )
@@ -22,9 +23,10 @@ import (
 // F2 is the validation a device engine passes before it generates: the
 // prompt's first tokens (prefilled as one batch) and one decode step on the
 // engine, compared position by position with the reference engine's logits
-// for the same tokens at the model contract's engine_parity tier (the
-// thresholds of <arch>.engine_parity or <arch>.engine_parity_quantized;
-// the probe length is that falsifier's params.f2_tokens).
+// for the same tokens at the thresholds of the model contract's <arch>.f2
+// falsifier (its params.f2_tokens is the probe's length). The CUDA engine
+// computes in the reference's numerics (F32 activations), so that tier is
+// the same for every weight type and far tighter than the engine tiers.
 //
 // It fails closed: a pass lets generation start; a fail (a position below
 // the tier, or an argmax flip where the reference is decided) stops it;
@@ -69,6 +71,7 @@ type F2Result struct {
 	MinCosine   float64 `json:"min_cosine"`
 	MeanCosine  float64 `json:"mean_cosine"`
 	Worst       int     `json:"worst_position"`
+	Mismatches  int     `json:"argmax_mismatches"`
 	RefCached   bool    `json:"reference_cached"` // the reference's logits came from the cache
 	MS          float64 `json:"ms"`
 }
@@ -135,15 +138,12 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 	if err != nil {
 		return refused("%v", err)
 	}
-	tier, arch := WeightTier(f), f.Architecture()
+	arch := f.Architecture()
 	f.Close()
-	id := arch + ".engine_parity"
-	if tier == TierQuantized {
-		id += "_quantized"
-	}
+	id := arch + ".f2"
 	fz, ok := set.Falsifier(id)
 	if !ok {
-		return refused("the contracts have no %s falsifier to take F2's tier from", id)
+		return refused("the contracts have no %s falsifier to take F2's tier and probe from", id)
 	}
 	res.Falsifier = id
 	n := paramNumber(fz.Params["f2_tokens"])
@@ -178,7 +178,7 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 		res.Verdict, res.Reason = VerdictFail, fmt.Sprintf("%s logits: %v", eng.Backend(), err)
 		return res
 	}
-	res.MinCosine, res.MeanCosine, res.Worst = rep.MinCosine, rep.MeanCosine, rep.Worst
+	res.MinCosine, res.MeanCosine, res.Worst, res.Mismatches = rep.MinCosine, rep.MeanCosine, rep.Worst, len(rep.ArgmaxMismatches)
 	measured := map[string]float64{"min_cosine": rep.MinCosine, "mean_cosine": rep.MeanCosine,
 		"argmax_mismatches": float64(len(rep.ArgmaxMismatches))}
 	for name, th := range fz.Thresholds {
@@ -284,4 +284,80 @@ func paramNumber(v any) float64 {
 		return float64(x)
 	}
 	return 0
+}
+
+// f2Code is the f2 falsifier (apr falsify, apr qa's f2 gate): F2 on
+// params.backend over the probe prompt params.prompt (tokenized raw, BOS
+// per the model), with the reference's answer not cached.
+func f2Code(ctx context.Context, c *Check) error {
+	backend, err := c.ParamString("backend", "cuda")
+	if err != nil {
+		return err
+	}
+	prompt, err := c.ParamString("prompt", "")
+	if err != nil {
+		return err
+	}
+	f, err := c.Model()
+	if err != nil {
+		return err
+	}
+	sha, err := c.ModelSHA256()
+	if err != nil {
+		return err
+	}
+	tok, err := tokenizer.New(f)
+	if err != nil {
+		return c.Refuse("the model's tokenizer: %v", err)
+	}
+	toks, err := generate.PromptTokens(ctx, tok, nil, prompt, true)
+	if err != nil {
+		return c.Refuse("the probe prompt: %v", err)
+	}
+	spec, err := model.Load(f)
+	if err != nil {
+		return refuse.Wrap(c.By(), err)
+	}
+	eng, err := model.OpenBackend(backend, f, spec, model.OpenOptions{})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	if up, ok := eng.(model.Uploader); ok {
+		if err := up.Upload(); err != nil {
+			return err
+		}
+	}
+	var refErr error
+	r := RunF2(ctx, eng, F2Options{Model: c.ModelPath(), ModelSHA256: sha, Tokens: toks, Identity: "falsifier (uncached)",
+		CacheDir: "-", Contracts: c.Set,
+		RefLogits: func(ctx context.Context, m, b string, t []int32) ([][]float32, error) {
+			var out [][]float32
+			refErr = c.CallRef("reference engine", func() error {
+				r, err := generate.Logits(ctx, generate.LogitsOptions{Model: m, Backend: b, Tokens: t})
+				out = r.Logits
+				return err
+			})
+			return out, refErr
+		}})
+	c.Note("F2 on %s: %s over %d probe tokens (prefill + one decode step); worst position %d", backend, r.Verdict, r.ProbeTokens, r.Worst)
+	if r.Verdict == VerdictRefused {
+		if refErr != nil {
+			return refErr
+		}
+		return c.Refuse("%s", r.Reason)
+	}
+	c.Measure("min_cosine", r.MinCosine)
+	c.Measure("mean_cosine", r.MeanCosine)
+	c.Measure("argmax_mismatches", float64(r.Mismatches))
+	return nil
+}
+
+// f2Applies: the f2 falsifier runs where its backend can run.
+func f2Applies(c *Check) (bool, string) {
+	b, _ := c.ParamString("backend", "cuda")
+	if err := model.Available(b); err != nil {
+		return false, fmt.Sprintf("backend %s cannot run here: %v", b, err)
+	}
+	return true, ""
 }

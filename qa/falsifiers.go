@@ -11,6 +11,7 @@ import (
 	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
@@ -25,6 +26,7 @@ const (
 	FalsifierTemplate     = "chat_template"
 	FalsifierGoldenOutput = "golden_output"
 	FalsifierEngineParity = "engine_parity"
+	FalsifierGPUCPU       = "gpu_cpu"
 	FalsifierThroughput   = "throughput"
 )
 
@@ -55,6 +57,12 @@ func Register(reg *falsify.Registry) {
 		falsify.Params("tier", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
 		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
 		falsify.Doc("a backend's logits against the reference engine's at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
+	reg.Register(FalsifierGPUCPU, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+		return gpuCPU(ctx, c, m, backendParam(c, "cuda"))
+	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
+		falsify.Params("tier", "backend", "reference", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
+		falsify.AppliesWhen(gpuCPUApplies), falsify.VetWith(falsify.VetTier),
+		falsify.Doc("a device backend's logits (params.backend) against another engine's (params.reference) at every position of a probe prompt, at the thresholds of the model's weight tier; the judge's router near-ties excluded and reported"))
 	reg.Register(FalsifierThroughput, falsify.KindTiming, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.throughputGate(ctx, c.F, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("decode_ratio", "prefill_ratio", "max_cv"), falsify.Refs("baseline"),
@@ -73,6 +81,20 @@ func tier(f *gguf.File) string { return falsify.WeightTier(f) }
 
 // templateApplies: a model without a chat template has none to gate (apr
 // qa reports it refused-optional, apr falsify as not run).
+// gpuCPUApplies: gpu_cpu applies to models of its tier when its device
+// backend can run on this machine (qa gates a named backend anyway, and
+// refuses it with the reason).
+func gpuCPUApplies(c *falsify.Check) (bool, string) {
+	if ok, why := falsify.TierApplies(c); !ok {
+		return ok, why
+	}
+	b, _ := c.ParamString("backend", "cuda")
+	if err := model.Available(b); err != nil {
+		return false, fmt.Sprintf("backend %s cannot run here: %v", b, err)
+	}
+	return true, ""
+}
+
 func templateApplies(c *falsify.Check) (bool, string) {
 	f, err := c.Model()
 	if err != nil {

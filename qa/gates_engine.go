@@ -85,16 +85,31 @@ func parity(ctx context.Context, c *falsify.Check, m *modelRun, backend string) 
 	return parityWith(ctx, c, m, backend, false)
 }
 
+// gpuCPU is the gpu_cpu gate: a device backend's logits against another
+// engine's (params.reference: cpu) at the probe, at the contract's tier;
+// the judge's router near-ties excluded for a mixture of experts.
+func gpuCPU(ctx context.Context, c *falsify.Check, m *modelRun, backend string) outcome {
+	return parityWith(ctx, c, m, backend, false)
+}
+
 func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend string, sloppy bool) outcome {
 	fz := c.F
 	toks, err := m.probe(ctx, fz)
 	if err != nil {
 		return fromError(CodeModel, err, "the probe prompt cannot be tokenized")
 	}
+	// The judge: the reference, unless the falsifier names another engine
+	// (gpu_cpu holds a device engine to the cpu engine).
+	judge := paramString(fz, "reference", m.opts.Reference)
 	var want generate.LogitsResult
 	err = c.CallRef("reference engine", func() error {
 		var err error
-		if want, err = m.refLogits(ctx, toks); err != nil {
+		if judge == m.opts.Reference {
+			want, err = m.refLogits(ctx, toks)
+		} else {
+			want, err = m.logits(ctx, judge, toks)
+		}
+		if err != nil {
 			return err
 		}
 		return usable(want, len(toks))
@@ -121,7 +136,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	margin := paramFloat(fz, "argmax_margin", 0.2)
 	wantRows, gotRows := want.Logits, got.Logits
 	var flips []falsify.RoutingFlip
-	if used > 0 { // a mixture of experts: used experts per token
+	if used > 0 && judge == m.opts.Reference { // a mixture of experts: used experts per token
 		var o *outcome
 		if wantRows, gotRows, ties, flips, o = m.routingSegments(ctx, c, backend, toks, want.Logits, got.Logits, ties, judgeRecs, used); o != nil {
 			return *o

@@ -127,6 +127,9 @@ func gateModel(ctx context.Context, st *state, path, synth string) (ModelReport,
 			if againstReference(gate) && b == opts.Reference {
 				continue
 			}
+			if (gate == GateGPUCPU || gate == GateF2) && !m.deviceGates(gate, b) {
+				continue // only a device backend runs F2 and is held to the cpu engine
+			}
 			m.record(ctx, st, gate, b)
 		}
 	}
@@ -187,6 +190,17 @@ func (m *modelRun) record(ctx context.Context, st *state, gate, backend string) 
 	if m.opts.Progress != nil {
 		m.opts.Progress(m.mr, g)
 	}
+}
+
+// deviceGates reports whether gate (gpu_cpu, f2) holds backend b: the
+// contract's falsifier names b as its device backend.
+func (m *modelRun) deviceGates(gate, b string) bool {
+	fzs, o := m.falsifiers(gate)
+	if o != nil || len(fzs) == 0 {
+		return b == "cuda" // recorded, and refused by name for the missing contract
+	}
+	want, _ := fzs[0].Params["backend"].(string)
+	return want == b
 }
 
 func (m *modelRun) hasTemplate() bool {
@@ -250,6 +264,15 @@ func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *outcome) {
 			return nil, o
 		}
 		return []schema.Falsifier{a, b}, nil
+	case GateGPUCPU:
+		f, o := find(fmt.Sprintf("falsifier with code %s for %s weights", FalsifierGPUCPU, tier(m.f)), func(f schema.Falsifier) bool {
+			t, _ := f.Params["tier"].(string)
+			return f.Code == FalsifierGPUCPU && t == tier(m.f)
+		})
+		if o != nil {
+			return nil, o
+		}
+		return []schema.Falsifier{f}, nil
 	case GateParity, GateFailClosed:
 		p, o := find(fmt.Sprintf("falsifier with code %s for %s weights", FalsifierEngineParity, tier(m.f)), parityOf)
 		if o != nil {

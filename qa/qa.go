@@ -46,6 +46,8 @@ const (
 	GateGolden         = "golden_output"
 	GateParity         = "parity"
 	GateFailClosed     = "failclosed"
+	GateGPUCPU         = "gpu_cpu"
+	GateF2             = "f2"
 	GateTiming         = "timing"
 	GateThroughput     = "throughput"
 )
@@ -53,7 +55,7 @@ const (
 // Gates lists every gate in order.
 func Gates() []string {
 	return []string{GateTensorContract, GateMetadata, GateTokenizer, GateTemplate, GateGolden,
-		GateParity, GateFailClosed, GateTiming, GateThroughput}
+		GateParity, GateFailClosed, GateF2, GateGPUCPU, GateTiming, GateThroughput}
 }
 
 // The code each gate's contract falsifier carries (schema #Falsifier.code).
@@ -65,6 +67,8 @@ var gateCode = map[string]string{
 	GateGolden:         "golden_output",
 	GateParity:         "engine_parity",
 	GateFailClosed:     "failclosed",
+	GateGPUCPU:         "gpu_cpu",
+	GateF2:             "f2",
 	GateTiming:         "timing",
 	GateThroughput:     "throughput",
 }
@@ -72,7 +76,7 @@ var gateCode = map[string]string{
 // perBackend reports whether a gate runs once per backend.
 func perBackend(gate string) bool {
 	switch gate {
-	case GateGolden, GateParity, GateFailClosed, GateTiming, GateThroughput:
+	case GateGolden, GateParity, GateFailClosed, GateF2, GateGPUCPU, GateTiming, GateThroughput:
 		return true
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/aprqa/apr/engine/cuda/internal/cu"
@@ -21,7 +22,18 @@ const By = "engine/cuda"
 
 func init() {
 	model.RegisterBackend(Name, func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
-		return New(f, spec, Options{Log: o.Log})
+		opts := Options{Log: o.Log}
+		if s := os.Getenv(EnvPlant); s != "" {
+			p, err := ParsePlant(s)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", EnvPlant, err)
+			}
+			opts.Plant = p
+			if o.Log != nil {
+				o.Log.Warn("cuda: a defect is planted in the kernels' output (falsifier hook)", "env", EnvPlant, "plant", s)
+			}
+		}
+		return New(f, spec, opts)
 	})
 	model.RegisterProbe(Name, func() error {
 		if _, err := Available(); err != nil {
@@ -33,6 +45,12 @@ func init() {
 		return nil
 	})
 }
+
+// EnvPlant plants a defect in the engine's kernels for every engine the
+// registry opens ("TENSOR[:COL[:FACTOR]]" or "op=NAME[:COL[:FACTOR]]", see
+// ParsePlant): the hook with which falsifiers and people prove that apr qa,
+// F2 and apr diff catch a wrong CUDA kernel. Never set it otherwise.
+const EnvPlant = "APR_CUDA_PLANT"
 
 // Options configure an Engine.
 type Options struct {

@@ -1,6 +1,9 @@
 package cuda_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -18,6 +21,8 @@ import (
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/oracle"
 	_ "github.com/aprqa/apr/engine/ref" // registers "ref": the judge, in tests only
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/refuse"
@@ -362,7 +367,7 @@ func TestEmulated(t *testing.T) {
 	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts)$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect)$", "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
 		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
 		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
@@ -380,4 +385,66 @@ func TestEmulated(t *testing.T) {
 	if !strings.Contains(string(out), "--- PASS: TestParity") || strings.Contains(string(out), "--- SKIP: TestParity") {
 		t.Fatal("TestParity did not run and pass on the emulator")
 	}
+}
+
+// TestPlantedDefect plants a wrong kernel (one output column of layer 1's
+// ffn_down product scaled by 3) and checks that the bisect names exactly
+// that (layer, op) against the cpu engine, and that F2 fails.
+func TestPlantedDefect(t *testing.T) {
+	if _, err := cuda.Available(); err != nil {
+		t.Skipf("SKIP (not a pass): no CUDA device: %v", err)
+	}
+	dir := testutil.Fixtures(t)
+	path := filepath.Join(dir, "models", "synth", "qwen2-tiny-Q8_0.gguf")
+	cpu := open(t, path, "cpu")
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	spec, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := cuda.New(f, spec, cuda.Options{Plant: &cuda.Plant{Tensor: "blk.1.ffn_down.weight", Col: 5, Factor: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Close()
+	var ex expectLogits
+	if !readJSON(t, filepath.Join(dir, "expect", "qwen2-tiny-Q8_0.logits.json"), &ex) {
+		t.Fatal("no expect logits")
+	}
+	toks := ex.Tokens[:8]
+	trace := func(eng model.Engine) []oracle.Record {
+		s, err := eng.NewSession(len(toks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec oracle.Recording
+		s.SetTrace(rec.Trace())
+		if _, err := s.Eval(toks, true); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Records
+	}
+	d := oracle.FirstDivergence(trace(bad), trace(cpu.eng), oracle.DivergenceTol{MinCosine: 0.999})
+	if d.First == nil || d.First.Layer != 1 || d.First.Op != model.OpFFNOut {
+		t.Fatalf("the bisect named %+v; want layer 1 op %s (the planted ffn_down)", d.First, model.OpFFNOut)
+	}
+	sum := sha256.Sum256(mustRead(t, path))
+	r := falsify.RunF2(context.Background(), bad, falsify.F2Options{Model: path, ModelSHA256: hex.EncodeToString(sum[:]),
+		Tokens: ex.Tokens, Identity: "test", CacheDir: "-"})
+	if r.Verdict != falsify.VerdictFail {
+		t.Fatalf("F2 on the planted engine: %+v; want fail", r)
+	}
+	t.Logf("planted blk.1.ffn_down col 5 ×3: bisect names layer %d %s (cosine %.6f at position %d); F2 %s: %s", d.First.Layer, d.First.Op, d.First.Cosine, d.First.Pos, r.Verdict, r.Reason)
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
