@@ -21,10 +21,10 @@ import (
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
-	"github.com/aprqa/apr/falsify"
-	"github.com/aprqa/apr/oracle"
 	_ "github.com/aprqa/apr/engine/ref" // registers "ref": the judge, in tests only
+	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/testutil"
+	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/refuse"
 )
 
