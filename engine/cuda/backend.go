@@ -253,10 +253,12 @@ type vector struct {
 
 func (v *vector) Tensor() *model.Tensor { return v.t }
 
-// Types lists the weight types the CUDA kernels implement.
+// Types lists the weight types the CUDA kernels implement: every type the
+// contracts allow for a weight matrix (Q8_K, an activation format, has a
+// decoder in the kernels but is no weight type).
 func Types() []quant.Type {
 	return []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0,
-		quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.Q8_K, quant.IQ2_XXS, quant.IQ2_XS,
+		quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ2_XXS, quant.IQ2_XS,
 		quant.IQ2_S, quant.IQ3_XXS, quant.IQ3_S, quant.IQ1_S, quant.IQ1_M, quant.IQ4_NL, quant.IQ4_XS,
 		quant.TQ1_0, quant.TQ2_0, quant.MXFP4, quant.NVFP4, quant.Q1_0, quant.Q2_0}
 }

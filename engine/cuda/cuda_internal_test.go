@@ -191,7 +191,7 @@ func TestGetRowsBitExact(t *testing.T) {
 	for _, fx := range dequantFixtures(t) {
 		t.Run(fx.typ.String(), func(t *testing.T) {
 			if !supported(fx.typ) {
-				t.Skipf("SKIP (not a pass): no CUDA kernel for %s", fx.typ)
+				t.Skipf("SKIP (not a pass): %s is no weight type (an activation format); its decoder is checked by TestDecodersOnHost", fx.typ)
 			}
 			w, err := be.Matrix(fx.q)
 			if err != nil {
@@ -243,7 +243,7 @@ func TestProducts(t *testing.T) {
 	for _, fx := range dequantFixtures(t) {
 		t.Run(fx.typ.String(), func(t *testing.T) {
 			if !supported(fx.typ) {
-				t.Skipf("SKIP (not a pass): no CUDA kernel for %s", fx.typ)
+				t.Skipf("SKIP (not a pass): %s is no weight type (an activation format); its decoder is checked by TestDecodersOnHost", fx.typ)
 			}
 			rows, cols := fx.q.Rows(), fx.q.Cols()
 			wf := f32s(fx.deq.Data)

@@ -106,3 +106,15 @@ func ModuleSHA256() (string, error) {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:]), nil
 }
+
+// KernelIDs lists the contract id of every product kernel the engine has:
+// (matvec, matmul) × every weight type, on sm_90 PTX
+// ("kernel.matvec.Q4_K.cuda.sm90"). A type outside Types() has none, and
+// a model with it is refused by that id when prepared.
+func KernelIDs() []string {
+	var out []string
+	for _, t := range Types() {
+		out = append(out, ContractID("matvec", t), ContractID("matmul", t))
+	}
+	return out
+}

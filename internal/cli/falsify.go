@@ -17,6 +17,7 @@ import (
 
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/cpu"
+	"github.com/aprqa/apr/engine/cuda"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
@@ -32,6 +33,9 @@ func init() {
 	// apr contracts vet resolves every kernel the optimized CPU engine
 	// registers to a kernel contract and op, and kernel_dot runs them.
 	falsify.RegisterKernels("engine/cpu", cpu.KernelIDs, cpuKernelRun)
+	// The CUDA engine's kernel ids resolve to kernel contracts too (vet);
+	// kernel_dot does not run them (see apr kernels).
+	falsify.RegisterKernelIDs("engine/cuda", cuda.KernelIDs)
 }
 
 func cpuKernelRun(contract string, w []byte, rows, cols int, x []float32, m int) ([]float32, string, []byte, error) {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/cpu"
+	"github.com/aprqa/apr/engine/cuda"
+	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
@@ -94,11 +96,23 @@ but one was refused. With --json, stdout carries one array of objects.`,
 	return c
 }
 
+// cudaKernels lists the CUDA engine's product kernels as registry rows
+// (runnable where the backend can run).
+func cudaKernels() []cpu.KernelInfo {
+	runnable := model.Available(cuda.Name) == nil
+	var out []cpu.KernelInfo
+	for _, id := range cuda.KernelIDs() {
+		parts := strings.Split(id, ".")
+		out = append(out, cpu.KernelInfo{Op: parts[1], Type: parts[2], Backend: cuda.Name, ISA: parts[4], Contract: id, Act: "F32", Runnable: runnable})
+	}
+	return out
+}
+
 // kernelRows lists the registry, each kernel resolved to its contract and
 // that contract's falsifiers, all "not run".
 func kernelRows(set *contracts.Set) []kernelRow {
 	var rows []kernelRow
-	for _, k := range cpu.Kernels() {
+	for _, k := range append(cpu.Kernels(), cudaKernels()...) {
 		r := kernelRow{KernelInfo: k, Falsifiers: []kernelFalsifier{}}
 		kc, op, err := set.ResolveKernel(k.Contract)
 		if err != nil {
@@ -159,6 +173,8 @@ func applyVerdicts(rows []kernelRow, rep *falsify.Report) {
 			f := &r.Falsifiers[j]
 			res, ran := results[f.ID]
 			switch {
+			case f.Code == "kernel_dot" && r.Backend == cuda.Name:
+				f.Verdict, f.Reason = verdictNotRun, "kernel_dot runs the CPU kernels (ggml's activation formats); the CUDA kernels (F32 activations) are held to Σ dequant(w)·x by engine/cuda's TestProducts on a GPU or the driver emulator"
 			case f.Code == "kernel_dot" && !r.Runnable:
 				f.Verdict, f.Reason = verdictNotRun, "this machine cannot run the kernel"
 			case ran:
