@@ -153,3 +153,14 @@ func TestKLDStatistics(t *testing.T) {
 		t.Errorf("cor %v count %d", s.Cor, s.Count)
 	}
 }
+
+// TestDivergenceNMSE: the first divergence carries the record's NMSE
+// (Σ(b−a)²/Σa²), and its reason names it.
+func TestDivergenceNMSE(t *testing.T) {
+	a := []oracle.Record{{Layer: 0, Op: "q", Pos: 0, Values: []float32{1, 0, 0, 0}}}
+	b := []oracle.Record{{Layer: 0, Op: "q", Pos: 0, Values: []float32{1, 0.5, 0, 0}}}
+	d := oracle.FirstDivergence(a, b, oracle.DivergenceTol{MinCosine: 0.99})
+	if d.First == nil || math.Abs(d.First.NMSE-0.25) > 1e-12 || !strings.Contains(d.First.Reason, "NMSE 0.25") {
+		t.Errorf("FirstDivergence = %+v, want NMSE 0.25 named in the reason", d.First)
+	}
+}
