@@ -22,6 +22,7 @@ func RegisterBuiltins(r *Registry) {
 		Needs(NeedModel), Thresholds("violations"), Refs("model contract"),
 		Doc("a GGUF's hyper-parameters: present, of their types, in range, consistent"))
 	registerKernelBuiltins(r)
+	registerKLD(r)
 	r.Register("failclosed", KindFailClosed, failClosed,
 		Thresholds("non_refusals"), Params("target"), VetWith(vetFailClosed), AppliesWhen(failClosedApplies),
 		Doc("the target falsifier refuses when its reference is unavailable or errors"))

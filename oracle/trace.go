@@ -41,6 +41,9 @@ type Divergence struct {
 	Pos    int     `json:"pos"`
 	Cosine float64 `json:"cosine"`  // 0 when Reason is not a metric
 	MaxAbs float64 `json:"max_abs"` // 0 when Reason is not a metric
+	// NMSE is Σ(b−a)²/Σa² of the record (test-backend-ops' measure); 0 when
+	// Reason is not a metric.
+	NMSE   float64 `json:"nmse"`
 	Reason string  `json:"reason"`
 }
 
@@ -143,12 +146,13 @@ func diverges(a, b *Record, tol DivergenceTol) *Divergence {
 		return d
 	}
 	ma, _, _ := MaxAbs(b.Values, a.Values)
-	d.Cosine, d.MaxAbs = c, ma
+	nmse, _ := NMSE(b.Values, a.Values)
+	d.Cosine, d.MaxAbs, d.NMSE = c, ma, nmse
 	switch {
 	case c < tol.MinCosine:
-		d.Reason = fmt.Sprintf("cosine %.9f < %.9f", c, tol.MinCosine)
+		d.Reason = fmt.Sprintf("cosine %.9f < %.9f (NMSE %.3g)", c, tol.MinCosine, nmse)
 	case tol.MaxAbs > 0 && ma > tol.MaxAbs:
-		d.Reason = fmt.Sprintf("max-abs %g > %g", ma, tol.MaxAbs)
+		d.Reason = fmt.Sprintf("max-abs %g > %g (NMSE %.3g)", ma, tol.MaxAbs, nmse)
 	default:
 		return nil
 	}

@@ -257,7 +257,7 @@ func modelFor(ctx context.Context, c *falsify.Check) (*modelRun, error) {
 // into one outcome.
 func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend string) (outcome, []falsify.Result) {
 	params := map[string]any{"reference": m.opts.Reference, "baseline_file": m.opts.BaselineFile,
-		"accept_baseline": m.opts.AcceptBaseline, "host": m.host.Fingerprint}
+		"accept_baseline": m.opts.AcceptBaseline, "host": m.host.Fingerprint, falsify.ParamKLDBase: m.opts.KLDBase}
 	if backend != "" {
 		params["backend"] = backend
 	}

@@ -119,6 +119,9 @@ func gateModel(ctx context.Context, st *state, path, synth string) (ModelReport,
 		if opts.Gates != nil && !slices.Contains(opts.Gates, gate) {
 			continue
 		}
+		if gate == GateKLD && opts.KLDBase == "" && opts.Gates == nil {
+			continue // nothing to compare with, and not asked for by name
+		}
 		if !perBackend(gate) {
 			m.record(ctx, st, gate, "")
 			continue

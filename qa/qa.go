@@ -50,12 +50,15 @@ const (
 	GateF2             = "f2"
 	GateTiming         = "timing"
 	GateThroughput     = "throughput"
+	// GateKLD runs only when a base file is given (Options.KLDBase, apr qa
+	// --kld-base) or the gate is selected by name.
+	GateKLD = "kld"
 )
 
 // Gates lists every gate in order.
 func Gates() []string {
 	return []string{GateTensorContract, GateMetadata, GateTokenizer, GateTemplate, GateGolden,
-		GateParity, GateFailClosed, GateF2, GateGPUCPU, GateTiming, GateThroughput}
+		GateParity, GateFailClosed, GateF2, GateGPUCPU, GateTiming, GateThroughput, GateKLD}
 }
 
 // The code each gate's contract falsifier carries (schema #Falsifier.code).
@@ -71,12 +74,13 @@ var gateCode = map[string]string{
 	GateF2:             "f2",
 	GateTiming:         "timing",
 	GateThroughput:     "throughput",
+	GateKLD:            "kld",
 }
 
 // perBackend reports whether a gate runs once per backend.
 func perBackend(gate string) bool {
 	switch gate {
-	case GateGolden, GateParity, GateFailClosed, GateF2, GateGPUCPU, GateTiming, GateThroughput:
+	case GateGolden, GateParity, GateFailClosed, GateF2, GateGPUCPU, GateTiming, GateThroughput, GateKLD:
 		return true
 	}
 	return false
@@ -221,6 +225,9 @@ type Options struct {
 	// AcceptBaseline records a baseline where none exists and raises one
 	// that the runs show to be exceeded; it never lowers one.
 	AcceptBaseline bool
+	// KLDBase is a llama.cpp base file (--kl-divergence-base layout): with
+	// it, the kld gate compares every backend with it over its tokens.
+	KLDBase string
 	// MinGates: fewer executed gates than this is a failure.
 	MinGates int
 	// Threads is passed to every backend (0: its choice).

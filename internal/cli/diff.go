@@ -25,6 +25,7 @@ type diffOptions struct {
 	MinCosine float64
 	Threads   int
 	JSON      bool
+	SVG       string
 }
 
 func newDiffCmd(env *Env) *cobra.Command {
@@ -60,18 +61,22 @@ the logits' comparison and the counts of records only one side reported.`,
 	c.Flags().StringVar(&opts.Prompt, "prompt", "", "text to tokenize with the model's tokenizer (raw, BOS per the model) instead of --tokens")
 	c.Flags().Float64Var(&opts.MinCosine, "min-cosine", 0.999, "a record diverges below this cosine against the judge")
 	c.Flags().IntVar(&opts.Threads, "threads", 0, "threads for the backends (0: their choice)")
+	c.Flags().StringVar(&opts.SVG, "svg", "", "also draw each (layer, op)'s worst 1 - cosine and NMSE, the threshold and the first divergence, as SVG to FILE")
 	jsonFlag(c, &opts.JSON)
 	return c
 }
 
 // diffStage is one (layer, op) of the computation: its worst position.
 type diffStage struct {
-	Layer      int     `json:"layer"`
-	Op         string  `json:"op"`
-	Positions  int     `json:"positions"`
-	MinCosine  float64 `json:"min_cosine"`
-	WorstPos   int     `json:"worst_pos"`
-	MaxAbs     float64 `json:"max_abs"`
+	Layer     int     `json:"layer"`
+	Op        string  `json:"op"`
+	Positions int     `json:"positions"`
+	MinCosine float64 `json:"min_cosine"`
+	WorstPos  int     `json:"worst_pos"`
+	MaxAbs    float64 `json:"max_abs"`
+	// MaxNMSE is the worst normalised mean squared error over the
+	// positions, Σ(got−want)²/Σwant² (test-backend-ops' measure).
+	MaxNMSE    float64 `json:"max_nmse"`
 	Divergent  int     `json:"divergent_positions"`
 	NonFinite  bool    `json:"non_finite,omitempty"`
 	Mismatched bool    `json:"length_mismatch,omitempty"`
@@ -174,6 +179,11 @@ func runDiff(ctx context.Context, env *Env, opts diffOptions) error {
 	if rep.Logits.ArgmaxMismatch == nil {
 		rep.Logits.ArgmaxMismatch = []int{}
 	}
+	if opts.SVG != "" {
+		if err := writeDiffSVG(opts.SVG, rep); err != nil {
+			return fmt.Errorf("diff: --svg %s: %w", opts.SVG, err)
+		}
+	}
 	if opts.JSON {
 		if err := writeJSON(env.Stdout, rep); err != nil {
 			return err
@@ -237,6 +247,9 @@ func diffStages(want, got []oracle.Record, minCos float64) []diffStage {
 		if ma, _, err := oracle.MaxAbs(gv, r.Values); err == nil {
 			s.MaxAbs = max(s.MaxAbs, ma)
 		}
+		if e, err := oracle.NMSE(gv, r.Values); err == nil {
+			s.MaxNMSE = max(s.MaxNMSE, e)
+		}
 		if c < minCos {
 			s.Divergent++
 		}
@@ -248,7 +261,7 @@ func printDiff(env *Env, rep diffReport) error {
 	w := bufio.NewWriter(env.Stdout)
 	fmt.Fprintf(w, "%s: %s against %s over %d tokens (a record diverges below cosine %g)\n",
 		rep.Model, rep.Backend, rep.Against, len(rep.Tokens), rep.MinCosine)
-	fmt.Fprintf(w, "%-6s %-16s %-12s %-6s %-10s %s\n", "layer", "op", "1 - cos", "at", "max |d|", "divergent")
+	fmt.Fprintf(w, "%-6s %-16s %-12s %-6s %-10s %-10s %s\n", "layer", "op", "1 - cos", "at", "max |d|", "nmse", "divergent")
 	for _, s := range rep.Stages {
 		layer := fmt.Sprint(s.Layer)
 		if s.Layer < 0 {
@@ -264,7 +277,7 @@ func printDiff(env *Env, rep diffReport) error {
 		case s.Mismatched:
 			mark += " length mismatch"
 		}
-		fmt.Fprintf(w, "%-6s %-16s %-12.3e %-6d %-10.3g %s\n", layer, s.Op, 1-s.MinCosine, s.WorstPos, s.MaxAbs, mark)
+		fmt.Fprintf(w, "%-6s %-16s %-12.3e %-6d %-10.3g %-10.3g %s\n", layer, s.Op, 1-s.MinCosine, s.WorstPos, s.MaxAbs, s.MaxNMSE, mark)
 	}
 	fmt.Fprintf(w, "logits: 1 - min cosine %.3e at position %d, 1 - mean %.3e, argmax %d/%d\n",
 		1-rep.Logits.MinCosine, rep.Logits.WorstPos, 1-rep.Logits.MeanCosine, rep.Logits.ArgmaxAgree, rep.Logits.ComparedPositions)

@@ -52,6 +52,7 @@ type falsifyOptions struct {
 	SeedSet   bool
 	JSON      bool
 	JUnit     string
+	KLDBase   string
 }
 
 func newFalsifyCmd(env *Env) *cobra.Command {
@@ -89,6 +90,7 @@ and does not by itself make the run refused.`,
 	fl.StringVar(&opts.Contracts, "contracts", "", "load contracts from this directory instead of the embedded ones")
 	fl.Int64Var(&opts.Seed, "seed", 0, "seed of property falsifiers (default: from the clock, and printed)")
 	fl.StringVar(&opts.JUnit, "junit", "", "write JUnit XML results to FILE")
+	fl.StringVar(&opts.KLDBase, "kld-base", "", "llama.cpp base file (--kl-divergence-base) the kld falsifiers compare --model with")
 	jsonFlag(c, &opts.JSON)
 	return c
 }
@@ -116,8 +118,15 @@ func runFalsify(ctx context.Context, env *Env, opts falsifyOptions) error {
 	}
 	fmt.Fprintf(env.Stderr, "falsify: contracts %.12s…, seed %d%s\n", set.Digest, opts.Seed, falsifyInputs(opts))
 	start := time.Now()
+	var params map[string]any
+	if opts.KLDBase != "" {
+		if _, err := os.Stat(opts.KLDBase); err != nil {
+			return badInput(err)
+		}
+		params = map[string]any{falsify.ParamKLDBase: opts.KLDBase}
+	}
 	rep, err := falsify.Run(ctx, falsify.Options{
-		IDs: opts.IDs, Model: opts.Model, Fixtures: opts.Fixtures, Seed: opts.Seed, Set: set, Log: env.Log,
+		IDs: opts.IDs, Model: opts.Model, Fixtures: opts.Fixtures, Seed: opts.Seed, Set: set, Log: env.Log, Params: params,
 		OnResult: func(r falsify.Result) { printResultLine(env.Stderr, r) },
 	})
 	if err != nil {

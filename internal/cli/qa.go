@@ -29,6 +29,7 @@ type qaOptions struct {
 	Contracts      string
 	Threads        int
 	Seed           int64
+	KLDBase        string
 }
 
 func newQACmd(env *Env) *cobra.Command {
@@ -59,6 +60,10 @@ of the contracts (its thresholds and parameters come from there):
   9 throughput             decode and prefill tok/s against the baseline recorded
                            for this model, host and backend (bootstrap confidence
                            intervals; "too noisy" and "undecided" are refusals)
+ 10 kld                    with --kld-base FILE only, per backend: KL divergence,
+                           its 99th percentile and |ln(PPL ratio)| against a
+                           llama.cpp base file (llama-perplexity
+                           --kl-divergence-base), within the contract's bounds
 
 With no MODEL, qa gates a tiny model of every architecture that it synthesizes
 into a temporary directory (apr synth --preset tiny --type F32 --seed 1):
@@ -100,6 +105,7 @@ or a model that cannot be read.`,
 	fl.BoolVar(&opts.AcceptBaseline, "accept-baseline", false, "record a missing throughput baseline, and raise one these runs exceed (never lowers one)")
 	fl.StringVar(&opts.Contracts, "contracts", "", "load contracts from this directory instead of the embedded ones")
 	fl.IntVar(&opts.Threads, "threads", 0, "threads for every backend (0: its choice)")
+	fl.StringVar(&opts.KLDBase, "kld-base", "", "llama.cpp base file (--kl-divergence-base layout): adds the kld gate against it")
 	fl.Int64Var(&opts.Seed, "seed", 0, "seed of the randomized gates (default: from the clock; the report records it)")
 	jsonFlag(c, &opts.JSON)
 	return c
@@ -120,6 +126,14 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 			return badInput(fmt.Errorf("qa: %w", err))
 		}
 	}
+	if opts.KLDBase != "" {
+		if opts.Model == "" {
+			return badInputf("qa: --kld-base compares one MODEL with its base; name the model")
+		}
+		if _, err := os.Stat(opts.KLDBase); err != nil {
+			return badInput(fmt.Errorf("qa: --kld-base: %w", err))
+		}
+	}
 	var set *contracts.Set
 	var err error
 	if opts.Contracts == "" {
@@ -132,7 +146,7 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 	}
 	o := qa.Options{Model: opts.Model, Backends: opts.Backends, Gates: opts.Gates, Contracts: set,
 		BaselineFile: opts.Baseline, AcceptBaseline: opts.AcceptBaseline, MinGates: opts.MinGates,
-		Threads: opts.Threads, Seed: opts.Seed, Log: env.Log,
+		Threads: opts.Threads, Seed: opts.Seed, Log: env.Log, KLDBase: opts.KLDBase,
 		ModelDone: func(m *qa.ModelReport) { qa.WriteModelTable(env.Stderr, m) }}
 	rep, err := qa.Run(ctx, o)
 	if err != nil {
