@@ -203,3 +203,4 @@ func checkParity(t *testing.T, dir string, ex expectLogits, row parityRow) parit
 	}
 	return row
 }
+
