@@ -125,7 +125,9 @@ func fusedGateUp(t *testing.T, f *gguf.File, il int) (gguf.TensorInfo, []byte) {
 }
 
 func TestQwen35MoERefusesByName(t *testing.T) {
-	del := func(k string) func(*gguf.Builder, *gguf.File) { return func(b *gguf.Builder, _ *gguf.File) { b.Delete(k) } }
+	del := func(k string) func(*gguf.Builder, *gguf.File) {
+		return func(b *gguf.Builder, _ *gguf.File) { b.Delete(k) }
+	}
 	set := func(k string, v any) func(*gguf.Builder, *gguf.File) {
 		return func(b *gguf.Builder, _ *gguf.File) { b.Set(k, gguf.V(v)) }
 	}

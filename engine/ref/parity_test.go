@@ -203,4 +203,3 @@ func checkParity(t *testing.T, dir string, ex expectLogits, row parityRow) parit
 	}
 	return row
 }
-
