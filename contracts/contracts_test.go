@@ -21,7 +21,7 @@ func TestEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Embedded(): %v", err)
 	}
-	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3moe", "qwen35"} {
+	for _, arch := range []string{"llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe"} {
 		if _, ok := s.Model(arch); !ok {
 			t.Errorf("Embedded(): no model contract for %s", arch)
 		}
@@ -248,7 +248,7 @@ func TestResolveKernel(t *testing.T) {
 func fixtureModels(t *testing.T) []string {
 	dir := testutil.Fixtures(t)
 	var out []string
-	for _, g := range []string{"models/*.gguf", "models/synth/*.gguf"} {
+	for _, g := range []string{"models/*.gguf", "models/synth/*.gguf", "qwen35moe/models/*.gguf"} {
 		m, _ := filepath.Glob(filepath.Join(dir, g))
 		out = append(out, m...)
 	}
@@ -288,7 +288,7 @@ func TestModelContractsAcceptEveryFixture(t *testing.T) {
 			}
 		})
 	}
-	if diff := cmp.Diff(5, len(archs)); diff != "" {
+	if diff := cmp.Diff(6, len(archs)); diff != "" {
 		t.Errorf("fixtures covered architectures %v (-want +got count):\n%s", archs, diff)
 	}
 }
@@ -430,4 +430,49 @@ func TestModelContractRefuses(t *testing.T) {
 		}
 	})
 	_ = os.Remove
+}
+
+// TestQwen35MoEContractViolations: the qwen35moe contract names a missing
+// shared-expert gate and a shared expert of another width than the header
+// says, on variants of the real fixture.
+func TestQwen35MoEContractViolations(t *testing.T) {
+	s, err := contracts.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := s.Model("qwen35moe")
+	src := testutil.Fixture(t, "qwen35moe/models/qwen35moe-tiny-Q8_0.gguf")
+	for _, tt := range []struct {
+		name string
+		kv   func(b *gguf.Builder)
+		drop string
+		want contracts.Violation
+	}{
+		{"no shared gate", nil, "blk.2.ffn_gate_inp_shexp.weight",
+			contracts.Violation{Rule: contracts.RuleMissing, Subject: "blk.2.ffn_gate_inp_shexp.weight"}},
+		{"shared width", func(b *gguf.Builder) { b.Set("qwen35moe.expert_shared_feed_forward_length", gguf.V(uint32(128))) }, "",
+			contracts.Violation{Rule: contracts.RuleShape, Subject: "blk.0.ffn_gate_shexp.weight"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := rewriteModel(t, src, tt.kv, func(ti *gguf.TensorInfo, data []byte) (quant.Type, []int64, []byte, bool) {
+				return ti.Type, ti.Shape, data, ti.Name != tt.drop
+			})
+			f, err := gguf.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			r, err := contracts.CheckModel(m, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, v := range r.Violations {
+				found = found || (v.Rule == tt.want.Rule && v.Subject == tt.want.Subject)
+			}
+			if !found {
+				t.Errorf("CheckModel: violations %v, want one %s at %s", r.Violations, tt.want.Rule, tt.want.Subject)
+			}
+		})
+	}
 }

@@ -13,7 +13,7 @@ import (
 const DefaultSeed = 1
 
 // DefaultArchs are the architectures of the embedded default gate, in order.
-var DefaultArchs = []string{"llama", "qwen2", "qwen3", "qwen3moe", "qwen35"}
+var DefaultArchs = []string{"llama", "qwen2", "qwen3", "qwen3moe", "qwen35", "qwen35moe"}
 
 // SynthModel is a default model written by SynthDefaults.
 type SynthModel struct {

@@ -1,7 +1,7 @@
 // Package graph describes the forward pass of each architecture apr runs
-// (llama, qwen2, qwen3, qwen3moe, qwen35) once, over a Backend that provides
-// the operations, so that the CPU engine and later a CUDA engine share one
-// description of every model.
+// (llama, qwen2, qwen3, qwen3moe, qwen35, qwen35moe) once, over a Backend
+// that provides the operations, so that the CPU engine and later a CUDA
+// engine share one description of every model.
 //
 // # Conventions
 //
@@ -12,7 +12,8 @@
 // panic. Weights stay the backend's business (quantized, in the file's
 // mapping, or on a device); the graph only names them.
 //
-// The graph reports the shared trace ops (model.Op*) and qwen35's own ones
-// (OpQ35*, the same names as the reference's) at the same places as the
-// reference engine, so engines can be compared op by op.
+// The graph reports the shared trace ops (model.Op*), qwen35's own ones
+// (OpQ35*) and qwen35moe's feed-forward ones (OpMoEOut, OpShexpOut,
+// OpShexpGate), the same names as the reference's, at the same places as
+// the reference engine, so engines can be compared op by op.
 package graph

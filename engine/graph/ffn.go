@@ -80,6 +80,7 @@ func (d *dense) Forward(c *Ctx, x, out Buf) error {
 // and the weighted sum in slot order.
 type moe struct {
 	router, gate, up, down Weight
+	gateUp                 Weight // fused gate and up (qwen35moe's ffn_gate_up_exps) instead of gate and up, or nil
 	nExp, k, ff, nEmbd     int
 	norm                   bool
 	scale                  float32
@@ -105,11 +106,17 @@ func newMoE(m *Model, l *model.Layer) (FFN, error) {
 	if f.router, err = m.Matrix(l, "ffn_gate_inp", l.GateInp); err != nil {
 		return nil, err
 	}
-	if f.gate, err = m.Matrix(l, "ffn_gate_exps", l.GateExps); err != nil {
-		return nil, err
-	}
-	if f.up, err = m.Matrix(l, "ffn_up_exps", l.UpExps); err != nil {
-		return nil, err
+	if gu := l.Ext[model.RoleGateUpExps]; gu != nil {
+		if f.gateUp, err = m.Matrix(l, model.RoleGateUpExps, gu); err != nil {
+			return nil, err
+		}
+	} else {
+		if f.gate, err = m.Matrix(l, "ffn_gate_exps", l.GateExps); err != nil {
+			return nil, err
+		}
+		if f.up, err = m.Matrix(l, "ffn_up_exps", l.UpExps); err != nil {
+			return nil, err
+		}
 	}
 	if f.down, err = m.Matrix(l, "ffn_down_exps", l.DownExps); err != nil {
 		return nil, err
@@ -159,15 +166,27 @@ func (f *moe) chunk(c *Ctx, x, out Buf, pos int) error {
 			}
 		}
 	}
-	up := c.BufRows("moe.up", n*k, f.ff)
-	gate := c.BufRows("moe.gate", n*k, f.ff)
-	if err := b.MatMulID(up, f.up, x, ids, k); err != nil {
-		return err
+	var gate Buf
+	if f.gateUp != nil {
+		// One product per slot; the gate is its first ff columns, up the rest
+		// (llama.cpp's views of ffn_moe_gate_up).
+		gu := c.BufRows("moe.gate_up", n*k, 2*f.ff)
+		if err := b.MatMulID(gu, f.gateUp, x, ids, k); err != nil {
+			return err
+		}
+		gate = b.View(gu, 0, n*k, 0, f.ff)
+		b.SwiGLU(gate, gate, b.View(gu, 0, n*k, f.ff, 2*f.ff))
+	} else {
+		up := c.BufRows("moe.up", n*k, f.ff)
+		gate = c.BufRows("moe.gate", n*k, f.ff)
+		if err := b.MatMulID(up, f.up, x, ids, k); err != nil {
+			return err
+		}
+		if err := b.MatMulID(gate, f.gate, x, ids, k); err != nil {
+			return err
+		}
+		b.SwiGLU(gate, gate, up)
 	}
-	if err := b.MatMulID(gate, f.gate, x, ids, k); err != nil {
-		return err
-	}
-	b.SwiGLU(gate, gate, up)
 	y := c.BufRows("moe.y", n*k, f.nEmbd)
 	if err := b.MatMulID(y, f.down, gate, ids, k); err != nil {
 		return err

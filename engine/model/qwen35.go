@@ -47,6 +47,8 @@ type Qwen35 struct {
 	NVHeads    int // ssm.time_step_rank: value heads
 	HeadVDim   int // InnerSize / NVHeads (= StateSize)
 
+	NFFShexp int // qwen35moe: expert_shared_feed_forward_length, the shared expert's width (0 for qwen35)
+
 	FullAttentionInterval int    // full_attention_interval (0 when attention.recurrent_layers is given)
 	Recurrent             []bool // per main layer: Gated DeltaNet (true) or gated attention
 	NNextN                int    // nextn_predict_layers: MTP blocks after the main stack, not run
@@ -60,7 +62,12 @@ func (q *Qwen35) ConvChannels() int { return 2*q.KeyDim() + q.InnerSize }
 
 func init() { RegisterArch("qwen35", loadQwen35) }
 
-func loadQwen35(b *Binder, s *Spec) error {
+func loadQwen35(b *Binder, s *Spec) error { return loadQwen35Hybrid(b, s, false) }
+
+// loadQwen35Hybrid reads and binds qwen35 (moe false: a dense SwiGLU after
+// every mixer) or qwen35moe (moe true: routed experts and a gated shared
+// expert, qwen35moe.go); the mixers are the same.
+func loadQwen35Hybrid(b *Binder, s *Spec, moe bool) error {
 	if err := b.ReadCommon(s, RopeIMRope); err != nil {
 		return err
 	}
@@ -68,7 +75,8 @@ func loadQwen35(b *Binder, s *Spec) error {
 		return refuse.New(By, "%q = %d and %q = %d differ; qwen35 needs equal key and value head sizes",
 			b.Key("attention.key_length"), s.HeadDimK, b.Key("attention.value_length"), s.HeadDimV)
 	}
-	if err := b.ReadFF(s, true); err != nil {
+	// qwen35moe reads feed_forward_length only for its defaults.
+	if err := b.ReadFF(s, !moe); err != nil {
 		return err
 	}
 	q := &Qwen35{}
@@ -104,6 +112,11 @@ func loadQwen35(b *Binder, s *Spec) error {
 			b.Key("ssm.inner_size"), q.InnerSize, b.Key("ssm.time_step_rank"), b.Key("ssm.state_size"), q.NVHeads, q.StateSize)
 	}
 	q.HeadVDim = q.InnerSize / q.NVHeads
+	if moe {
+		if err := readQwen35MoE(b, s, q); err != nil {
+			return err
+		}
+	}
 
 	if q.NNextN, err = b.OptUint("nextn_predict_layers", 0, MaxLayers, 0, "llama.cpp: no MTP blocks unless nextn_predict_layers"); err != nil {
 		return err
@@ -139,7 +152,12 @@ func loadQwen35(b *Binder, s *Spec) error {
 		if err != nil {
 			return err
 		}
-		if err := bindQwen35FFN(b, s, l); err != nil {
+		if moe {
+			err = bindQwen35MoEFFN(b, s, q, l)
+		} else {
+			err = bindQwen35FFN(b, s, l)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -132,17 +132,29 @@ func (m *moe) Forward(tr tracer, x, out [][]float32, pos int) error {
 		}
 		ff := s.NFFExpert
 		up := matrix2(len(toks), ff)
-		e.linear(l.UpExps.Matrix(ex), nil, xs, up)
 		var h [][]float32
-		if l.GateExps != nil {
+		if gu := l.Ext[model.RoleGateUpExps]; gu != nil {
+			// Fused (qwen35moe): each expert's gate rows, then its up rows.
+			both := matrix2(len(toks), 2*ff)
+			e.linear(gu.Matrix(ex), nil, xs, both)
 			h = matrix2(len(toks), ff)
-			e.linear(l.GateExps.Matrix(ex), nil, xs, h)
+			for i := range both {
+				copy(h[i], both[i][:ff])
+				copy(up[i], both[i][ff:])
+			}
 			swiglu(h, up)
 		} else {
-			h = up
-			for i := range h {
-				for j, v := range h[i] {
-					h[i][j] = float32(silu(float64(v)))
+			e.linear(l.UpExps.Matrix(ex), nil, xs, up)
+			if l.GateExps != nil {
+				h = matrix2(len(toks), ff)
+				e.linear(l.GateExps.Matrix(ex), nil, xs, h)
+				swiglu(h, up)
+			} else {
+				h = up
+				for i := range h {
+					for j, v := range h[i] {
+						h[i][j] = float32(silu(float64(v)))
+					}
 				}
 			}
 		}

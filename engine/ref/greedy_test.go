@@ -79,8 +79,15 @@ func generateGreedy(tb testing.TB, eng model.Engine, prompt []int32, n int) []in
 // TestGreedyMatchesLlamaCpp checks greedy generations against
 // expect/*.greedy.json, up to the first step whose recorded top-1/top-2
 // margin is below the tier's noise (stories260K: every token).
-func TestGreedyMatchesLlamaCpp(t *testing.T) {
-	dir := testutil.Fixtures(t)
+func TestGreedyMatchesLlamaCpp(t *testing.T) { checkGreedyDir(t, testutil.Fixtures(t)) }
+
+// TestQwen35MoEGreedyMatchesLlamaCpp is TestGreedyMatchesLlamaCpp over the
+// qwen35moe fixtures (kept apart in fixtures/qwen35moe/).
+func TestQwen35MoEGreedyMatchesLlamaCpp(t *testing.T) {
+	checkGreedyDir(t, filepath.Join(testutil.Fixtures(t), "qwen35moe"))
+}
+
+func checkGreedyDir(t *testing.T, dir string) {
 	files, err := filepath.Glob(filepath.Join(dir, "expect", "*.greedy.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no expect/*.greedy.json under %s (%v)", dir, err)
@@ -95,7 +102,7 @@ func TestGreedyMatchesLlamaCpp(t *testing.T) {
 			noise := 1e-3
 			if quantized(f) {
 				noise = 0.25
-				if f.Architecture() == "qwen35" {
+				if a := f.Architecture(); a == "qwen35" || a == "qwen35moe" {
 					noise = 1.0
 				}
 			}

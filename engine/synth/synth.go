@@ -39,10 +39,12 @@ type Preset struct {
 	QKNorm   bool // qwen3, qwen3moe, qwen35 attention: per-head q/k RMSNorm
 	Merges   int  // merges in the synthetic byte-level vocabulary
 
-	// Mixture of experts (qwen3moe).
+	// Mixture of experts (qwen3moe, qwen35moe).
 	NExpert, NExpertUsed, NFFExpert int
+	NFFShexp                        int  // qwen35moe: the shared expert's width
+	FusedGateUp                     bool // qwen35moe: ffn_gate_up_exps instead of ffn_gate_exps and ffn_up_exps (not in any preset; for tests)
 
-	// Gated DeltaNet hybrid (qwen35).
+	// Gated DeltaNet hybrid (qwen35, qwen35moe).
 	FullAttnInterval int
 	RopeSections     [4]int32
 	ConvKernel       int
@@ -63,6 +65,10 @@ var presets = []Preset{
 	{Name: "tiny", Arch: "qwen35", NEmbd: 64, NLayer: 4, NHead: 4, NHeadKV: 2, HeadDim: 16, NFF: 128,
 		NCtx: 512, RopeBase: 1e7, RopeDim: 8, RMSEps: 1e-6, Tied: true, QKNorm: true, Merges: 200,
 		FullAttnInterval: 4, RopeSections: [4]int32{2, 1, 1, 0}, ConvKernel: 4, StateSize: 16, NKHeads: 2, NVHeads: 4},
+	{Name: "tiny", Arch: "qwen35moe", NEmbd: 64, NLayer: 4, NHead: 4, NHeadKV: 2, HeadDim: 16,
+		NCtx: 512, RopeBase: 1e7, RopeDim: 8, RMSEps: 1e-6, Tied: true, QKNorm: true, Merges: 200,
+		NExpert: 8, NExpertUsed: 2, NFFExpert: 64, NFFShexp: 64,
+		FullAttnInterval: 4, RopeSections: [4]int32{2, 1, 1, 0}, ConvKernel: 4, StateSize: 16, NKHeads: 2, NVHeads: 4},
 
 	{Name: "qwen2.5-0.5b", Arch: "qwen2", Note: "the shape of Qwen2.5-0.5B",
 		NEmbd: 896, NLayer: 24, NHead: 14, NHeadKV: 2, HeadDim: 64, NFF: 4864, NVocab: 151936,
@@ -79,6 +85,13 @@ var presets = []Preset{
 		NEmbd: 1024, NLayer: 24, NHead: 8, NHeadKV: 2, HeadDim: 256, NFF: 3584, NVocab: 248320,
 		NCtx: 262144, RopeBase: 1e7, RopeDim: 64, RMSEps: 1e-6, Tied: true, QKNorm: true, Merges: 200,
 		FullAttnInterval: 4, RopeSections: [4]int32{11, 11, 10, 0}, ConvKernel: 4, StateSize: 128, NKHeads: 16, NVHeads: 16},
+	{Name: "qwen3.5-35b-a3b", Arch: "qwen35moe",
+		Note: "Qwen3.5-35B-A3B's layer shapes (its config.json as recalled, not checked against a released file) scaled down to fit 8 GB: " +
+			"20 of its 40 layers (every 4th full attention, as the real model) and 64 of its 256 experts (8 used and one shared expert, as the real model); no vision tower, no MTP block",
+		NEmbd: 2048, NLayer: 20, NHead: 16, NHeadKV: 2, HeadDim: 256, NVocab: 248320,
+		NCtx: 262144, RopeBase: 1e7, RopeDim: 64, RMSEps: 1e-6, QKNorm: true, Merges: 200,
+		NExpert: 64, NExpertUsed: 8, NFFExpert: 512, NFFShexp: 512,
+		FullAttnInterval: 4, RopeSections: [4]int32{11, 11, 10, 0}, ConvKernel: 4, StateSize: 128, NKHeads: 16, NVHeads: 32},
 }
 
 // Presets lists the known presets.
@@ -168,6 +181,7 @@ func Build(opts Options) (*Result, error) {
 
 	b := gguf.NewBuilder()
 	a := p.Arch
+	hybrid := a == "qwen35" || a == "qwen35moe" // Gated DeltaNet layers and gated attention
 	u32 := func(k string, v int) { b.Set(a+"."+k, gguf.V(uint32(v))) }
 	b.Set("general.architecture", gguf.V(a))
 	b.Set("general.name", gguf.V(fmt.Sprintf("apr-synth-%s-%s", a, p.Name)))
@@ -183,11 +197,11 @@ func Build(opts Options) (*Result, error) {
 	u32("attention.head_count", p.NHead)
 	u32("attention.head_count_kv", p.NHeadKV)
 	b.Set(a+".rope.freq_base", gguf.V(float32(p.RopeBase)))
-	if a == "llama" || a == "qwen35" {
+	if a == "llama" || hybrid {
 		u32("rope.dimension_count", ropeDim)
 	}
 	b.Set(a+".attention.layer_norm_rms_epsilon", gguf.V(float32(p.RMSEps)))
-	if p.HeadDim*p.NHead != p.NEmbd || a == "qwen3" || a == "qwen3moe" || a == "qwen35" {
+	if p.HeadDim*p.NHead != p.NEmbd || a == "qwen3" || a == "qwen3moe" || hybrid {
 		u32("attention.key_length", p.HeadDim)
 		u32("attention.value_length", p.HeadDim)
 	}
@@ -196,7 +210,10 @@ func Build(opts Options) (*Result, error) {
 		u32("expert_used_count", p.NExpertUsed)
 		u32("expert_feed_forward_length", p.NFFExpert)
 	}
-	if a == "qwen35" {
+	if p.NFFShexp > 0 {
+		u32("expert_shared_feed_forward_length", p.NFFShexp)
+	}
+	if hybrid {
 		b.Set(a+".rope.dimension_sections", gguf.V(p.RopeSections[:]))
 		u32("ssm.conv_kernel", p.ConvKernel)
 		u32("ssm.inner_size", p.NVHeads*p.StateSize)
@@ -223,10 +240,10 @@ func Build(opts Options) (*Result, error) {
 	for l := range p.NLayer {
 		pre := fmt.Sprintf("blk.%d.", l)
 		g.norm(pre+"attn_norm.weight", e)
-		full := a != "qwen35" || (l+1)%p.FullAttnInterval == 0
+		full := !hybrid || (l+1)%p.FullAttnInterval == 0
 		if full {
 			qRows := q
-			if a == "qwen35" {
+			if hybrid {
 				qRows = 2 * q // each head's query, then its gate
 			}
 			g.matrix(pre+"attn_q.weight", e, qRows)
@@ -254,16 +271,27 @@ func Build(opts Options) (*Result, error) {
 			g.norm(pre+"ssm_norm.weight", p.StateSize)
 			g.matrix(pre+"ssm_out.weight", valDim, e)
 		}
-		if a == "qwen35" {
+		if hybrid {
 			g.norm(pre+"post_attention_norm.weight", e)
 		} else {
 			g.norm(pre+"ffn_norm.weight", e)
 		}
 		if p.NExpert > 0 {
 			g.f32(pre+"ffn_gate_inp.weight", []int64{int64(e), int64(p.NExpert)}, normal(0, 1/math.Sqrt(float64(e))))
-			g.matrix(pre+"ffn_gate_exps.weight", e, p.NFFExpert, p.NExpert)
-			g.matrix(pre+"ffn_up_exps.weight", e, p.NFFExpert, p.NExpert)
+			if p.FusedGateUp {
+				g.matrix(pre+"ffn_gate_up_exps.weight", e, 2*p.NFFExpert, p.NExpert)
+			} else {
+				g.matrix(pre+"ffn_gate_exps.weight", e, p.NFFExpert, p.NExpert)
+				g.matrix(pre+"ffn_up_exps.weight", e, p.NFFExpert, p.NExpert)
+			}
 			g.matrix(pre+"ffn_down_exps.weight", p.NFFExpert, e, p.NExpert)
+			if p.NFFShexp > 0 {
+				// The shared expert and its gate, a vector (one logit per token).
+				g.f32(pre+"ffn_gate_inp_shexp.weight", []int64{int64(e)}, normal(0, 1/math.Sqrt(float64(e))))
+				g.matrix(pre+"ffn_gate_shexp.weight", e, p.NFFShexp)
+				g.matrix(pre+"ffn_up_shexp.weight", e, p.NFFShexp)
+				g.matrix(pre+"ffn_down_shexp.weight", p.NFFShexp, e)
+			}
 		} else {
 			g.matrix(pre+"ffn_gate.weight", e, p.NFF)
 			g.matrix(pre+"ffn_up.weight", e, p.NFF)

@@ -157,3 +157,34 @@ func TestUnknownPresetAndType(t *testing.T) {
 		t.Error("Build with Q8_1 (no quantizer for model weights) succeeded")
 	}
 }
+
+// TestFusedGateUp: a qwen35moe preset with FusedGateUp writes
+// ffn_gate_up_exps (twice the expert width) instead of the separate gate
+// and up experts, and the loader binds it as the fused role.
+func TestFusedGateUp(t *testing.T) {
+	p, err := synth.FindPreset("qwen35moe", "tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.FusedGateUp = true
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if _, err := synth.Write(path, synth.Options{Preset: p, Type: quant.Q8_0, Seed: 3}); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, ok := f.Tensor("blk.0.ffn_gate_exps.weight"); ok {
+		t.Error("separate ffn_gate_exps written beside the fused tensor")
+	}
+	spec, err := model.Load(f)
+	if err != nil {
+		t.Fatalf("model.Load: %v", err)
+	}
+	gu := spec.Layers[0].Ext[model.RoleGateUpExps]
+	if gu == nil || gu.Shape[1] != int64(2*p.NFFExpert) || spec.Layers[0].GateExps != nil {
+		t.Errorf("layer 0: fused gate_up not bound alone (%v)", gu)
+	}
+}

@@ -128,7 +128,7 @@ func TestQADefaultModels(t *testing.T) {
 	for _, m := range rep.Models {
 		archs = append(archs, m.Arch)
 	}
-	if strings.Join(archs, ",") != "llama,qwen2,qwen3,qwen3moe,qwen35" || rep.Counts.Pass != 10 {
+	if strings.Join(archs, ",") != "llama,qwen2,qwen3,qwen3moe,qwen35,qwen35moe" || rep.Counts.Pass != 12 {
 		t.Errorf("apr qa (no model): models %v, %s", archs, rep.Summary)
 	}
 	if !strings.Contains(stderr, "apr synth --arch qwen35 --preset tiny --type F32 --seed 1") {
