@@ -9,7 +9,7 @@ PKG      := github.com/aprqa/apr/internal/buildinfo
 LDFLAGS  := -X $(PKG).revision=$(REV) -X $(PKG).dirty=$(DIRTY)
 FUZZTIME ?= 10m
 
-.PHONY: all build demo test test-noasm fuzz bench clean
+.PHONY: all build demo test test-noasm fuzz bench clean kernels kernels-check cuda-bundle
 
 all: build
 
@@ -41,6 +41,34 @@ fuzz:
 # Benchmarks (not part of make test): dequantization, kernels, tokenizer, engines.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The CUDA kernels: engine/cuda/kernels/*.cu → engine/cuda/kernels.ptx with
+# nvcc (sm_90 PTX), recording the sources' sha256; refused (exit 3) without
+# nvcc. Run it on a CUDA machine and commit kernels.ptx.
+kernels:
+	bash engine/cuda/kernels/build.sh
+
+# Type-check the kernels without the CUDA toolkit (clang's CUDA front end;
+# writes nothing).
+CLANG ?= clang
+kernels-check:
+	$(CLANG) -x cuda --cuda-gpu-arch=sm_90 --cuda-device-only -nocudainc -nocudalib \
+		-Xclang -target-feature -Xclang +ptx80 -O2 -S -o /dev/null engine/cuda/kernels/apr.cu
+
+# What a GPU machine without Go needs, under .dev/ (git-ignored): apr and
+# engine/cuda's test binary cross-compiled with CGO_ENABLED=0, and the shared
+# fixtures the GPU tests read; engine/cuda/gpu.sh then runs everything there
+# in one call (kernels, tests, qa, bench). The device tool carries at most
+# 64 MiB: the two F32 fixture models (16 MB that do not compress) are left
+# out unless CUDA_BUNDLE_EXCLUDE is set to another pattern.
+CUDA_BUNDLE_EXCLUDE ?= *-F32.gguf
+cuda-bundle:
+	mkdir -p .dev
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o .dev/apr ./cmd/apr
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -ldflags "-s -w" -o .dev/cuda.test ./engine/cuda
+	xz -f -T2 .dev/apr .dev/cuda.test
+	tar -C .. --exclude='$(CUDA_BUNDLE_EXCLUDE)' -cf - shared/fixtures/models shared/fixtures/expect shared/fixtures/dequant | xz -T2 -6 > .dev/fixtures.tar.xz
+	@du -sh .dev
 
 clean:
 	rm -rf bin tiny.gguf
