@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/internal/buildinfo"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/refuse"
 )
@@ -360,4 +362,27 @@ func f2Applies(c *Check) (bool, string) {
 		return false, fmt.Sprintf("backend %s cannot run here: %v", b, err)
 	}
 	return true, ""
+}
+
+// F2Validate is generate.Options.Validate for the model at path: F2 on a
+// device engine (one that uploads its weights: cuda) keyed by this
+// binary's identity, before the prompt is evaluated; engines on the host
+// are not gated by it (generate.F2NotRequired). apr run and the ladder's
+// run cells use it.
+func F2Validate(path string, log *slog.Logger) func(ctx context.Context, eng model.Engine, sha string, tokens []int32) (string, error) {
+	return func(ctx context.Context, eng model.Engine, sha string, tokens []int32) (string, error) {
+		if _, device := eng.(model.Uploader); !device {
+			return generate.F2NotRequired, nil
+		}
+		id := buildinfo.Current()
+		if id.SHA256 == "" {
+			return string(VerdictRefused), refuse.New(F2By, "F2: this executable's sha256 could not be measured (%s): the reference's answer has no identity to be kept under", id.Error)
+		}
+		r := RunF2(ctx, eng, F2Options{Model: path, ModelSHA256: sha, Tokens: tokens, Identity: id.Short() + " sha256 " + id.SHA256})
+		if log != nil {
+			log.Info("F2", "backend", eng.Backend(), "verdict", r.Verdict, "probe_tokens", r.ProbeTokens,
+				"min_cosine", r.MinCosine, "reference_cached", r.RefCached, "ms", r.MS)
+		}
+		return string(r.Verdict), r.Err()
+	}
 }

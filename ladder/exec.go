@@ -115,6 +115,7 @@ type executors struct {
 
 // run generates RunTokens tokens greedily (end-of-generation ignored, so
 // the count is fixed) with the one generation loop, engine/generate. It
+// runs F2 first on a device engine (a failed F2 fails the cell), and
 // passes when generation completes with every token and the stage timings
 // are honest: none negative, their sum within the wall time, and the decode
 // rate equal to (tokens − 1) over decode time.
@@ -122,6 +123,7 @@ func (x *executors) run(ctx context.Context, m *Model, backend string) Result {
 	res, err := generate.Run(ctx, generate.Options{
 		Model: m.realPath(), Backend: backend, Prompt: x.opts.Prompt, Raw: true,
 		MaxTokens: x.opts.RunTokens, IgnoreEOS: true, Log: x.opts.Log,
+		Validate: falsify.F2Validate(m.realPath(), x.opts.Log), // F2 before a device engine generates, as apr run does
 	})
 	if err != nil {
 		return FromError(err)

@@ -8,12 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aprqa/apr/engine/generate"
-	"github.com/aprqa/apr/engine/model"
 	_ "github.com/aprqa/apr/engine/ref" // registers the "ref" backend
 	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/falsify"
-	"github.com/aprqa/apr/internal/buildinfo"
-	"github.com/aprqa/apr/refuse"
 )
 
 func init() { register(30, newRunCmd) }
@@ -98,7 +95,7 @@ func runRun(ctx context.Context, env *Env, opts runOptions) error {
 	g := generate.Options{
 		Model: opts.Model, Backend: opts.Backend, Prompt: opts.Prompt, Raw: opts.Raw,
 		MaxTokens: opts.N, IgnoreEOS: opts.IgnoreEOS, Sampling: opts.Sampling, Threads: opts.Threads,
-		PlantDelay: delays, Log: env.Log, Validate: f2Validate(env, opts.Model),
+		PlantDelay: delays, Log: env.Log, Validate: falsify.F2Validate(opts.Model, env.Log),
 	}
 	if !opts.JSON {
 		g.OnText = func(b []byte) { env.Stdout.Write(b) }
@@ -126,24 +123,4 @@ func runRun(ctx context.Context, env *Env, opts runOptions) error {
 	fmt.Fprintf(env.Stderr, "backend %s: prompt %d tokens, %d generated (%s); load %.1f ms, h2d %.1f ms, f2 %.1f ms (%s), prefill %.1f ms, decode %.1f ms (%.1f tok/s), wall %.1f ms\n",
 		res.Backend, res.PromptTokens, res.TokensOut, res.FinishReason, res.LoadMS, res.H2DMS, res.F2MS, res.F2Verdict, res.PrefillMS, res.DecodeMS, res.DecodeTokPerS, res.WallMS)
 	return nil
-}
-
-// f2Validate is F2 before generation on a device engine (one that uploads
-// its weights: cuda), keyed by this binary's identity; engines on the host
-// are not gated by it.
-func f2Validate(env *Env, path string) func(ctx context.Context, eng model.Engine, sha string, tokens []int32) (string, error) {
-	return func(ctx context.Context, eng model.Engine, sha string, tokens []int32) (string, error) {
-		if _, device := eng.(model.Uploader); !device {
-			return generate.F2NotRequired, nil
-		}
-		id := buildinfo.Current()
-		if id.SHA256 == "" {
-			return string(falsify.VerdictRefused), refuse.New(falsify.F2By, "F2: this executable's sha256 could not be measured (%s): the reference's answer has no identity to be kept under", id.Error)
-		}
-		r := falsify.RunF2(ctx, eng, falsify.F2Options{Model: path, ModelSHA256: sha, Tokens: tokens,
-			Identity: id.Short() + " sha256 " + id.SHA256})
-		env.Log.Info("F2", "backend", eng.Backend(), "verdict", r.Verdict, "probe_tokens", r.ProbeTokens,
-			"min_cosine", r.MinCosine, "reference_cached", r.RefCached, "ms", r.MS)
-		return string(r.Verdict), r.Err()
-	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aprqa/apr/engine/cuda"
 	"github.com/aprqa/apr/internal/cli"
 	"github.com/aprqa/apr/internal/testutil"
 )
@@ -206,6 +207,30 @@ func TestRunAppliesChatTemplate(t *testing.T) {
 	}
 }
 
+// TestRunCUDAUnavailable: on a machine without a CUDA driver and device,
+// apr run --backend cuda is refused (exit 3) by engine/cuda with the reason
+// apr devices gives — never run on another backend.
+func TestRunCUDAUnavailable(t *testing.T) {
+	if _, err := cuda.Available(); err == nil {
+		t.Skip("SKIP (not a pass): this machine has a CUDA device")
+	}
+	_, why := cuda.Available()
+	stories := fixtureModel(t, "stories260K")
+	code, stdout, stderr := runApr(t, "run", stories, "-p", "x", "--raw", "--backend", "cuda", "--json")
+	if code != cli.ExitRefused || !strings.Contains(stderr, "refused by engine/cuda") || !strings.Contains(stderr, why.Error()) || stdout != "" {
+		t.Fatalf("apr run --backend cuda without CUDA: exit %d stdout %q stderr %q; want exit 3, nothing on stdout, refused by engine/cuda with %q", code, stdout, stderr, why)
+	}
+	code, stdout, _ = runApr(t, "devices", "--json")
+	if code != 0 || !strings.Contains(stdout, `"available": false`) || !strings.Contains(stdout, jsonQuote(why.Error())) {
+		t.Fatalf("apr devices --json without CUDA: exit %d, %s; want available false with the reason %q", code, stdout, why)
+	}
+}
+
+func jsonQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return strings.Trim(string(b), `"`)
+}
+
 func TestRunExitCodes(t *testing.T) {
 	stories := fixtureModel(t, "stories260K")
 	tests := []struct {
@@ -214,7 +239,7 @@ func TestRunExitCodes(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"unknown backend", []string{"run", stories, "-p", "x", "--raw", "--backend", "cuda"}, cli.ExitRefused, `backend "cuda"`},
+		{"unknown backend", []string{"run", stories, "-p", "x", "--raw", "--backend", "tpu"}, cli.ExitRefused, `backend "tpu"`},
 		{"no chat template", []string{"run", stories, "-p", "x"}, cli.ExitRefused, "tokenizer.chat_template"},
 		{"missing prompt", []string{"run", stories}, cli.ExitBadInput, "-p"},
 		{"n zero", []string{"run", stories, "-p", "x", "--raw", "-n", "0"}, cli.ExitBadInput, "-n"},
