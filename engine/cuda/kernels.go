@@ -10,6 +10,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/aprqa/apr/engine/cuda/internal/cu"
 )
 
 // The kernel sources and the PTX `make kernels` built from them.
@@ -60,6 +62,10 @@ func PTXSourcesSHA256(ptx []byte) string {
 // NotBuilt is what the placeholder kernels.ptx records instead of a sum:
 // the kernels have never been built on a CUDA machine.
 const NotBuilt = "not-built"
+
+// EnvLibrary names a driver library to load instead of libcuda.so.1 (the
+// host emulator, kernels/emu.cpp, in apr's tests).
+const EnvLibrary = cu.EnvLibrary
 
 // EnvPTX names a PTX file that replaces the embedded kernels (kernel
 // development on the GPU machine: `make kernels` output tried before it is

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -39,6 +40,9 @@ type DeviceCUDA struct {
 	TotalBytes   uint64 `json:"total_memory_bytes,omitempty"`
 	FreeBytes    uint64 `json:"free_memory_bytes,omitempty"`
 	KernelModule string `json:"kernel_module_sha256,omitempty"` // the PTX this build loads
+	// Overrides are the environment variables that change what the CUDA
+	// engine runs (APR_LIBCUDA, APR_CUDA_PTX, APR_CUDA_PLANT), as NAME=VALUE.
+	Overrides []string `json:"overrides"`
 }
 
 func newDevicesCmd(env *Env) *cobra.Command {
@@ -74,12 +78,19 @@ func Devices() DevicesReport {
 	if r.CPU.Features == nil {
 		r.CPU.Features = []string{}
 	}
+	var overrides []string
+	for _, k := range []string{cuda.EnvLibrary, cuda.EnvPTX, cuda.EnvPlant} {
+		if v := os.Getenv(k); v != "" {
+			overrides = append(overrides, k+"="+v)
+		}
+	}
+	r.CUDA.Overrides = append([]string{}, overrides...)
 	in, err := cuda.Available()
 	if err != nil {
 		r.CUDA.Reason = err.Error()
 		return r
 	}
-	r.CUDA = DeviceCUDA{Available: true, Driver: fmt.Sprintf("%d.%d", in.Driver/1000, in.Driver%1000/10), Name: in.Name,
+	r.CUDA = DeviceCUDA{Overrides: r.CUDA.Overrides, Available: true, Driver: fmt.Sprintf("%d.%d", in.Driver/1000, in.Driver%1000/10), Name: in.Name,
 		Capability: fmt.Sprintf("%d.%d", in.Major, in.Minor), SMs: in.SMs, TotalBytes: in.TotalBytes, FreeBytes: in.FreeBytes}
 	sum, err := cuda.ModuleSHA256()
 	if err != nil {
@@ -92,6 +103,11 @@ func Devices() DevicesReport {
 }
 
 func printDevices(w io.Writer, r DevicesReport) {
+	defer func() {
+		for _, o := range r.CUDA.Overrides {
+			fmt.Fprintf(w, "      override: %s\n", o)
+		}
+	}()
 	fmt.Fprintf(w, "cpu   %s, %d cores, %.1f GiB\n      features: %v\n", r.CPU.Model, r.CPU.Cores, float64(r.CPU.Memory)/(1<<30), r.CPU.Features)
 	if !r.CUDA.Available {
 		fmt.Fprintf(w, "cuda  unavailable: %s\n", r.CUDA.Reason)
