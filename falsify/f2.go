@@ -378,11 +378,65 @@ func F2Validate(path string, log *slog.Logger) func(ctx context.Context, eng mod
 		if id.SHA256 == "" {
 			return string(VerdictRefused), refuse.New(F2By, "F2: this executable's sha256 could not be measured (%s): the reference's answer has no identity to be kept under", id.Error)
 		}
-		r := RunF2(ctx, eng, F2Options{Model: path, ModelSHA256: sha, Tokens: tokens, Identity: id.Short() + " sha256 " + id.SHA256})
+		identity := id.Short() + " sha256 " + id.SHA256
+		r := RunF2(ctx, eng, F2Options{Model: path, ModelSHA256: sha, Tokens: tokens, Identity: identity})
+		device := eng.Backend()
+		if d, ok := eng.(interface{ Identity() string }); ok {
+			device = d.Identity()
+		}
+		receipt, werr := WriteF2Receipt("", F2Receipt{Identity: identity, ModelSHA256: sha, Device: device, Result: r})
 		if log != nil {
 			log.Info("F2", "backend", eng.Backend(), "verdict", r.Verdict, "probe_tokens", r.ProbeTokens,
-				"min_cosine", r.MinCosine, "reference_cached", r.RefCached, "ms", r.MS)
+				"min_cosine", r.MinCosine, "reference_cached", r.RefCached, "ms", r.MS, "receipt", receipt, "receipt_error", werr)
 		}
 		return string(r.Verdict), r.Err()
 	}
+}
+
+// F2Receipt records one F2: keyed by the binary's identity, the model's
+// sha256 and the device (name, capability, driver, kernel module) — never
+// by a version string.
+type F2Receipt struct {
+	Identity    string    `json:"identity"`
+	ModelSHA256 string    `json:"model_sha256"`
+	Device      string    `json:"device"`
+	Time        time.Time `json:"time"`
+	Result      F2Result  `json:"result"`
+}
+
+// F2ReceiptKey is the receipt's key.
+func F2ReceiptKey(identity, modelSHA, device string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "apr-f2-receipt-v1\nidentity %s\nmodel %s\ndevice %s\n", identity, modelSHA, device)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// WriteF2Receipt writes r under dir/receipts (dir "": the user cache
+// directory's apr/f2), replacing an earlier receipt of the same key, and
+// returns its path.
+func WriteF2Receipt(dir string, r F2Receipt) (string, error) {
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(base, "apr", "f2")
+	}
+	if r.Time.IsZero() {
+		r.Time = time.Now().UTC()
+	}
+	dir = filepath.Join(dir, "receipts")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, F2ReceiptKey(r.Identity, r.ModelSHA256, r.Device)+".json")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
 }

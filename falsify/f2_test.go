@@ -165,3 +165,29 @@ func TestF2(t *testing.T) {
 func realLogitsOf(ctx context.Context, m, backend string, toks []int32) ([][]float32, error) {
 	return realLogits(ctx, m, backend, toks)
 }
+
+// TestF2Receipt: a receipt is keyed by (identity, model, device); another
+// device or binary writes another receipt.
+func TestF2Receipt(t *testing.T) {
+	dir := t.TempDir()
+	r := falsify.F2Receipt{Identity: "bin a", ModelSHA256: "m", Device: "H200 sm_90 driver 13000 kernels x", Result: falsify.F2Result{Verdict: falsify.VerdictPass}}
+	p1, err := falsify.WriteF2Receipt(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Device = "another device"
+	p2, err := falsify.WriteF2Receipt(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Identity = "bin b"
+	p3, _ := falsify.WriteF2Receipt(dir, r)
+	if p1 == p2 || p2 == p3 || p1 == p3 {
+		t.Fatalf("receipts of different devices or binaries share a path: %s %s %s", p1, p2, p3)
+	}
+	var back falsify.F2Receipt
+	b, _ := os.ReadFile(p1)
+	if err := json.Unmarshal(b, &back); err != nil || back.Device != "H200 sm_90 driver 13000 kernels x" || back.Result.Verdict != falsify.VerdictPass {
+		t.Fatalf("receipt read back as %+v (%v)", back, err)
+	}
+}
