@@ -228,24 +228,29 @@ func Run(ctx context.Context, o Options) (Result, error) {
 // raw, the prompt as it is (BOS per the model's add_bos, control tokens
 // parsed, as llama.cpp's tokenizer with add_special and parse_special);
 // otherwise the model's chat template with one user message and the
-// generation prompt, then the same tokenization, leaving out the BOS when
-// the rendered text already starts with it.
+// generation prompt, then MessagesTokens' tokenization.
 func PromptTokens(ctx context.Context, tok *tokenizer.Tokenizer, tmpl *chat.Template, prompt string, raw bool) ([]int32, error) {
-	text := prompt
+	if raw {
+		return tok.Encode(prompt, tokenizer.Options{AddSpecial: true, ParseSpecial: true})
+	}
+	return MessagesTokens(ctx, tok, tmpl, []map[string]any{{"role": "user", "content": prompt}})
+}
+
+// MessagesTokens renders messages with the chat template and the
+// generation prompt and tokenizes the text with control tokens parsed,
+// leaving out the BOS when the rendered text already starts with it.
+func MessagesTokens(ctx context.Context, tok *tokenizer.Tokenizer, tmpl *chat.Template, messages []map[string]any) ([]int32, error) {
+	if tmpl == nil {
+		return nil, ErrNoTemplate
+	}
+	text, err := tmpl.Render(ctx, chat.Input{Messages: messages, AddGenerationPrompt: true})
+	if err != nil {
+		return nil, err
+	}
 	opt := tokenizer.Options{AddSpecial: true, ParseSpecial: true}
-	if !raw {
-		var err error
-		text, err = tmpl.Render(ctx, chat.Input{
-			Messages:            []map[string]any{{"role": "user", "content": prompt}},
-			AddGenerationPrompt: true,
-		})
-		if err != nil {
-			return nil, err
-		}
-		if bos, ok := tok.BOS(); ok {
-			if s, err := tok.Text(bos); err == nil && s != "" && strings.HasPrefix(text, s) {
-				opt.SkipBOS = true
-			}
+	if bos, ok := tok.BOS(); ok {
+		if s, err := tok.Text(bos); err == nil && s != "" && strings.HasPrefix(text, s) {
+			opt.SkipBOS = true
 		}
 	}
 	return tok.Encode(text, opt)
