@@ -148,7 +148,7 @@ func jsonError(body []byte, err error) *apiError {
 	var off int64 = -1
 	switch e := err.(type) {
 	case *json.SyntaxError:
-		off = e.Offset
+		off = max(e.Offset-1, 0) // Offset counts the bad byte as read
 	case *json.UnmarshalTypeError:
 		return badRequest("", "the request body must be a JSON object, not %s", e.Value)
 	}
@@ -166,7 +166,7 @@ func jsonError(body []byte, err error) *apiError {
 			col++
 		}
 	}
-	return badRequest("", "malformed JSON at byte %d (line %d, column %d): %v", off, line, col, err)
+	return badRequest("", "malformed JSON at byte offset %d (line %d, column %d): %v", off, line, col, err)
 }
 
 // fieldDecoder decodes fields one by one; the first error sticks.

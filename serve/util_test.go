@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -70,4 +71,10 @@ func streamIDs(t *testing.T, url, path, body string) []int32 {
 		}
 	}
 	return ids
+}
+
+func httptestServer(t *testing.T, s interface{ Handler() http.Handler }) string {
+	ts := httptest.NewServer(s.Handler())
+	t.Cleanup(ts.Close)
+	return ts.URL
 }
