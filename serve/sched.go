@@ -375,3 +375,10 @@ func logprobOf(tok *tokenizer.Tokenizer, row []float32, id int32, top int) token
 	}
 	return lp
 }
+
+// maxBatchSize is the most sequences one step advanced so far.
+func (s *sched) maxBatchSize() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxBatch
+}
