@@ -176,8 +176,16 @@ func TestLogprobs(t *testing.T) {
 		if g := tl[i].(float64); math.Abs(g-want) > 1e-9 {
 			t.Errorf("token %d: logprob %v, want %v", i, g, want)
 		}
-		if n := len(top[i].(map[string]any)); n != 3 {
+		tops := top[i].(map[string]any)
+		if n := len(tops); n != 3 {
 			t.Errorf("token %d: %d top_logprobs, want 3", i, n)
+		}
+		best := math.Inf(-1)
+		for _, x := range tops {
+			best = math.Max(best, x.(float64))
+		}
+		if best != tl[i].(float64) { // greedy: the sampled token is the most likely
+			t.Errorf("token %d: best top_logprob %v, the greedy token's %v", i, best, tl[i])
 		}
 	}
 }

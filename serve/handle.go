@@ -168,7 +168,6 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, j *job) {
 		return
 	}
 	offset := 0
-	var heldIDs []int32
 	for {
 		var ev event
 		select {
@@ -180,9 +179,11 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, j *job) {
 			send(map[string]any{"error": &apiError{Type: "server_error", Message: ev.Err.Error()}})
 			return
 		}
-		heldIDs = append(heldIDs, ev.IDs...)
-		if ev.Text != "" || len(ev.Logprobs) > 0 {
-			c := map[string]any{"index": 0, "token_ids": heldIDs, "logprobs": rs.logprobs(ev.Logprobs, offset), "finish_reason": nil}
+		// One chunk per sampled token, even when the token adds no text yet
+		// (a control token, half a character, the start of a stop
+		// string): clients see every token when it is sampled.
+		if ev.Text != "" || len(ev.IDs) > 0 || len(ev.Logprobs) > 0 {
+			c := map[string]any{"index": 0, "token_ids": ev.IDs, "logprobs": rs.logprobs(ev.Logprobs, offset), "finish_reason": nil}
 			if rs.chat {
 				c["delta"] = map[string]any{"content": ev.Text}
 			} else {
@@ -192,12 +193,11 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, j *job) {
 				return
 			}
 			offset += len(ev.Text)
-			heldIDs = nil
 		}
 		if ev.Finish == "" {
 			continue
 		}
-		c := map[string]any{"index": 0, "token_ids": append([]int32{}, heldIDs...), "logprobs": nil, "finish_reason": ev.Finish}
+		c := map[string]any{"index": 0, "token_ids": []int32{}, "logprobs": nil, "finish_reason": ev.Finish}
 		if rs.chat {
 			c["delta"] = map[string]any{}
 		} else {
@@ -251,7 +251,7 @@ func (rs *responder) logprobs(lps []tokenLogprob, offset int) any {
 		}
 		top = append(top, m)
 		offs = append(offs, offset)
-		offset += len(t.Bytes)
+		offset += t.TextLen
 	}
 	if len(lps) > 0 {
 		out["tokens"], out["token_logprobs"], out["top_logprobs"], out["text_offset"] = toks, lp, top, offs

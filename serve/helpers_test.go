@@ -122,6 +122,25 @@ func ids(tb testing.TB, v map[string]any) []int32 {
 	return out
 }
 
+func metricsText(tb testing.TB, url string) string {
+	tb.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func totalIDs(ids [][]int32) int {
+	n := 0
+	for _, x := range ids {
+		n += len(x)
+	}
+	return n
+}
+
 // metric reads one sample's value from /metrics.
 func metric(tb testing.TB, url, name string) float64 {
 	tb.Helper()

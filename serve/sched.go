@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -63,6 +62,7 @@ type usage struct {
 // and the most likely alternatives.
 type tokenLogprob struct {
 	ID      int32
+	TextLen int // bytes the token added to the text (0 for control tokens)
 	Token   string
 	Bytes   []byte
 	Logprob float64
@@ -278,7 +278,9 @@ func (s *sched) token(i int, j *job) {
 	id, text, row := j.q.Last()
 	j.ids = append(j.ids, id)
 	if j.logprobs {
-		j.lps = append(j.lps, logprobOf(s.m.Tok, row, id, j.top))
+		lp := logprobOf(s.m.Tok, row, id, j.top)
+		lp.TextLen = len(text)
+		j.lps = append(j.lps, lp)
 	}
 	j.pending += string(text)
 	if len(j.stop) > 0 {
@@ -363,12 +365,25 @@ func logprobOf(tok *tokenizer.Tokenizer, row []float32, id int32, top int) token
 	lp := tokenLogprob{ID: id, Token: piece(id), Logprob: float64(row[id]) - lse}
 	lp.Bytes = []byte(lp.Token)
 	if top > 0 {
-		idx := make([]int32, len(row))
-		for i := range idx {
-			idx[i] = int32(i)
+		// The top alternatives by a bounded insertion (O(vocab · top)),
+		// larger logit first, ties by id ascending.
+		best := make([]int32, 0, top+1)
+		for i, v := range row {
+			if len(best) == top && v <= row[best[top-1]] {
+				continue
+			}
+			k := len(best)
+			for k > 0 && v > row[best[k-1]] {
+				k--
+			}
+			best = append(best, 0)
+			copy(best[k+1:], best[k:])
+			best[k] = int32(i)
+			if len(best) > top {
+				best = best[:top]
+			}
 		}
-		sort.SliceStable(idx, func(a, b int) bool { return row[idx[a]] > row[idx[b]] })
-		for _, k := range idx[:min(top, len(idx))] {
+		for _, k := range best {
 			p := piece(k)
 			lp.Top = append(lp.Top, altLogprob{ID: k, Token: p, Bytes: []byte(p), Logprob: float64(row[k]) - lse})
 		}

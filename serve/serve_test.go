@@ -197,6 +197,9 @@ func TestBatchInvariance(t *testing.T) {
 		}
 		reqs = append(reqs, r)
 	}
+	// One prompt longer than a prefill chunk (64 tokens): its prefill is
+	// interleaved with the others' decode steps.
+	reqs[5].prompt = strings.Repeat("The little dog ran to the park and played with a red ball. ", 6)
 	got := make([][]int32, len(reqs))
 	var wg sync.WaitGroup
 	for i, r := range reqs {
@@ -223,6 +226,15 @@ func TestBatchInvariance(t *testing.T) {
 		if diff := cmp.Diff(want.TokenIDs, got[i]); diff != "" {
 			t.Errorf("request %d (%q, n=%d, %+v): ids (-apr run +serve):\n%s", i, r.prompt, r.n, r.p, diff)
 		}
+	}
+	for _, name := range []string{"apr_serve_requests_total", "apr_serve_prompt_tokens_total", "apr_serve_completion_tokens_total",
+		"apr_serve_queue_depth", "apr_serve_batch_size_bucket", "apr_serve_time_to_first_token_seconds_bucket", "apr_serve_token_latency_seconds_bucket"} {
+		if !strings.Contains(metricsText(t, url), name) {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+	if got, want := metric(t, url, "apr_serve_completion_tokens_total"), float64(totalIDs(got)); got != want {
+		t.Errorf("apr_serve_completion_tokens_total %v, want %v (the tokens answered)", got, want)
 	}
 	if mx := metric(t, url, "apr_serve_batch_size_max"); mx < 2 {
 		t.Errorf("apr_serve_batch_size_max = %v: the requests never shared a step", mx)
