@@ -48,12 +48,17 @@ const (
 	GateFailClosed     = "failclosed"
 	GateTiming         = "timing"
 	GateThroughput     = "throughput"
+	// GateServing holds apr serve to apr run: concurrent requests to the
+	// server on the backend give the ids of the same requests run alone
+	// (verb.serve's serve.parity), so the receipt covers the shape users
+	// run, not only the CLI's.
+	GateServing = "serving"
 )
 
 // Gates lists every gate in order.
 func Gates() []string {
 	return []string{GateTensorContract, GateMetadata, GateTokenizer, GateTemplate, GateGolden,
-		GateParity, GateFailClosed, GateTiming, GateThroughput}
+		GateParity, GateFailClosed, GateTiming, GateThroughput, GateServing}
 }
 
 // The code each gate's contract falsifier carries (schema #Falsifier.code).
@@ -67,12 +72,13 @@ var gateCode = map[string]string{
 	GateFailClosed:     "failclosed",
 	GateTiming:         "timing",
 	GateThroughput:     "throughput",
+	GateServing:        FalsifierServeParity,
 }
 
 // perBackend reports whether a gate runs once per backend.
 func perBackend(gate string) bool {
 	switch gate {
-	case GateGolden, GateParity, GateFailClosed, GateTiming, GateThroughput:
+	case GateGolden, GateParity, GateFailClosed, GateTiming, GateThroughput, GateServing:
 		return true
 	}
 	return false

@@ -51,6 +51,9 @@ type ParityOptions struct {
 	Parallel int // slots (0: 4)
 	Requests int // concurrent requests (0: 8)
 	Tokens   int // tokens per request (0: 16)
+	// Seed seeds the sampled requests (request i: Seed + i, mod 2^63), so a failing
+	// run reproduces.
+	Seed uint64
 }
 
 // ParityResult is what Parity measured.
@@ -96,7 +99,7 @@ func Parity(ctx context.Context, o ParityOptions) (ParityResult, error) {
 	for i := range o.Requests {
 		r := pr{prompt: parityPrompts[i%len(parityPrompts)], n: max(1, o.Tokens-i%4*o.Tokens/8), stream: i%2 == 1}
 		if i%4 == 3 {
-			r.p = sample.Params{Temp: 0.8, TopK: 40, Seed: uint64(1000 + i)}
+			r.p = sample.Params{Temp: 0.8, TopK: 40, Seed: (o.Seed + uint64(i)) & (1<<63 - 1)} // the API takes seeds in [0, 2^63)
 		}
 		reqs = append(reqs, r)
 	}

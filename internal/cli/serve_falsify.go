@@ -13,16 +13,13 @@ import (
 	"github.com/aprqa/apr/serve"
 )
 
-// serve's falsifiers start apr serve in-process, so they are registered
-// here, where the engines are linked.
+// serve_responses checks apr serve's responses against verb.serve with the
+// verb field checker, so it is registered here, where that checker is
+// (serve_parity is qa's: its serving gate runs it).
 func init() {
 	falsify.Register("serve_responses", falsify.KindShape, serveResponses,
 		falsify.Needs(falsify.NeedModel), falsify.Thresholds("violations", "framing_violations"),
 		falsify.Doc("apr serve's responses (completion, chat, streamed chunks, error, models, health) carry every field of verb.serve, of its type, and its streams are framed as SSE ending in [DONE]"))
-	falsify.Register("serve_parity", falsify.KindProperty, serveParity,
-		falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_batch"),
-		falsify.Params("backend", "requests", "tokens", "parallel"),
-		falsify.Doc("concurrent requests to apr serve give the token ids of the same requests run alone (batch invariance)"))
 }
 
 func serveResponses(ctx context.Context, c *falsify.Check) error {
@@ -60,32 +57,5 @@ func serveResponses(ctx context.Context, c *falsify.Check) error {
 	}
 	c.Measure("violations", float64(len(violations)))
 	c.Measure("framing_violations", float64(len(framing)))
-	return nil
-}
-
-func serveParity(ctx context.Context, c *falsify.Check) error {
-	backend, err := c.ParamString("backend", "cpu")
-	if err != nil {
-		return err
-	}
-	o := serve.ParityOptions{Model: c.ModelPath(), Backend: backend}
-	if o.Requests, err = c.ParamInt("requests", 8); err != nil {
-		return err
-	}
-	if o.Tokens, err = c.ParamInt("tokens", 12); err != nil {
-		return err
-	}
-	if o.Parallel, err = c.ParamInt("parallel", 4); err != nil {
-		return err
-	}
-	res, err := serve.Parity(ctx, o)
-	if err != nil {
-		return err
-	}
-	for _, n := range res.Notes {
-		c.Note("%s", n)
-	}
-	c.Measure("mismatches", float64(res.Mismatches))
-	c.Measure("max_batch", float64(res.MaxBatch))
 	return nil
 }
