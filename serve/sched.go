@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -242,7 +243,7 @@ func (s *sched) step() {
 			continue
 		}
 		n++
-		sampled, err := j.q.Advance(s.chunk)
+		sampled, err := advance(j.q, s.chunk)
 		if err != nil {
 			s.finish(i, j, event{Err: err})
 			continue
@@ -261,6 +262,18 @@ func (s *sched) step() {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// advance is Seq.Advance with an engine panic turned into that sequence's
+// error: one bad sequence must not take the server and the other streams
+// down.
+func advance(q *generate.Seq, chunk int) (sampled bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = q.Abort(fmt.Errorf("serve: the engine panicked: %v", p))
+		}
+	}()
+	return q.Advance(chunk)
 }
 
 // token handles a freshly sampled token: latency metrics, logprobs, the

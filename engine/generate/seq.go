@@ -314,6 +314,11 @@ func (q *Seq) Advance(chunk int) (bool, error) {
 	return true, q.sample(rows[0])
 }
 
+// Abort ends the sequence with err after a failure outside Advance's own
+// error path (a caller that recovered an engine panic): the slot's session
+// is dropped, since its state is unknown, and the slot is free again.
+func (q *Seq) Abort(err error) error { return q.fail(err) }
+
 func (q *Seq) fail(err error) error {
 	q.err = err
 	q.slot.Close()
