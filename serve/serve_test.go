@@ -176,8 +176,9 @@ func TestOpenAIClient(t *testing.T) {
 	})
 }
 
-// TestBatchInvariance sends 16 concurrent requests of different prompts and
-// lengths (greedy, then seeded sampling) to a server with 8 slots: each
+// TestBatchInvariance sends 16 concurrent greedy requests of different
+// prompts and lengths and 16 seeded sampled ones, all at once, to a server
+// with 8 slots (some wait in the queue): each
 // answer's ids equal the request's solo apr run, and the server's own
 // counters show that sequences shared decode steps.
 func TestBatchInvariance(t *testing.T) {
@@ -190,9 +191,9 @@ func TestBatchInvariance(t *testing.T) {
 		p      sampleParams
 	}
 	var reqs []reqT
-	for i := range 16 {
-		r := reqT{prompt: words[i%len(words)], n: 6 + 3*i}
-		if i >= 8 { // seeded sampling
+	for i := range 32 {
+		r := reqT{prompt: words[i%len(words)], n: 6 + 3*(i%16)}
+		if i >= 16 { // seeded sampling
 			r.p = sampleParams{Temp: 0.9, Seed: uint64(100 + i), TopK: 40}
 		}
 		reqs = append(reqs, r)
