@@ -1,6 +1,7 @@
 package serve_test
 
 import (
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -104,5 +105,42 @@ func TestUnknownBackendRefused(t *testing.T) {
 	_, err := serve.New(serve.Options{Model: tinyQwen2(t), Backend: "cuda"})
 	if err == nil || !strings.Contains(err.Error(), `backend "cuda" is not available`) {
 		t.Errorf("New with backend cuda: %v, want a refusal naming it", err)
+	}
+}
+
+// TestQueueFull: with one slot and room for one waiting request, a burst of
+// concurrent requests gets 503 with Retry-After for those beyond the queue
+// instead of waiting without bound; the others complete.
+func TestQueueFull(t *testing.T) {
+	_, url := start(t, serve.Options{Model: stories(t), Parallel: 1, MaxQueue: 1})
+	const n = 24
+	long := `{"prompt": "Once", "max_tokens": 400, "temperature": 0, "ignore_eos": true}`
+	type result struct {
+		code  int
+		retry string
+	}
+	done := make(chan result, n)
+	for range n {
+		go func() {
+			resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(long))
+			if err != nil {
+				done <- result{code: -1}
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			done <- result{resp.StatusCode, resp.Header.Get("Retry-After")}
+		}()
+	}
+	counts := map[int]int{}
+	for range n {
+		r := <-done
+		counts[r.code]++
+		if r.code == 503 && r.retry == "" {
+			t.Errorf("503 without Retry-After")
+		}
+	}
+	if counts[503] == 0 || counts[200] < 2 || counts[200]+counts[503] != n {
+		t.Errorf("%d concurrent requests on 1 slot + 1 queue place: %v, want some 503 and the rest 200", n, counts)
 	}
 }

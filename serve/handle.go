@@ -2,6 +2,7 @@ package serve
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -78,6 +79,9 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 		j := &job{ctx: r.Context(), prompt: prompt, stop: req.Stop, logprobs: req.Logprobs, top: req.TopLogprobs,
 			opts: generate.SeqOptions{MaxTokens: req.MaxTokens, IgnoreEOS: req.IgnoreEOS, Sampling: req.Sampling, SkipControl: true}}
 		if err := sch.submit(j); err != nil {
+			if errors.Is(err, errQueueFull) {
+				w.Header().Set("Retry-After", "1")
+			}
 			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Message: err.Error()})
 			return
 		}

@@ -81,9 +81,10 @@ type altLogprob struct {
 // them by one forward pass (a decode token or a prefill chunk), one session
 // after the other, in slot order.
 type sched struct {
-	m     *generate.Model
-	met   *metrics
-	chunk int
+	m        *generate.Model
+	met      *metrics
+	chunk    int
+	maxQueue int
 
 	mu     sync.Mutex
 	queue  []*job
@@ -97,8 +98,8 @@ type sched struct {
 	maxBatch float64
 }
 
-func newSched(m *generate.Model, met *metrics, parallel, ctxLen, chunk int) *sched {
-	s := &sched{m: m, met: met, chunk: chunk, wake: make(chan struct{}, 1), done: make(chan struct{}),
+func newSched(m *generate.Model, met *metrics, parallel, ctxLen, chunk, maxQueue int) *sched {
+	s := &sched{m: m, met: met, chunk: chunk, maxQueue: maxQueue, wake: make(chan struct{}, 1), done: make(chan struct{}),
 		active: make([]*job, parallel), used: make([]time.Time, parallel)}
 	for range parallel {
 		s.slots = append(s.slots, m.NewSlot(ctxLen))
@@ -113,6 +114,9 @@ func (s *sched) submit(j *job) error {
 	defer s.mu.Unlock()
 	if s.closed {
 		return errors.New("serve: the server is shutting down")
+	}
+	if len(s.queue) >= s.maxQueue {
+		return fmt.Errorf("%w: %d requests are waiting for a slot", errQueueFull, len(s.queue))
 	}
 	j.enqueued = time.Now()
 	j.events = make(chan event, j.opts.MaxTokens+2)
@@ -178,6 +182,9 @@ func (s *sched) loop() {
 		s.step()
 	}
 }
+
+// errQueueFull refuses a request when MaxQueue requests already wait.
+var errQueueFull = errors.New("serve: the queue is full")
 
 var errShutdown = errors.New("serve: the server shut down before the request finished")
 

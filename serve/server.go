@@ -32,6 +32,7 @@ const (
 	DefaultMaxBody      = 4 << 20 // bytes of a request body
 	DefaultPrefillChunk = 64      // prompt tokens per forward pass while others decode
 	DefaultGrace        = 10 * time.Second
+	DefaultMaxQueue     = 256 // requests waiting for a slot; more get 503
 )
 
 // Options configure a server.
@@ -46,6 +47,7 @@ type Options struct {
 	MaxBody  int64  // 0: DefaultMaxBody
 	Chunk    int    // prefill tokens per step (0: DefaultPrefillChunk)
 	Grace    time.Duration
+	MaxQueue int // 0: DefaultMaxQueue
 	Log      *slog.Logger
 }
 
@@ -88,6 +90,9 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Grace <= 0 {
 		o.Grace = DefaultGrace
+	}
+	if o.MaxQueue <= 0 {
+		o.MaxQueue = DefaultMaxQueue
 	}
 	known := false
 	for _, b := range model.Backends() {
@@ -133,7 +138,7 @@ func (s *Server) Load(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.m, s.ctxLen = m, ctxLen
-	s.sch = newSched(m, s.met, s.o.Parallel, ctxLen, s.o.Chunk)
+	s.sch = newSched(m, s.met, s.o.Parallel, ctxLen, s.o.Chunk, s.o.MaxQueue)
 	s.status = ""
 	s.mu.Unlock()
 	s.o.Log.Info("serving", "model", s.o.Model, "backend", s.o.Backend, "parallel", s.o.Parallel, "ctx", ctxLen)
