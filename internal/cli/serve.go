@@ -28,6 +28,7 @@ type serveOptions struct {
 	Name     string
 	Threads  int
 	Grace    time.Duration
+	MaxQueue int
 }
 
 func newServeCmd(env *Env) *cobra.Command {
@@ -48,7 +49,8 @@ cached in a slot (the next turn of a chat) prefills only its new tokens
 client that disconnects stops its sequence before the next forward pass.
 
 Bad requests get 400 naming the field or JSON position, 401 without the
---api-key, 404 for another model name, 413 for a body over 4 MiB. SIGINT or
+--api-key, 404 for another model name, 413 for a body over 4 MiB, 503 with
+Retry-After when --max-queue requests already wait for a slot. SIGINT or
 SIGTERM stops accepting, lets in-flight requests finish within --grace,
 cancels the rest and exits 0. An unknown or unavailable backend is refused
 (exit 3), never replaced.`,
@@ -68,6 +70,7 @@ cancels the rest and exits 0. An unknown or unavailable backend is refused
 	fl.StringVar(&opts.Name, "name", "", "the model's id in /v1/models (default: the file's base name)")
 	fl.IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
 	fl.DurationVar(&opts.Grace, "grace", serve.DefaultGrace, "how long in-flight requests may run on after SIGINT/SIGTERM")
+	fl.IntVar(&opts.MaxQueue, "max-queue", serve.DefaultMaxQueue, "requests that may wait for a slot; more get 503 with Retry-After")
 	return c
 }
 
@@ -79,7 +82,7 @@ func runServe(ctx context.Context, env *Env, opts serveOptions) error {
 		return badInputf("serve: --port %d is not a port", opts.Port)
 	}
 	s, err := serve.New(serve.Options{Model: opts.Model, Backend: opts.Backend, Threads: opts.Threads, Parallel: opts.Parallel,
-		Ctx: opts.Ctx, APIKey: opts.APIKey, Name: opts.Name, Grace: opts.Grace, Log: env.Log})
+		Ctx: opts.Ctx, APIKey: opts.APIKey, Name: opts.Name, Grace: opts.Grace, MaxQueue: opts.MaxQueue, Log: env.Log})
 	if err != nil {
 		return err
 	}
