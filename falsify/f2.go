@@ -43,6 +43,10 @@ import (
 // device and no reference forward pass.
 const F2By = "f2"
 
+// F2ProbePrompt is the probe a server validates with before it serves (the
+// contracts' parity probe text; apr run probes with the user's prompt).
+const F2ProbePrompt = "The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,"
+
 // F2Options configure one F2 check.
 type F2Options struct {
 	Model       string  // the GGUF file's path

@@ -26,7 +26,7 @@ func embedded(tb testing.TB) *contracts.Set {
 }
 
 // fullRegistry is what apr's binary registers: the builtins, qa's codes and
-// (a stand-in for) internal/cli's verb_fields.
+// (stand-ins for) internal/cli's verb_fields and serve_responses.
 func fullRegistry() *falsify.Registry {
 	r := falsify.NewRegistry()
 	falsify.RegisterBuiltins(r)
@@ -35,6 +35,11 @@ func fullRegistry() *falsify.Registry {
 		c.Measure("violations", 0)
 		return nil
 	}, falsify.Needs(falsify.NeedModel), falsify.Thresholds("violations"), falsify.Params("args"))
+	r.Register("serve_responses", falsify.KindShape, func(ctx context.Context, c *falsify.Check) error {
+		c.Measure("violations", 0)
+		c.Measure("framing_violations", 0)
+		return nil
+	}, falsify.Needs(falsify.NeedModel), falsify.Thresholds("violations", "framing_violations"))
 	return r
 }
 

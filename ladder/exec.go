@@ -39,8 +39,8 @@ type ExecOptions struct {
 // supplies the tokens.
 const DefaultPrompt = "The quick brown fox jumps over the lazy dog. Once upon a time"
 
-// DefaultExecutors registers the run, logits and qa executors for every
-// backend this binary links (model.Backends()). Other verbs (serve, chat)
+// DefaultExecutors registers the run, logits, qa and serve executors for
+// every backend this binary links (model.Backends()). Other verbs (chat)
 // and backends have no executor yet: their cells are refused by name.
 func DefaultExecutors(opts ExecOptions) *Executors {
 	if opts.RunTokens <= 0 {
@@ -61,6 +61,7 @@ func DefaultExecutors(opts ExecOptions) *Executors {
 	e.Register("run", x.run, backends...)
 	e.Register("logits", x.logits, backends...)
 	e.Register("qa", x.qa, backends...)
+	e.Register("serve", x.serve, backends...)
 	// A backend the ladder knows of but this binary does not link (cuda
 	// before there is a CUDA engine) is refused by "backend" with that
 	// reason, the same refusal apr run gives for it.
@@ -71,7 +72,7 @@ func DefaultExecutors(opts ExecOptions) *Executors {
 		refused := func(ctx context.Context, m *Model, backend string) Result {
 			return RefusedBy("backend", "backend %q is not linked into this binary (linked: %s)", backend, strings.Join(backends, ", "))
 		}
-		for _, verb := range []string{"run", "logits", "qa"} {
+		for _, verb := range []string{"run", "logits", "qa", "serve"} {
 			e.Register(verb, refused, b)
 		}
 	}

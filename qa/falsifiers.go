@@ -15,6 +15,7 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/serve"
 )
 
 func init() { Register(falsify.Default) }
@@ -28,6 +29,7 @@ const (
 	FalsifierEngineParity = "engine_parity"
 	FalsifierGPUCPU       = "gpu_cpu"
 	FalsifierThroughput   = "throughput"
+	FalsifierServeParity  = "serve_parity"
 )
 
 // Register adds qa's falsifier code to reg: tensor_values, tokenizer_roundtrip,
@@ -68,6 +70,36 @@ func Register(reg *falsify.Registry) {
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("decode_ratio", "prefill_ratio", "max_cv"), falsify.Refs("baseline"),
 		falsify.AppliesWhen(throughputApplies),
 		falsify.Doc("decode and prefill tok/s against the baseline recorded for this model, host and backend, by bootstrap confidence intervals"))
+	reg.Register(FalsifierServeParity, falsify.KindProperty, serveParity,
+		falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_batch"),
+		falsify.Params("backend", "requests", "tokens", "parallel"),
+		falsify.Doc("concurrent requests to apr serve on a backend give the token ids of the same requests run alone on it (batch invariance at the serving shape)"))
+}
+
+// serveParity serves the model on loopback (package serve) and compares
+// concurrent answers with solo runs of the same requests.
+func serveParity(ctx context.Context, c *falsify.Check) error {
+	o := serve.ParityOptions{Model: c.ModelPath(), Backend: backendParam(c, "cpu"), Seed: uint64(c.Seed())}
+	var err error
+	if o.Requests, err = c.ParamInt("requests", 8); err != nil {
+		return err
+	}
+	if o.Tokens, err = c.ParamInt("tokens", 12); err != nil {
+		return err
+	}
+	if o.Parallel, err = c.ParamInt("parallel", 4); err != nil {
+		return err
+	}
+	res, err := serve.Parity(ctx, o)
+	if err != nil {
+		return err
+	}
+	for _, n := range res.Notes {
+		c.Note("%s", n)
+	}
+	c.Measure("mismatches", float64(res.Mismatches))
+	c.Measure("max_batch", float64(res.MaxBatch))
+	return nil
 }
 
 // Weight tiers of engine_parity (params.tier): falsify's, the one rule

@@ -40,8 +40,13 @@ func TestStories260K(t *testing.T) {
 			t.Errorf("%s[%s] = %s: %s", g.Name, g.Backend, g.Status, g.Reason)
 		}
 	}
-	if !rep.Passed || rep.Executed != 9 {
-		t.Errorf("report passed=%v executed=%d (%s), want passed with 9 executed", rep.Passed, rep.Executed, rep.Summary)
+	if !rep.Passed || rep.Executed != 11 { // serving on ref and cpu included
+		t.Errorf("report passed=%v executed=%d (%s), want passed with 11 executed", rep.Passed, rep.Executed, rep.Summary)
+	}
+	for _, b := range []string{"ref", "cpu"} {
+		if g := gate(t, rep, qa.GateServing, b); value(t, g, "max_batch").Value < 2 {
+			t.Errorf("serving[%s]: the requests never shared a step: %+v", b, g.Values)
+		}
 	}
 	if g := gate(t, rep, qa.GateGolden, "cpu"); value(t, g, "compared_tokens").Value < 64 {
 		t.Errorf("golden_output[cpu] compared %v tokens of the stories260K golden, want at least 64", value(t, g, "compared_tokens").Value)

@@ -218,7 +218,7 @@ func (m *modelRun) baselineExists(backend string) bool {
 
 // falsifiers finds the contract falsifiers a gate is held to, by code: in
 // the model contract of the file's architecture (timing: in the run verb's
-// contract). tensor_contract is held to tensor_contract and tensor_values;
+// contract; serving: in the serve verb's). tensor_contract is held to tensor_contract and tensor_values;
 // parity to the engine_parity of the model's weight tier; failclosed to the
 // failclosed falsifier whose target is that parity (returned first, the
 // parity second). A missing one refuses the gate.
@@ -226,10 +226,10 @@ func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *outcome) {
 	set := m.opts.Contracts
 	var list []schema.Falsifier
 	owner := ""
-	if gate == GateTiming {
-		v, ok := set.Verb("run")
+	if verb := map[string]string{GateTiming: "run", GateServing: "serve"}[gate]; verb != "" {
+		v, ok := set.Verb(verb)
 		if !ok {
-			r := refused(CodeNoContract, By, nil, "the contract set (digest %.12s) has no contract for verb run", set.Digest)
+			r := refused(CodeNoContract, By, nil, "the contract set (digest %.12s) has no contract for verb %s", set.Digest, verb)
 			return nil, &r
 		}
 		list, owner = v.Falsifiers, v.ID

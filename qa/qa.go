@@ -53,12 +53,17 @@ const (
 	// GateKLD runs only when a base file is given (Options.KLDBase, apr qa
 	// --kld-base) or the gate is selected by name.
 	GateKLD = "kld"
+	// GateServing holds apr serve to apr run: concurrent requests to the
+	// server on the backend give the ids of the same requests run alone
+	// (verb.serve's serve.parity), so the receipt covers the shape users
+	// run, not only the CLI's.
+	GateServing = "serving"
 )
 
 // Gates lists every gate in order.
 func Gates() []string {
 	return []string{GateTensorContract, GateMetadata, GateTokenizer, GateTemplate, GateGolden,
-		GateParity, GateFailClosed, GateF2, GateGPUCPU, GateTiming, GateThroughput, GateKLD}
+		GateParity, GateFailClosed, GateF2, GateGPUCPU, GateTiming, GateThroughput, GateServing, GateKLD}
 }
 
 // The code each gate's contract falsifier carries (schema #Falsifier.code).
@@ -75,12 +80,13 @@ var gateCode = map[string]string{
 	GateTiming:         "timing",
 	GateThroughput:     "throughput",
 	GateKLD:            "kld",
+	GateServing:        FalsifierServeParity,
 }
 
 // perBackend reports whether a gate runs once per backend.
 func perBackend(gate string) bool {
 	switch gate {
-	case GateGolden, GateParity, GateFailClosed, GateF2, GateGPUCPU, GateTiming, GateThroughput, GateKLD:
+	case GateGolden, GateParity, GateFailClosed, GateF2, GateGPUCPU, GateTiming, GateThroughput, GateServing, GateKLD:
 		return true
 	}
 	return false

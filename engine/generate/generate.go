@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/aprqa/apr/engine/chat"
-	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/engine/tokenizer"
@@ -144,17 +143,6 @@ func (t stageTimer) end() float64 {
 	return ms(time.Since(t.start))
 }
 
-// loaded is what the load stage produces.
-type loaded struct {
-	f     *gguf.File
-	spec  *model.Spec
-	tok   *tokenizer.Tokenizer
-	tmpl  *chat.Template
-	eng   model.Engine
-	sha   string
-	close func()
-}
-
 // Run generates a completion of o.Prompt with o.Backend and times it.
 func Run(ctx context.Context, o Options) (Result, error) {
 	if o.Log == nil {
@@ -171,27 +159,27 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			return Result{}, fmt.Errorf("generate: bad planted delay %s=%v", st, d)
 		}
 	}
-	smp, err := sample.New(o.Sampling)
-	if err != nil {
+	if err := o.Sampling.Validate(); err != nil {
 		return Result{}, err
 	}
 	res := Result{Model: o.Model, Backend: o.Backend, TokenIDs: []int32{}}
 	wall := time.Now()
 
 	st := o.begin(StageLoad)
-	m, err := load(ctx, &o)
+	m, err := Load(ctx, LoadOptions{Model: o.Model, Backend: o.Backend, Threads: o.Threads, NoTemplate: o.Raw, Log: o.Log})
+	if err == nil && !o.Raw && m.Tmpl == nil {
+		m.Close()
+		err = m.TmplErr
+	}
 	res.LoadMS = st.end()
 	if err != nil {
 		return res, err
 	}
-	defer m.close()
-	res.ModelSHA256 = m.sha
+	defer m.Close()
+	res.ModelSHA256 = m.SHA256
 
 	st = o.begin(StageH2D)
-	up, uploads := m.eng.(model.Uploader)
-	if uploads {
-		err = up.Upload()
-	}
+	uploads, err := m.Upload()
 	res.H2DMS = st.end()
 	if !uploads && o.PlantDelay[StageH2D] == 0 {
 		// A CPU engine copies nothing to a device: its h2d is 0, not the
@@ -199,7 +187,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		res.H2DMS = 0
 	}
 	if err != nil {
-		return res, fmt.Errorf("generate: %s: upload: %w", o.Backend, err)
+		return res, err
 	}
 
 	// Prefill is timed in two pieces around F2: rendering and tokenizing the
@@ -215,7 +203,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	st = o.begin(StageF2)
 	res.F2Verdict = F2NotRequired
 	if o.Validate != nil {
-		res.F2Verdict, err = o.Validate(ctx, m.eng, m.sha, prompt)
+		res.F2Verdict, err = o.Validate(ctx, m.Eng, m.SHA256, prompt)
 	}
 	res.F2MS = st.end()
 	if o.Validate == nil && o.PlantDelay[StageF2] == 0 {
@@ -225,66 +213,35 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, err
 	}
 	st = o.begin(StagePrefill)
-	sess, logits, err := prefill(&o, m, prompt)
-	var tok int32
-	if err == nil {
-		tok, err = smp.Sample(logits, prompt)
-	}
+	q, err := prefill(&o, m, prompt)
 	res.PrefillMS = prefillMS + st.end()
 	if err != nil {
 		return res, err
 	}
-	res.PromptTokens = len(prompt)
+	res.PromptTokens = q.PromptTokens()
 
 	st = o.begin(StageDecode)
-	history := append([]int32(nil), prompt...)
-	dec := tokenizer.NewStreamDecoder(m.tok)
 	var text []byte
-	emit := func(id int32) error {
-		if m.tok.IsEOG(id) {
-			return nil
-		}
-		b, err := dec.Write(id)
-		if err != nil {
-			return err
-		}
+	for {
+		_, b, _ := q.Last()
 		text = append(text, b...)
 		if o.OnText != nil && len(b) > 0 {
 			o.OnText(b)
 		}
-		return nil
-	}
-	res.FinishReason = FinishLength
-	for {
-		res.TokenIDs = append(res.TokenIDs, tok)
-		history = append(history, tok)
-		if err = emit(tok); err != nil {
-			break
-		}
-		if m.tok.IsEOG(tok) && !o.IgnoreEOS {
-			res.FinishReason = FinishStop
-			break
-		}
-		if len(res.TokenIDs) == o.MaxTokens {
+		if q.Done() {
 			break
 		}
 		if err = ctx.Err(); err != nil {
 			break
 		}
-		var rows [][]float32
-		if rows, err = sess.Eval([]int32{tok}, false); err != nil {
-			break
-		}
-		if tok, err = smp.Sample(rows[0], history); err != nil {
+		if _, err = q.Advance(0); err != nil {
 			break
 		}
 	}
-	if err == nil {
-		tail := dec.Flush()
-		text = append(text, tail...)
-		if o.OnText != nil && len(tail) > 0 {
-			o.OnText(tail)
-		}
+	res.TokenIDs = append(res.TokenIDs, q.Tokens()...)
+	res.FinishReason = q.Finish()
+	if res.FinishReason == "" {
+		res.FinishReason = FinishLength
 	}
 	res.DecodeMS = st.end()
 	res.WallMS = ms(time.Since(wall))
@@ -301,65 +258,33 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	return res, nil
 }
 
-func load(ctx context.Context, o *Options) (*loaded, error) {
-	sha, err := fileSHA256(o.Model)
-	if err != nil {
-		return nil, err
-	}
-	f, err := gguf.Open(o.Model)
-	if err != nil {
-		return nil, err
-	}
-	m := &loaded{f: f, sha: sha, close: func() { f.Close() }}
-	fail := func(err error) (*loaded, error) { m.close(); return nil, err }
-	if m.spec, err = model.Load(f); err != nil {
-		return fail(err)
-	}
-	if m.tok, err = tokenizer.New(f); err != nil {
-		return fail(err)
-	}
-	if m.tok.NVocab() != m.spec.NVocab {
-		return fail(refuse.New("generate", "tokenizer has %d tokens, the model's logits %d", m.tok.NVocab(), m.spec.NVocab))
-	}
-	if !o.Raw {
-		if m.tmpl, err = chat.FromGGUF(f); err != nil {
-			return fail(err)
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return fail(err)
-	}
-	eng, err := model.OpenBackend(o.Backend, f, m.spec, model.OpenOptions{Log: o.Log, Threads: o.Threads})
-	if err != nil {
-		return fail(err)
-	}
-	m.eng = eng
-	m.close = func() { eng.Close(); f.Close() }
-	return m, nil
-}
-
 // PromptTokens turns the prompt into token ids the way Run does: with
 // raw, the prompt as it is (BOS per the model's add_bos, control tokens
 // parsed, as llama.cpp's tokenizer with add_special and parse_special);
 // otherwise the model's chat template with one user message and the
-// generation prompt, then the same tokenization, leaving out the BOS when
-// the rendered text already starts with it.
+// generation prompt, then MessagesTokens' tokenization.
 func PromptTokens(ctx context.Context, tok *tokenizer.Tokenizer, tmpl *chat.Template, prompt string, raw bool) ([]int32, error) {
-	text := prompt
+	if raw {
+		return tok.Encode(prompt, tokenizer.Options{AddSpecial: true, ParseSpecial: true})
+	}
+	return MessagesTokens(ctx, tok, tmpl, []map[string]any{{"role": "user", "content": prompt}})
+}
+
+// MessagesTokens renders messages with the chat template and the
+// generation prompt and tokenizes the text with control tokens parsed,
+// leaving out the BOS when the rendered text already starts with it.
+func MessagesTokens(ctx context.Context, tok *tokenizer.Tokenizer, tmpl *chat.Template, messages []map[string]any) ([]int32, error) {
+	if tmpl == nil {
+		return nil, ErrNoTemplate
+	}
+	text, err := tmpl.Render(ctx, chat.Input{Messages: messages, AddGenerationPrompt: true})
+	if err != nil {
+		return nil, err
+	}
 	opt := tokenizer.Options{AddSpecial: true, ParseSpecial: true}
-	if !raw {
-		var err error
-		text, err = tmpl.Render(ctx, chat.Input{
-			Messages:            []map[string]any{{"role": "user", "content": prompt}},
-			AddGenerationPrompt: true,
-		})
-		if err != nil {
-			return nil, err
-		}
-		if bos, ok := tok.BOS(); ok {
-			if s, err := tok.Text(bos); err == nil && s != "" && strings.HasPrefix(text, s) {
-				opt.SkipBOS = true
-			}
+	if bos, ok := tok.BOS(); ok {
+		if s, err := tok.Text(bos); err == nil && s != "" && strings.HasPrefix(text, s) {
+			opt.SkipBOS = true
 		}
 	}
 	return tok.Encode(text, opt)
@@ -371,32 +296,30 @@ const F2NotRequired = "not_required"
 
 // promptTokens renders and tokenizes the prompt and checks that it and the
 // completion fit the context.
-func promptTokens(ctx context.Context, o *Options, m *loaded) ([]int32, error) {
-	prompt, err := PromptTokens(ctx, m.tok, m.tmpl, o.Prompt, o.Raw)
+func promptTokens(ctx context.Context, o *Options, m *Model) ([]int32, error) {
+	prompt, err := PromptTokens(ctx, m.Tok, m.Tmpl, o.Prompt, o.Raw)
 	if err != nil {
 		return nil, err
 	}
 	if len(prompt) == 0 {
 		return nil, ErrEmptyPrompt
 	}
-	if need := len(prompt) + o.MaxTokens; need > m.spec.NCtxTrain {
-		return nil, refuse.New("generate", "prompt (%d tokens) + %d new tokens exceed the model's context_length %d", len(prompt), o.MaxTokens, m.spec.NCtxTrain)
+	if need := len(prompt) + o.MaxTokens; need > m.Spec.NCtxTrain {
+		return nil, refuse.New("generate", "prompt (%d tokens) + %d new tokens exceed the model's context_length %d", len(prompt), o.MaxTokens, m.Spec.NCtxTrain)
 	}
 	return prompt, nil
 }
 
-// prefill evaluates the prompt in a new session and returns the last
-// position's logits.
-func prefill(o *Options, m *loaded, prompt []int32) (model.Session, []float32, error) {
-	sess, err := m.eng.NewSession(len(prompt) + o.MaxTokens)
+// prefill evaluates the prompt in a new slot and samples the first token.
+func prefill(o *Options, m *Model, prompt []int32) (*Seq, error) {
+	q, _, err := m.NewSlot(len(prompt)+o.MaxTokens).Start(prompt, SeqOptions{MaxTokens: o.MaxTokens, IgnoreEOS: o.IgnoreEOS, Sampling: o.Sampling})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	rows, err := sess.Eval(prompt, false)
-	if err != nil {
-		return nil, nil, err
+	if _, err := q.Advance(0); err != nil {
+		return nil, err
 	}
-	return sess, rows[0], nil
+	return q, nil
 }
 
 func fileSHA256(path string) (string, error) {

@@ -1,0 +1,357 @@
+package generate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+
+	"github.com/aprqa/apr/engine/chat"
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/engine/sample"
+	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/refuse"
+)
+
+// Model is a model loaded once for many generations (apr run loads one per
+// run; apr serve and apr chat keep one resident): the mapped file, its
+// sha256, spec, tokenizer, chat template and one backend's engine.
+type Model struct {
+	Path    string
+	Backend string
+	SHA256  string
+	File    *gguf.File
+	Spec    *model.Spec
+	Tok     *tokenizer.Tokenizer
+	// Tmpl is the model's chat template; nil when TmplErr says why not
+	// (a file without one, or LoadOptions.NoTemplate).
+	Tmpl    *chat.Template
+	TmplErr error
+	Eng     model.Engine
+	close   func()
+}
+
+// LoadOptions describe what Load opens.
+type LoadOptions struct {
+	Model      string // path of the GGUF file
+	Backend    string // registered backend name; required
+	Threads    int    // passed to the backend; 0: its choice
+	NoTemplate bool   // do not read the chat template (raw prompts only)
+	Log        *slog.Logger
+}
+
+// ErrNoTemplate is wrapped by TmplErr when the template was not asked for.
+var ErrNoTemplate = errors.New("generate: the chat template was not loaded")
+
+// Load opens o.Model and builds o.Backend's engine over it (an unregistered
+// backend is refused by name by model.OpenBackend). A model whose file has
+// no usable chat template still loads: Tmpl is nil and TmplErr says why.
+// Upload is left to the caller (Run times it as its own stage).
+func Load(ctx context.Context, o LoadOptions) (*Model, error) {
+	if o.Backend == "" {
+		return nil, errors.New("generate: no backend named")
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	sha, err := fileSHA256(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	f, err := gguf.Open(o.Model)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Path: o.Model, Backend: o.Backend, File: f, SHA256: sha, close: func() { f.Close() }}
+	fail := func(err error) (*Model, error) { m.Close(); return nil, err }
+	if m.Spec, err = model.Load(f); err != nil {
+		return fail(err)
+	}
+	if m.Tok, err = tokenizer.New(f); err != nil {
+		return fail(err)
+	}
+	if m.Tok.NVocab() != m.Spec.NVocab {
+		return fail(refuse.New("generate", "tokenizer has %d tokens, the model's logits %d", m.Tok.NVocab(), m.Spec.NVocab))
+	}
+	if o.NoTemplate {
+		m.TmplErr = ErrNoTemplate
+	} else if m.Tmpl, err = chat.FromGGUF(f); err != nil {
+		m.Tmpl, m.TmplErr = nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	eng, err := model.OpenBackend(o.Backend, f, m.Spec, model.OpenOptions{Log: o.Log, Threads: o.Threads})
+	if err != nil {
+		return fail(err)
+	}
+	m.Eng = eng
+	m.close = func() { eng.Close(); f.Close() }
+	return m, nil
+}
+
+// Upload copies the weights to the device for engines that have one. It
+// reports whether the engine uploads at all.
+func (m *Model) Upload() (bool, error) {
+	up, ok := m.Eng.(model.Uploader)
+	if !ok {
+		return false, nil
+	}
+	if err := up.Upload(); err != nil {
+		return true, fmt.Errorf("generate: %s: upload: %w", m.Backend, err)
+	}
+	return true, nil
+}
+
+// Close releases the engine and the file.
+func (m *Model) Close() {
+	if m.close != nil {
+		m.close()
+		m.close = nil
+	}
+}
+
+// Template returns the chat template or the reason there is none.
+func (m *Model) Template() (*chat.Template, error) {
+	if m.Tmpl == nil {
+		if m.TmplErr == nil {
+			return nil, ErrNoTemplate
+		}
+		return nil, m.TmplErr
+	}
+	return m.Tmpl, nil
+}
+
+// Slot is one sequence's place on a model: a session (its KV cache) and the
+// tokens that were fed into it. A generation started on a slot whose fed
+// tokens are a strict prefix of the new prompt feeds only the rest (the next
+// turn of a chat); otherwise the slot starts over. A slot runs one
+// generation at a time and is not safe for concurrent use.
+type Slot struct {
+	m      *Model
+	maxCtx int
+	sess   model.Session
+	fed    []int32
+	busy   bool
+}
+
+// NewSlot returns an empty slot with room for maxCtx positions; its session
+// is made by the first Start.
+func (m *Model) NewSlot(maxCtx int) *Slot { return &Slot{m: m, maxCtx: maxCtx} }
+
+// MaxCtx is the slot's context size.
+func (s *Slot) MaxCtx() int { return s.maxCtx }
+
+// Fed returns the tokens in the slot's session (do not modify).
+func (s *Slot) Fed() []int32 { return s.fed }
+
+// Reusable returns how many of prompt's tokens Start would take from the
+// cache: len(Fed()) when Fed() is a strict prefix of prompt, else 0.
+func (s *Slot) Reusable(prompt []int32) int {
+	if s.sess == nil || len(s.fed) == 0 || len(s.fed) >= len(prompt) || !slices.Equal(s.fed, prompt[:len(s.fed)]) {
+		return 0
+	}
+	return len(s.fed)
+}
+
+// resetter is implemented by sessions that can be emptied in place
+// (graph.Session); others are replaced by a new session.
+type resetter interface{ Reset() error }
+
+// Close releases the slot's session.
+func (s *Slot) Close() {
+	if c, ok := s.sess.(io.Closer); ok {
+		c.Close()
+	}
+	s.sess, s.fed = nil, nil
+}
+
+// SeqOptions describe one generation.
+type SeqOptions struct {
+	MaxTokens int // tokens to generate, ≥ 1
+	IgnoreEOS bool
+	Sampling  sample.Params
+	// SkipControl leaves control tokens (<|im_start|>, …) out of the text,
+	// as an API server must; end-of-generation tokens are always left out.
+	SkipControl bool
+}
+
+// Start begins a generation of prompt on the slot and returns it with the
+// number of prompt tokens taken from the slot's cache. Nothing is evaluated
+// yet: Advance does the forward passes.
+func (s *Slot) Start(prompt []int32, o SeqOptions) (*Seq, int, error) {
+	if s.busy {
+		return nil, 0, errors.New("generate: the slot is running another generation")
+	}
+	if len(prompt) == 0 {
+		return nil, 0, ErrEmptyPrompt
+	}
+	if o.MaxTokens < 1 {
+		return nil, 0, fmt.Errorf("generate: MaxTokens %d must be at least 1", o.MaxTokens)
+	}
+	if need := len(prompt) + o.MaxTokens - 1; need > s.maxCtx {
+		return nil, 0, fmt.Errorf("generate: prompt (%d tokens) + %d new tokens exceed the context of %d", len(prompt), o.MaxTokens, s.maxCtx)
+	}
+	smp, err := sample.New(o.Sampling)
+	if err != nil {
+		return nil, 0, err
+	}
+	cached := s.Reusable(prompt)
+	if cached == 0 && s.sess != nil && len(s.fed) > 0 {
+		r, ok := s.sess.(resetter)
+		if ok && r.Reset() == nil {
+			s.fed = s.fed[:0]
+		} else {
+			s.Close()
+		}
+	}
+	if s.sess == nil {
+		if s.sess, err = s.m.Eng.NewSession(s.maxCtx); err != nil {
+			return nil, 0, err
+		}
+		s.fed = nil
+	}
+	s.busy = true
+	q := &Seq{slot: s, smp: smp, o: o, prompt: len(prompt), cached: cached,
+		history: append(make([]int32, 0, len(prompt)+o.MaxTokens), prompt...),
+		dec:     tokenizer.NewStreamDecoder(s.m.Tok)}
+	return q, cached, nil
+}
+
+// Seq is one generation in progress: apr's one sampling loop, driven one
+// forward pass at a time by Advance so that a scheduler can interleave
+// several sequences (apr serve) and Run can drive one to the end.
+type Seq struct {
+	slot    *Slot
+	smp     *sample.Sampler
+	o       SeqOptions
+	prompt  int     // prompt tokens
+	cached  int     // of which taken from the slot's cache
+	history []int32 // prompt, then every sampled token
+	ids     []int32 // sampled tokens
+	dec     *tokenizer.StreamDecoder
+	text    []byte    // the last token's text
+	row     []float32 // the logits the last token was sampled from
+	finish  string
+	err     error
+}
+
+// PromptTokens is the prompt's length; Cached how many of them came from
+// the slot's cache.
+func (q *Seq) PromptTokens() int { return q.prompt }
+
+// Cached is how many prompt tokens came from the slot's cache.
+func (q *Seq) Cached() int { return q.cached }
+
+// Prefilling reports whether prompt tokens are still to be fed.
+func (q *Seq) Prefilling() bool { return len(q.slot.fed) < q.prompt }
+
+// Pending is the number of prompt tokens still to be fed.
+func (q *Seq) Pending() int { return max(0, q.prompt-len(q.slot.fed)) }
+
+// Done reports whether the generation has ended (Finish says why).
+func (q *Seq) Done() bool { return q.finish != "" || q.err != nil }
+
+// Finish is FinishStop, FinishLength, or what Stop was given; "" while running.
+func (q *Seq) Finish() string { return q.finish }
+
+// Tokens are the sampled ids so far (do not modify).
+func (q *Seq) Tokens() []int32 { return q.ids }
+
+// Last returns the last sampled id, its text (complete UTF-8 characters;
+// the decoder's held-back bytes are added once the generation is done) and
+// the logits row it was sampled from. The slices are valid until the next
+// Advance.
+func (q *Seq) Last() (int32, []byte, []float32) {
+	if len(q.ids) == 0 {
+		return -1, nil, nil
+	}
+	return q.ids[len(q.ids)-1], q.text, q.row
+}
+
+// Stop ends the generation with reason (a stop string, a cancellation) and
+// frees the slot; the slot keeps the tokens already fed.
+func (q *Seq) Stop(reason string) {
+	if q.finish == "" {
+		q.finish = reason
+	}
+	q.slot.busy = false
+}
+
+// Advance does one forward pass: while the prompt is being fed, a chunk of
+// at most chunk of its tokens (0: all the rest), else the last sampled
+// token. After the pass that completes the prompt, and after every decode
+// pass, it samples a token and reports true. An error ends the sequence
+// (and the slot's session starts over next time).
+func (q *Seq) Advance(chunk int) (bool, error) {
+	if q.err != nil {
+		return false, q.err
+	}
+	if q.Done() {
+		return false, errors.New("generate: Advance of a finished sequence")
+	}
+	s := q.slot
+	var feed []int32
+	if n := q.Pending(); n > 0 {
+		if chunk > 0 && chunk < n {
+			n = chunk
+		}
+		feed = q.history[len(s.fed) : len(s.fed)+n]
+	} else {
+		feed = q.history[len(q.history)-1:]
+	}
+	rows, err := s.sess.Eval(feed, false)
+	if err != nil {
+		return false, q.fail(err)
+	}
+	s.fed = append(s.fed, feed...)
+	if q.Prefilling() {
+		return false, nil
+	}
+	return true, q.sample(rows[0])
+}
+
+// Abort ends the sequence with err after a failure outside Advance's own
+// error path (a caller that recovered an engine panic): the slot's session
+// is dropped, since its state is unknown, and the slot is free again.
+func (q *Seq) Abort(err error) error { return q.fail(err) }
+
+func (q *Seq) fail(err error) error {
+	q.err = err
+	q.slot.Close()
+	q.slot.busy = false
+	return err
+}
+
+func (q *Seq) sample(row []float32) error {
+	id, err := q.smp.Sample(row, q.history)
+	if err != nil {
+		return q.fail(err)
+	}
+	q.row = row
+	q.ids = append(q.ids, id)
+	q.history = append(q.history, id)
+	tok := q.slot.m.Tok
+	q.text = q.text[:0]
+	if !tok.IsEOG(id) && !(q.o.SkipControl && tok.IsControl(id)) {
+		b, err := q.dec.Write(id)
+		if err != nil {
+			return q.fail(err)
+		}
+		q.text = append(q.text, b...)
+	}
+	switch {
+	case tok.IsEOG(id) && !q.o.IgnoreEOS:
+		q.finish = FinishStop
+	case len(q.ids) == q.o.MaxTokens:
+		q.finish = FinishLength
+	}
+	if q.finish != "" {
+		q.text = append(q.text, q.dec.Flush()...)
+		q.slot.busy = false
+	}
+	return nil
+}

@@ -1,0 +1,480 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/aprqa/apr/engine/sample"
+)
+
+// Limits of a request.
+const (
+	MaxStops       = 4  // stop strings per request (OpenAI's limit)
+	MaxTopLogprobs = 20 // top_logprobs (OpenAI's limit)
+)
+
+// apiError is an error response: an HTTP status and OpenAI's error object.
+type apiError struct {
+	Status  int    `json:"-"`
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Param   any    `json:"param"` // the field at fault, or null
+	Code    any    `json:"code"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func badRequest(param, format string, args ...any) *apiError {
+	var p any
+	if param != "" {
+		p = param
+	}
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: p, Message: fmt.Sprintf(format, args...)}
+}
+
+// request is a decoded /v1/chat/completions or /v1/completions body.
+type request struct {
+	Chat         bool
+	Model        string
+	Messages     []map[string]any // chat: role and content (text)
+	Prompt       string           // completions
+	MaxTokens    int              // 0: unset (until the context is full)
+	Sampling     sample.Params
+	Stop         []string
+	Logprobs     bool
+	TopLogprobs  int
+	Stream       bool
+	IncludeUsage bool
+	IgnoreEOS    bool
+}
+
+// Fields accepted and ignored: they change nothing apr computes.
+var ignoredFields = map[string]bool{"user": true, "metadata": true, "store": true, "service_tier": true, "parallel_tool_calls": true}
+
+// decodeRequest parses and checks a request body. Every refusal is a 400
+// that names the position (malformed JSON) or the field.
+func decodeRequest(body []byte, chat bool) (*request, *apiError) {
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return nil, jsonError(body, err)
+	}
+	if dec.More() {
+		return nil, badRequest("", "malformed JSON at byte %d: data after the request object", dec.InputOffset())
+	}
+	if raw == nil {
+		return nil, badRequest("", "the request body must be a JSON object, not null")
+	}
+	r := &request{Chat: chat, Sampling: sample.Params{Temp: 1}}
+	d := fieldDecoder{raw: raw}
+	d.str("model", &r.Model)
+	if chat {
+		r.Messages = d.messages("messages")
+		d.int("max_completion_tokens", &r.MaxTokens, 1, math.MaxInt32)
+		if r.MaxTokens == 0 {
+			d.int("max_tokens", &r.MaxTokens, 1, math.MaxInt32)
+		} else {
+			d.seen["max_tokens"] = true
+		}
+		d.boolean("logprobs", &r.Logprobs)
+		d.int("top_logprobs", &r.TopLogprobs, 0, MaxTopLogprobs)
+		if d.err == nil && r.TopLogprobs > 0 && !r.Logprobs {
+			d.err = badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+		}
+	} else {
+		r.Prompt = d.prompt("prompt")
+		d.int("max_tokens", &r.MaxTokens, 1, math.MaxInt32)
+		n := -1
+		d.int("logprobs", &n, 0, MaxTopLogprobs)
+		if n >= 0 {
+			r.Logprobs, r.TopLogprobs = true, n
+		}
+		d.mustEqual("echo", false)
+		d.mustEqual("best_of", 1)
+		d.mustEqual("suffix", nil)
+	}
+	d.float("temperature", &r.Sampling.Temp, 0, 2)
+	d.float("top_p", &r.Sampling.TopP, 0, 1)
+	d.int("top_k", &r.Sampling.TopK, 0, math.MaxInt32)
+	d.float("min_p", &r.Sampling.MinP, 0, 1)
+	d.float("repeat_penalty", &r.Sampling.RepeatPenalty, 0, 10)
+	d.int("repeat_last_n", &r.Sampling.RepeatLastN, 0, math.MaxInt32)
+	var seed int = -1
+	d.int("seed", &seed, 0, math.MaxInt64)
+	if seed >= 0 {
+		r.Sampling.Seed = uint64(seed)
+	}
+	r.Stop = d.stop("stop")
+	d.boolean("stream", &r.Stream)
+	d.streamOptions("stream_options", &r.IncludeUsage, r.Stream)
+	d.boolean("ignore_eos", &r.IgnoreEOS)
+	d.mustEqual("n", 1)
+	d.mustEqual("frequency_penalty", 0)
+	d.mustEqual("presence_penalty", 0)
+	d.mustEqual("logit_bias", map[string]any{})
+	d.mustEqual("tools", nil)
+	d.mustEqual("tool_choice", nil)
+	d.mustEqual("functions", nil)
+	d.mustEqual("function_call", nil)
+	d.responseFormat("response_format")
+	if d.err != nil {
+		return nil, d.err
+	}
+	var unknown []string
+	for k := range raw {
+		if !d.seen[k] && !ignoredFields[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, badRequest(unknown[0], "unrecognized request field(s): %s", strings.Join(unknown, ", "))
+	}
+	if err := r.Sampling.Validate(); err != nil {
+		return nil, badRequest("", "%v", err)
+	}
+	return r, nil
+}
+
+// jsonError turns a decoding error into a 400 naming the byte offset, line
+// and column.
+func jsonError(body []byte, err error) *apiError {
+	var off int64 = -1
+	switch e := err.(type) {
+	case *json.SyntaxError:
+		off = max(e.Offset-1, 0) // Offset counts the bad byte as read
+	case *json.UnmarshalTypeError:
+		return badRequest("", "the request body must be a JSON object, not %s", e.Value)
+	}
+	if err.Error() == "EOF" || err.Error() == "unexpected EOF" {
+		off = int64(len(body))
+	}
+	if off < 0 {
+		return badRequest("", "malformed JSON: %v", err)
+	}
+	line, col := 1, 1
+	for _, c := range body[:min(int(off), len(body))] {
+		if c == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return badRequest("", "malformed JSON at byte offset %d (line %d, column %d): %v", off, line, col, err)
+}
+
+// fieldDecoder decodes fields one by one; the first error sticks.
+type fieldDecoder struct {
+	raw  map[string]json.RawMessage
+	seen map[string]bool
+	err  *apiError
+}
+
+// get returns the field's raw value, or nil when absent or null.
+func (d *fieldDecoder) get(name string) json.RawMessage {
+	if d.seen == nil {
+		d.seen = map[string]bool{}
+	}
+	d.seen[name] = true
+	if d.err != nil {
+		return nil
+	}
+	v, ok := d.raw[name]
+	if !ok || string(v) == "null" {
+		return nil
+	}
+	return v
+}
+
+func kind(v json.RawMessage) string {
+	switch c := bytes.TrimSpace(v); {
+	case len(c) == 0:
+		return "nothing"
+	case c[0] == '"':
+		return "a string"
+	case c[0] == '{':
+		return "an object"
+	case c[0] == '[':
+		return "an array"
+	case c[0] == 't' || c[0] == 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
+func (d *fieldDecoder) typeErr(name, want string, v json.RawMessage) {
+	d.err = badRequest(name, "field %s: want %s, got %s", name, want, kind(v))
+}
+
+func (d *fieldDecoder) str(name string, p *string) {
+	v := d.get(name)
+	if v == nil {
+		return
+	}
+	if err := json.Unmarshal(v, p); err != nil {
+		d.typeErr(name, "a string", v)
+	}
+}
+
+func (d *fieldDecoder) boolean(name string, p *bool) {
+	v := d.get(name)
+	if v == nil {
+		return
+	}
+	if err := json.Unmarshal(v, p); err != nil {
+		d.typeErr(name, "a boolean", v)
+	}
+}
+
+func (d *fieldDecoder) float(name string, p *float64, lo, hi float64) {
+	v := d.get(name)
+	if v == nil {
+		return
+	}
+	var x float64
+	if err := json.Unmarshal(v, &x); err != nil {
+		d.typeErr(name, "a number", v)
+		return
+	}
+	if !(x >= lo && x <= hi) {
+		d.err = badRequest(name, "field %s: %v is out of range [%v, %v]", name, x, lo, hi)
+		return
+	}
+	*p = x
+}
+
+func (d *fieldDecoder) int(name string, p *int, lo, hi int) {
+	v := d.get(name)
+	if v == nil {
+		return
+	}
+	var n json.Number
+	if err := json.Unmarshal(v, &n); err != nil {
+		d.typeErr(name, "an integer", v)
+		return
+	}
+	x, err := n.Int64()
+	if err != nil {
+		d.err = badRequest(name, "field %s: %s is not an integer in range", name, n)
+		return
+	}
+	if x < int64(lo) || x > int64(hi) {
+		d.err = badRequest(name, "field %s: %d is out of range [%d, %d]", name, x, lo, hi)
+		return
+	}
+	*p = int(x)
+}
+
+// mustEqual accepts a field only when absent, null or equal to want (what
+// apr does anyway): anything else would change the answer in a way apr
+// does not implement, so it is refused by name.
+func (d *fieldDecoder) mustEqual(name string, want any) {
+	v := d.get(name)
+	if v == nil {
+		return
+	}
+	var got any
+	if err := json.Unmarshal(v, &got); err != nil {
+		d.typeErr(name, "a JSON value", v)
+		return
+	}
+	if f, ok := got.(float64); ok {
+		if w, ok := want.(int); ok && f == float64(w) {
+			return
+		}
+	}
+	if want != nil && fmt.Sprint(got) == fmt.Sprint(want) {
+		return
+	}
+	if want == nil {
+		d.err = badRequest(name, "field %s is not supported by apr serve", name)
+		return
+	}
+	d.err = badRequest(name, "field %s: only %v is supported, got %s", name, want, bytes.TrimSpace(v))
+}
+
+func (d *fieldDecoder) responseFormat(name string) {
+	v := d.get(name)
+	if v == nil {
+		return
+	}
+	var rf struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(v, &rf); err != nil {
+		d.typeErr(name, "an object", v)
+		return
+	}
+	if rf.Type != "text" {
+		d.err = badRequest(name, "field %s: only {\"type\": \"text\"} is supported, got type %q", name, rf.Type)
+	}
+}
+
+func (d *fieldDecoder) streamOptions(name string, include *bool, stream bool) {
+	v := d.get(name)
+	if v == nil {
+		return
+	}
+	var so map[string]json.RawMessage
+	if err := json.Unmarshal(v, &so); err != nil {
+		d.typeErr(name, "an object", v)
+		return
+	}
+	if !stream {
+		d.err = badRequest(name, "field %s is only allowed with stream: true", name)
+		return
+	}
+	sub := fieldDecoder{raw: so}
+	sub.boolean("include_usage", include)
+	if sub.err != nil {
+		sub.err.Param = name + ".include_usage"
+		sub.err.Message = strings.Replace(sub.err.Message, "field include_usage", "field "+name+".include_usage", 1)
+		d.err = sub.err
+	}
+}
+
+func (d *fieldDecoder) stop(name string) []string {
+	v := d.get(name)
+	if v == nil {
+		return nil
+	}
+	var one string
+	if json.Unmarshal(v, &one) == nil {
+		if one == "" {
+			d.err = badRequest(name, "field %s: a stop string must not be empty", name)
+			return nil
+		}
+		return []string{one}
+	}
+	var many []string
+	if err := json.Unmarshal(v, &many); err != nil {
+		d.typeErr(name, "a string or an array of strings", v)
+		return nil
+	}
+	if len(many) > MaxStops {
+		d.err = badRequest(name, "field %s: %d stop strings, at most %d", name, len(many), MaxStops)
+		return nil
+	}
+	for i, s := range many {
+		if s == "" {
+			d.err = badRequest(fmt.Sprintf("%s[%d]", name, i), "field %s[%d]: a stop string must not be empty", name, i)
+			return nil
+		}
+	}
+	return many
+}
+
+func (d *fieldDecoder) prompt(name string) string {
+	v := d.get(name)
+	if v == nil {
+		if d.err == nil {
+			d.err = badRequest(name, "field %s is required", name)
+		}
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	var arr []string
+	if json.Unmarshal(v, &arr) == nil && len(arr) == 1 {
+		return arr[0]
+	}
+	d.err = badRequest(name, "field %s: want a string (or an array of exactly one string), got %s", name, kind(v))
+	return ""
+}
+
+// messages decodes chat messages: role and content, where content is a
+// string or an array of text parts.
+func (d *fieldDecoder) messages(name string) []map[string]any {
+	v := d.get(name)
+	if v == nil {
+		if d.err == nil {
+			d.err = badRequest(name, "field %s is required", name)
+		}
+		return nil
+	}
+	var arr []map[string]json.RawMessage
+	if err := json.Unmarshal(v, &arr); err != nil {
+		d.typeErr(name, "an array of message objects", v)
+		return nil
+	}
+	if len(arr) == 0 {
+		d.err = badRequest(name, "field %s: at least one message is needed", name)
+		return nil
+	}
+	out := make([]map[string]any, 0, len(arr))
+	for i, m := range arr {
+		at := fmt.Sprintf("%s[%d]", name, i)
+		sub := fieldDecoder{raw: m}
+		var role string
+		sub.str("role", &role)
+		if sub.err == nil {
+			switch role {
+			case "system", "developer", "user", "assistant":
+			case "":
+				sub.err = badRequest("role", "field role is required")
+			default:
+				sub.err = badRequest("role", "field role: %q is not one of system, developer, user, assistant", role)
+			}
+		}
+		content := sub.content("content")
+		sub.get("name")
+		if sub.err == nil {
+			for k := range m {
+				if !sub.seen[k] {
+					sub.err = badRequest(k, "field %s is not supported", k)
+					break
+				}
+			}
+		}
+		if sub.err != nil {
+			p, _ := sub.err.Param.(string)
+			d.err = badRequest(at+"."+p, "%s: %s", at, sub.err.Message)
+			return nil
+		}
+		if role == "developer" {
+			role = "system"
+		}
+		out = append(out, map[string]any{"role": role, "content": content})
+	}
+	return out
+}
+
+func (d *fieldDecoder) content(name string) string {
+	v := d.get(name)
+	if v == nil {
+		if d.err == nil {
+			d.err = badRequest(name, "field %s is required", name)
+		}
+		return ""
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(v, &parts); err != nil {
+		d.typeErr(name, "a string or an array of text parts", v)
+		return ""
+	}
+	var b strings.Builder
+	for i, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			d.err = badRequest(fmt.Sprintf("%s[%d]", name, i), "field %s[%d]: only text parts ({\"type\": \"text\", \"text\": …}) are supported, got type %q", name, i, p.Type)
+			return ""
+		}
+		b.WriteString(*p.Text)
+	}
+	return b.String()
+}

@@ -1,0 +1,146 @@
+package serve_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aprqa/apr/serve"
+)
+
+// TestBadInput: every class of bad request gets its status code and an
+// error that names the field or position; the server keeps serving.
+func TestBadInput(t *testing.T) {
+	model := tinyQwen2(t)
+	_, url := start(t, serve.Options{Model: model, Parallel: 1, Ctx: 64, APIKey: "k", MaxBody: 4096})
+	auth := []string{"Authorization", "Bearer k"}
+	msgs := `"messages": [{"role": "user", "content": "hi"}]`
+	long := strings.Repeat("hello ", 200)
+	tests := []struct {
+		name, path, body string
+		hdr              []string
+		code             int
+		want             string // in error.message
+		param            string // error.param ("" : not checked)
+	}{
+		{"malformed JSON", "/v1/chat/completions", `{"messages": [}`, auth, 400, "byte offset 14 (line 1, column 15)", ""},
+		{"truncated JSON", "/v1/completions", `{"prompt": "a"`, auth, 400, "malformed JSON at byte offset 14", ""},
+		{"not an object", "/v1/completions", `[1, 2]`, auth, 400, "must be a JSON object", ""},
+		{"trailing data", "/v1/completions", `{"prompt": "a"} {}`, auth, 400, "after the request object", ""},
+		{"temperature type", "/v1/chat/completions", `{` + msgs + `, "temperature": "hot"}`, auth, 400, "want a number, got a string", "temperature"},
+		{"temperature range", "/v1/chat/completions", `{` + msgs + `, "temperature": 3}`, auth, 400, "out of range", "temperature"},
+		{"top_p range", "/v1/completions", `{"prompt": "a", "top_p": 1.5}`, auth, 400, "out of range", "top_p"},
+		{"top_k negative", "/v1/completions", `{"prompt": "a", "top_k": -1}`, auth, 400, "out of range", "top_k"},
+		{"max_tokens zero", "/v1/completions", `{"prompt": "a", "max_tokens": 0}`, auth, 400, "out of range", "max_tokens"},
+		{"max_tokens fraction", "/v1/completions", `{"prompt": "a", "max_tokens": 1.5}`, auth, 400, "not an integer", "max_tokens"},
+		{"n = 2", "/v1/chat/completions", `{` + msgs + `, "n": 2}`, auth, 400, "only 1 is supported", "n"},
+		{"stop type", "/v1/completions", `{"prompt": "a", "stop": 7}`, auth, 400, "a string or an array of strings", "stop"},
+		{"too many stops", "/v1/completions", `{"prompt": "a", "stop": ["a","b","c","d","e"]}`, auth, 400, "at most 4", "stop"},
+		{"messages missing", "/v1/chat/completions", `{"max_tokens": 3}`, auth, 400, "required", "messages"},
+		{"bad role", "/v1/chat/completions", `{"messages": [{"role": "wizard", "content": "x"}]}`, auth, 400, "wizard", "messages[0].role"},
+		{"image part", "/v1/chat/completions", `{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}`, auth, 400, "only text parts", ""},
+		{"unknown field", "/v1/completions", `{"prompt": "a", "frobnicate": 1}`, auth, 400, "frobnicate", "frobnicate"},
+		{"tools", "/v1/chat/completions", `{` + msgs + `, "tools": [{"type": "function"}]}`, auth, 400, "not supported", "tools"},
+		{"top_logprobs without logprobs", "/v1/chat/completions", `{` + msgs + `, "top_logprobs": 2}`, auth, 400, "needs logprobs", "top_logprobs"},
+		{"stream_options without stream", "/v1/chat/completions", `{` + msgs + `, "stream_options": {"include_usage": true}}`, auth, 400, "only allowed with stream", "stream_options"},
+		{"prompt over context", "/v1/completions", `{"prompt": "` + long[:1000] + `"}`, auth, 400, "longer than the context of 64", "prompt"},
+		{"max_tokens over context", "/v1/completions", `{"prompt": "hello", "max_tokens": 500}`, auth, 400, "context of 64", "max_tokens"},
+		{"unknown model", "/v1/completions", `{"model": "gpt-9", "prompt": "a"}`, auth, 404, "gpt-9", "model"},
+		{"no key", "/v1/completions", `{"prompt": "a"}`, nil, 401, "missing API key", ""},
+		{"wrong key", "/v1/completions", `{"prompt": "a"}`, []string{"Authorization", "Bearer nope"}, 401, "wrong API key", ""},
+		{"body too large", "/v1/completions", `{"prompt": "` + strings.Repeat("x", 5000) + `"}`, auth, 413, "over the limit of 4096 bytes", ""},
+		{"no route", "/v1/embeddings", `{}`, auth, 404, "no route", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			code, v := post(t, url, tc.path, tc.body, tc.hdr...)
+			e, _ := v["error"].(map[string]any)
+			if code != tc.code || e == nil {
+				t.Fatalf("POST %s %s: status %d %v, want %d with an error object", tc.path, tc.body[:min(len(tc.body), 60)], code, v, tc.code)
+			}
+			if msg, _ := e["message"].(string); !strings.Contains(msg, tc.want) {
+				t.Errorf("message %q does not contain %q", msg, tc.want)
+			}
+			if tc.param != "" && e["param"] != tc.param {
+				t.Errorf("param %v, want %q", e["param"], tc.param)
+			}
+		})
+	}
+	// Still serving, and /health stays open without the key.
+	if code, v := post(t, url, "/v1/completions", `{"prompt": "a", "max_tokens": 2}`, auth...); code != 200 {
+		t.Errorf("after the bad requests: %d %v", code, v)
+	}
+	resp, err := http.Get(url + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("/health: %v %v", resp, err)
+	}
+}
+
+// TestHealthWhileLoading: before Load, /health is 503 with the reason and
+// completions are refused with 503.
+func TestHealthWhileLoading(t *testing.T) {
+	s, err := serve.New(serve.Options{Model: tinyQwen2(t), Backend: "cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ts := httptestServer(t, s)
+	resp, err := http.Get(ts + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Errorf("/health before Load: %d, want 503", resp.StatusCode)
+	}
+	if code, v := post(t, ts, "/v1/completions", `{"prompt": "a"}`); code != 503 || !strings.Contains(v["error"].(map[string]any)["message"].(string), "loading") {
+		t.Errorf("completion before Load: %d %v", code, v)
+	}
+}
+
+// TestUnknownBackendRefused: a backend that is not registered is refused by
+// name, never replaced.
+func TestUnknownBackendRefused(t *testing.T) {
+	_, err := serve.New(serve.Options{Model: tinyQwen2(t), Backend: "cuda"})
+	if err == nil || !strings.Contains(err.Error(), `backend "cuda" is not available`) {
+		t.Errorf("New with backend cuda: %v, want a refusal naming it", err)
+	}
+}
+
+// TestQueueFull: with one slot and room for one waiting request, a burst of
+// concurrent requests gets 503 with Retry-After for those beyond the queue
+// instead of waiting without bound; the others complete.
+func TestQueueFull(t *testing.T) {
+	_, url := start(t, serve.Options{Model: stories(t), Parallel: 1, MaxQueue: 1})
+	const n = 24
+	long := `{"prompt": "Once", "max_tokens": 400, "temperature": 0, "ignore_eos": true}`
+	type result struct {
+		code  int
+		retry string
+	}
+	done := make(chan result, n)
+	for range n {
+		go func() {
+			resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(long))
+			if err != nil {
+				done <- result{code: -1}
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			done <- result{resp.StatusCode, resp.Header.Get("Retry-After")}
+		}()
+	}
+	counts := map[int]int{}
+	for range n {
+		r := <-done
+		counts[r.code]++
+		if r.code == 503 && r.retry == "" {
+			t.Errorf("503 without Retry-After")
+		}
+	}
+	if counts[503] == 0 || counts[200] < 2 || counts[200]+counts[503] != n {
+		t.Errorf("%d concurrent requests on 1 slot + 1 queue place: %v, want some 503 and the rest 200", n, counts)
+	}
+}

@@ -1,0 +1,273 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aprqa/apr/engine/generate"
+)
+
+// completion answers /v1/chat/completions (chat) and /v1/completions.
+func (s *Server) completion(chat bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		m, sch, ctxLen, status := s.ready()
+		if status != "" {
+			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Message: "the model is not ready: " + status})
+			return
+		}
+		body, aerr := s.readBody(w, r)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		req, aerr := decodeRequest(body, chat)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		if req.Model != "" && req.Model != s.o.Name {
+			writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+				Message: fmt.Sprintf("model %q does not exist (this server serves %q)", req.Model, s.o.Name)})
+			return
+		}
+		var prompt []int32
+		var err error
+		if chat {
+			if m.Tmpl == nil {
+				writeError(w, badRequest("messages", "this model has no usable chat template (%v): use /v1/completions", m.TmplErr))
+				return
+			}
+			prompt, err = generate.MessagesTokens(r.Context(), m.Tok, m.Tmpl, req.Messages)
+			if err != nil {
+				writeError(w, badRequest("messages", "rendering the chat template: %v", err))
+				return
+			}
+		} else {
+			prompt, err = generate.PromptTokens(r.Context(), m.Tok, nil, req.Prompt, true)
+			if err != nil {
+				writeError(w, badRequest("prompt", "tokenizing the prompt: %v", err))
+				return
+			}
+		}
+		param := "prompt"
+		if chat {
+			param = "messages"
+		}
+		switch {
+		case len(prompt) == 0:
+			writeError(w, badRequest(param, "the prompt is empty after tokenization"))
+			return
+		case len(prompt) > ctxLen:
+			writeError(w, badRequest(param, "the prompt has %d tokens, longer than the context of %d", len(prompt), ctxLen))
+			return
+		}
+		room := ctxLen - len(prompt) + 1 // the last sampled token is never fed
+		if req.MaxTokens == 0 {
+			req.MaxTokens = room
+		} else if req.MaxTokens > room {
+			maxParam := "max_tokens"
+			if chat {
+				maxParam = "max_completion_tokens"
+			}
+			writeError(w, badRequest(maxParam, "the prompt has %d tokens and %d new ones were asked for: more than the context of %d allows (at most %d new)",
+				len(prompt), req.MaxTokens, ctxLen, room))
+			return
+		}
+		j := &job{ctx: r.Context(), prompt: prompt, stop: req.Stop, logprobs: req.Logprobs, top: req.TopLogprobs,
+			opts: generate.SeqOptions{MaxTokens: req.MaxTokens, IgnoreEOS: req.IgnoreEOS, Sampling: req.Sampling, SkipControl: true}}
+		if err := sch.submit(j); err != nil {
+			if errors.Is(err, errQueueFull) {
+				w.Header().Set("Retry-After", "1")
+			}
+			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Message: err.Error()})
+			return
+		}
+		rs := &responder{s: s, chat: chat, req: req, id: newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat]), created: time.Now().Unix()}
+		if req.Stream {
+			rs.stream(w, r, j)
+		} else {
+			rs.whole(w, r, j)
+		}
+	}
+}
+
+type responder struct {
+	s       *Server
+	chat    bool
+	req     *request
+	id      string
+	created int64
+}
+
+// whole waits for the end and writes one response.
+func (rs *responder) whole(w http.ResponseWriter, r *http.Request, j *job) {
+	var text []byte
+	var ids []int32
+	var lps []tokenLogprob
+	for {
+		var ev event
+		select {
+		case ev = <-j.events:
+		case <-r.Context().Done():
+			return // the scheduler stops the sequence before its next pass
+		}
+		if ev.Err != nil {
+			writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: ev.Err.Error()})
+			return
+		}
+		text = append(text, ev.Text...)
+		ids = append(ids, ev.IDs...)
+		lps = append(lps, ev.Logprobs...)
+		if ev.Finish == "" {
+			continue
+		}
+		choice := map[string]any{"index": 0, "finish_reason": ev.Finish, "token_ids": ids, "logprobs": rs.logprobs(lps, 0)}
+		obj := "text_completion"
+		if rs.chat {
+			obj = "chat.completion"
+			choice["message"] = map[string]any{"role": "assistant", "content": string(text)}
+		} else {
+			choice["text"] = string(text)
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": rs.id, "object": obj, "created": rs.created, "model": rs.s.o.Name,
+			"system_fingerprint": "apr-" + rs.s.o.Backend, "choices": []any{choice}, "usage": ev.Usage})
+		return
+	}
+}
+
+// stream writes one SSE chunk per delta, a final chunk with the finish
+// reason, a usage chunk when asked, then [DONE].
+func (rs *responder) stream(w http.ResponseWriter, r *http.Request, j *job) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	send := func(v any) bool {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return true
+	}
+	obj := "text_completion"
+	if rs.chat {
+		obj = "chat.completion.chunk"
+	}
+	chunk := func(choices []any) map[string]any {
+		return map[string]any{"id": rs.id, "object": obj, "created": rs.created, "model": rs.s.o.Name,
+			"system_fingerprint": "apr-" + rs.s.o.Backend, "choices": choices}
+	}
+	if rs.chat && !send(chunk([]any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "logprobs": nil, "finish_reason": nil}})) {
+		return
+	}
+	offset := 0
+	for {
+		var ev event
+		select {
+		case ev = <-j.events:
+		case <-r.Context().Done():
+			return
+		}
+		if ev.Err != nil {
+			send(map[string]any{"error": &apiError{Type: "server_error", Message: ev.Err.Error()}})
+			return
+		}
+		// One chunk per sampled token, even when the token adds no text yet
+		// (a control token, half a character, the start of a stop
+		// string): clients see every token when it is sampled.
+		if ev.Text != "" || len(ev.IDs) > 0 || len(ev.Logprobs) > 0 {
+			c := map[string]any{"index": 0, "token_ids": ev.IDs, "logprobs": rs.logprobs(ev.Logprobs, offset), "finish_reason": nil}
+			if rs.chat {
+				c["delta"] = map[string]any{"content": ev.Text}
+			} else {
+				c["text"] = ev.Text
+			}
+			if !send(chunk([]any{c})) {
+				return
+			}
+			offset += len(ev.Text)
+		}
+		if ev.Finish == "" {
+			continue
+		}
+		c := map[string]any{"index": 0, "token_ids": []int32{}, "logprobs": nil, "finish_reason": ev.Finish}
+		if rs.chat {
+			c["delta"] = map[string]any{}
+		} else {
+			c["text"] = ""
+		}
+		if !send(chunk([]any{c})) {
+			return
+		}
+		if rs.req.IncludeUsage {
+			u := chunk([]any{})
+			u["usage"] = ev.Usage
+			if !send(u) {
+				return
+			}
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		if fl != nil {
+			fl.Flush()
+		}
+		return
+	}
+}
+
+// logprobs renders lps in the route's shape (nil when none were asked).
+func (rs *responder) logprobs(lps []tokenLogprob, offset int) any {
+	if !rs.req.Logprobs {
+		return nil
+	}
+	if rs.chat {
+		content := make([]any, 0, len(lps))
+		for _, lp := range lps {
+			top := make([]any, 0, len(lp.Top))
+			for _, a := range lp.Top {
+				top = append(top, map[string]any{"token": a.Token, "logprob": a.Logprob, "bytes": byteInts(a.Bytes)})
+			}
+			content = append(content, map[string]any{"token": lp.Token, "logprob": lp.Logprob, "bytes": byteInts(lp.Bytes), "top_logprobs": top})
+		}
+		return map[string]any{"content": content}
+	}
+	out := map[string]any{"tokens": []string{}, "token_logprobs": []float64{}, "top_logprobs": []map[string]float64{}, "text_offset": []int{}}
+	var toks []string
+	var lp []float64
+	var top []map[string]float64
+	var offs []int
+	for _, t := range lps {
+		toks = append(toks, t.Token)
+		lp = append(lp, t.Logprob)
+		m := map[string]float64{}
+		for _, a := range t.Top {
+			m[a.Token] = a.Logprob
+		}
+		top = append(top, m)
+		offs = append(offs, offset)
+		offset += t.TextLen
+	}
+	if len(lps) > 0 {
+		out["tokens"], out["token_logprobs"], out["top_logprobs"], out["text_offset"] = toks, lp, top, offs
+	}
+	return out
+}
+
+// byteInts writes bytes as a JSON array of numbers, as OpenAI does.
+func byteInts(b []byte) []int {
+	out := make([]int, len(b))
+	for i, c := range b {
+		out[i] = int(c)
+	}
+	return out
+}

@@ -1,0 +1,133 @@
+package serve_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aprqa/apr/serve"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// TestLoad is the bounded loopback load test, run only when APR_SERVE_LOAD
+// names a model: APR_SERVE_CLIENTS clients (default 8) each send
+// APR_SERVE_REQUESTS (2) streamed greedy /v1/completions requests of
+// APR_SERVE_TOKENS (64) tokens, for each --parallel in APR_SERVE_PARALLEL
+// ("1,8"). It stops by itself, fails on any error or incomplete stream, and
+// logs p50/p99 TTFT, p50/p99 inter-token latency and aggregate tok/s.
+//
+//	APR_SERVE_LOAD=model.gguf go test ./serve -run TestLoad -v -timeout 30m
+func TestLoad(t *testing.T) {
+	model := os.Getenv("APR_SERVE_LOAD")
+	if model == "" {
+		t.Skip("SKIP (not a pass): set APR_SERVE_LOAD=MODEL to run the load test")
+	}
+	clients, perClient, tokens := envInt("APR_SERVE_CLIENTS", 8), envInt("APR_SERVE_REQUESTS", 2), envInt("APR_SERVE_TOKENS", 64)
+	threads := envInt("APR_SERVE_THREADS", 0)
+	par := os.Getenv("APR_SERVE_PARALLEL")
+	if par == "" {
+		par = "1,8"
+	}
+	for _, p := range strings.Split(par, ",") {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(fmt.Sprintf("parallel=%d", n), func(t *testing.T) {
+			_, url := start(t, serve.Options{Model: model, Parallel: n, Threads: threads, Ctx: 512})
+			var mu sync.Mutex
+			var ttft, itl []float64
+			total := 0
+			begin := time.Now()
+			var wg sync.WaitGroup
+			for c := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for r := range perClient {
+						prompt := fmt.Sprintf("Client %d asks question %d: tell me a story about the number %d.", c, r, c*perClient+r)
+						body := fmt.Sprintf(`{"prompt": %q, "max_tokens": %d, "temperature": 0, "ignore_eos": true, "stream": true}`, prompt, tokens)
+						sent := time.Now()
+						resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+						if err != nil {
+							t.Errorf("client %d: %v", c, err)
+							return
+						}
+						sc := bufio.NewScanner(resp.Body)
+						var last time.Time
+						n, done := 0, false
+						var gaps []float64
+						first := 0.0
+						for sc.Scan() {
+							d, ok := strings.CutPrefix(sc.Text(), "data: ")
+							if !ok {
+								continue
+							}
+							if d == "[DONE]" {
+								done = true
+								break
+							}
+							var ch struct {
+								Choices []struct {
+									IDs []int32 `json:"token_ids"`
+								} `json:"choices"`
+							}
+							if err := json.Unmarshal([]byte(d), &ch); err != nil {
+								t.Errorf("chunk %q: %v", d, err)
+								continue
+							}
+							now := time.Now()
+							for _, x := range ch.Choices {
+								if len(x.IDs) == 0 {
+									continue
+								}
+								if n == 0 {
+									first = now.Sub(sent).Seconds()
+								} else {
+									gaps = append(gaps, now.Sub(last).Seconds()/float64(len(x.IDs)))
+								}
+								n += len(x.IDs)
+								last = now
+							}
+						}
+						resp.Body.Close()
+						if !done || n != tokens {
+							t.Errorf("client %d request %d: %d tokens, [DONE] %v; want %d and [DONE]", c, r, n, done, tokens)
+						}
+						mu.Lock()
+						ttft = append(ttft, first)
+						itl = append(itl, gaps...)
+						total += n
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			wall := time.Since(begin).Seconds()
+			pct := func(v []float64, p float64) float64 {
+				if len(v) == 0 {
+					return 0
+				}
+				s := slices.Clone(v)
+				slices.Sort(s)
+				return s[min(len(s)-1, int(p*float64(len(s))))]
+			}
+			t.Logf("parallel %d: %d clients × %d requests × %d tokens: %d tokens in %.1f s = %.1f tok/s aggregate; TTFT p50 %.2f s p99 %.2f s; inter-token p50 %.1f ms p99 %.1f ms; max batch %v",
+				n, clients, perClient, tokens, total, wall, float64(total)/wall, pct(ttft, 0.5), pct(ttft, 0.99), 1e3*pct(itl, 0.5), 1e3*pct(itl, 0.99), metric(t, url, "apr_serve_batch_size_max"))
+		})
+	}
+}

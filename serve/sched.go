@@ -1,0 +1,419 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/tokenizer"
+)
+
+// FinishCancelled ends a sequence whose client went away (never sent: the
+// client is gone) or that the server's shutdown cut off.
+const FinishCancelled = "cancelled"
+
+// job is one admitted request on its way through the scheduler.
+type job struct {
+	ctx      context.Context
+	prompt   []int32
+	opts     generate.SeqOptions
+	stop     []string
+	logprobs bool
+	top      int
+	events   chan event // buffered for every event the job can produce
+	enqueued time.Time
+
+	q       *generate.Seq
+	slot    int
+	pending string  // text held back: it may be the start of a stop string
+	ids     []int32 // ids not yet sent
+	lps     []tokenLogprob
+	last    time.Time
+	first   bool
+}
+
+// event is what the scheduler tells a request's handler: a delta (text, the
+// ids it came from, their logprobs), and finally the finish reason and usage
+// or an error.
+type event struct {
+	Text     string
+	IDs      []int32
+	Logprobs []tokenLogprob
+	Finish   string // "" until the last event
+	Usage    usage
+	Err      error
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	Details          struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// tokenLogprob is one sampled token's log-probability under the model's
+// distribution (softmax of the raw logits, before any sampling transform)
+// and the most likely alternatives.
+type tokenLogprob struct {
+	ID      int32
+	TextLen int // bytes the token added to the text (0 for control tokens)
+	Token   string
+	Bytes   []byte
+	Logprob float64
+	Top     []altLogprob
+}
+
+type altLogprob struct {
+	ID      int32
+	Token   string
+	Bytes   []byte
+	Logprob float64
+}
+
+// sched interleaves the active sequences: each step advances every one of
+// them by one forward pass (a decode token or a prefill chunk), one session
+// after the other, in slot order.
+type sched struct {
+	m        *generate.Model
+	met      *metrics
+	chunk    int
+	maxQueue int
+
+	mu     sync.Mutex
+	queue  []*job
+	wake   chan struct{}
+	slots  []*generate.Slot
+	used   []time.Time // last use, for choosing the least recently used free slot
+	active []*job      // by slot; nil when free
+	closed bool
+	done   chan struct{}
+
+	maxBatch float64
+}
+
+func newSched(m *generate.Model, met *metrics, parallel, ctxLen, chunk, maxQueue int) *sched {
+	s := &sched{m: m, met: met, chunk: chunk, maxQueue: maxQueue, wake: make(chan struct{}, 1), done: make(chan struct{}),
+		active: make([]*job, parallel), used: make([]time.Time, parallel)}
+	for range parallel {
+		s.slots = append(s.slots, m.NewSlot(ctxLen))
+	}
+	go s.loop()
+	return s
+}
+
+// submit queues j; its events arrive on j.events.
+func (s *sched) submit(j *job) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("serve: the server is shutting down")
+	}
+	if len(s.queue) >= s.maxQueue {
+		return fmt.Errorf("%w: %d requests are waiting for a slot", errQueueFull, len(s.queue))
+	}
+	j.enqueued = time.Now()
+	j.events = make(chan event, j.opts.MaxTokens+2)
+	s.queue = append(s.queue, j)
+	s.met.queue.Set(float64(len(s.queue)))
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// close stops the loop after cancelling what is queued or running, and
+// releases the slots' sessions.
+func (s *sched) close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		<-s.done
+		return
+	}
+	s.closed = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	<-s.done
+}
+
+func (s *sched) loop() {
+	defer close(s.done)
+	for {
+		s.mu.Lock()
+		if s.closed {
+			for _, j := range s.queue {
+				j.events <- event{Err: errShutdown}
+			}
+			s.queue = nil
+			s.mu.Unlock()
+			for i, j := range s.active {
+				if j != nil {
+					s.finish(i, j, event{Err: errShutdown})
+				}
+			}
+			for _, sl := range s.slots {
+				sl.Close()
+			}
+			return
+		}
+		s.admit()
+		n := 0
+		for _, j := range s.active {
+			if j != nil {
+				n++
+			}
+		}
+		s.mu.Unlock()
+		if n == 0 {
+			<-s.wake
+			continue
+		}
+		s.step()
+	}
+}
+
+// errQueueFull refuses a request when MaxQueue requests already wait.
+var errQueueFull = errors.New("serve: the queue is full")
+
+var errShutdown = errors.New("serve: the server shut down before the request finished")
+
+// admit gives free slots to queued jobs, first come first served; each job
+// takes the free slot with the longest reusable prefix, else the least
+// recently used one. s.mu is held.
+func (s *sched) admit() {
+	for len(s.queue) > 0 {
+		free := -1
+		best := -1
+		j := s.queue[0]
+		if j.ctx.Err() != nil { // gone before it started
+			s.queue = s.queue[1:]
+			s.met.cancelled.Inc()
+			j.events <- event{Err: j.ctx.Err(), Finish: FinishCancelled}
+			continue
+		}
+		for i, a := range s.active {
+			if a != nil {
+				continue
+			}
+			r := s.slots[i].Reusable(j.prompt)
+			if free < 0 || r > best || (r == best && s.used[i].Before(s.used[free])) {
+				free, best = i, r
+			}
+		}
+		if free < 0 {
+			break
+		}
+		s.queue = s.queue[1:]
+		q, cached, err := s.slots[free].Start(j.prompt, j.opts)
+		if err != nil {
+			j.events <- event{Err: err}
+			continue
+		}
+		j.q, j.slot, j.first = q, free, true
+		s.active[free] = j
+		s.met.promptTok.Add(float64(len(j.prompt)))
+		s.met.cachedTok.Add(float64(cached))
+	}
+	s.met.queue.Set(float64(len(s.queue)))
+	n := 0
+	for _, a := range s.active {
+		if a != nil {
+			n++
+		}
+	}
+	s.met.active.Set(float64(n))
+}
+
+// step advances every active sequence by one forward pass. A sequence
+// whose client has gone is stopped before its pass.
+func (s *sched) step() {
+	n := 0
+	for i, j := range s.active {
+		if j == nil {
+			continue
+		}
+		if err := j.ctx.Err(); err != nil {
+			j.q.Stop(FinishCancelled)
+			s.met.cancelled.Inc()
+			s.finish(i, j, event{Err: err, Finish: FinishCancelled})
+			continue
+		}
+		n++
+		sampled, err := advance(j.q, s.chunk)
+		if err != nil {
+			s.finish(i, j, event{Err: err})
+			continue
+		}
+		if sampled {
+			s.token(i, j)
+		}
+	}
+	if n > 0 {
+		s.met.steps.Inc()
+		s.met.batch.Observe(float64(n))
+		s.mu.Lock()
+		if float64(n) > s.maxBatch {
+			s.maxBatch = float64(n)
+			s.met.batchMax.Set(s.maxBatch)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// advance is Seq.Advance with an engine panic turned into that sequence's
+// error: one bad sequence must not take the server and the other streams
+// down.
+func advance(q *generate.Seq, chunk int) (sampled bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = q.Abort(fmt.Errorf("serve: the engine panicked: %v", p))
+		}
+	}()
+	return q.Advance(chunk)
+}
+
+// token handles a freshly sampled token: latency metrics, logprobs, the
+// stop strings, and the delta for the client.
+func (s *sched) token(i int, j *job) {
+	now := time.Now()
+	if j.first {
+		s.met.ttft.Observe(now.Sub(j.enqueued).Seconds())
+		j.first = false
+	} else {
+		s.met.tokenLatency.Observe(now.Sub(j.last).Seconds())
+	}
+	j.last = now
+	s.met.completion.Inc()
+	id, text, row := j.q.Last()
+	j.ids = append(j.ids, id)
+	if j.logprobs {
+		lp := logprobOf(s.m.Tok, row, id, j.top)
+		lp.TextLen = len(text)
+		j.lps = append(j.lps, lp)
+	}
+	j.pending += string(text)
+	if len(j.stop) > 0 {
+		if at := firstStop(j.pending, j.stop); at >= 0 {
+			j.pending = j.pending[:at]
+			j.q.Stop(generate.FinishStop)
+			s.finish(i, j, event{Finish: generate.FinishStop})
+			return
+		}
+	}
+	if j.q.Done() {
+		s.finish(i, j, event{Finish: j.q.Finish()})
+		return
+	}
+	keep := holdback(j.pending, j.stop)
+	ev := event{Text: j.pending[:len(j.pending)-keep], IDs: j.ids, Logprobs: j.lps}
+	j.pending = j.pending[len(j.pending)-keep:]
+	j.ids, j.lps = nil, nil
+	j.events <- ev
+}
+
+// finish sends the job's last event (with what text is still held back) and
+// frees its slot.
+func (s *sched) finish(i int, j *job, ev event) {
+	if ev.Err == nil {
+		ev.Text, ev.IDs, ev.Logprobs = j.pending, j.ids, j.lps
+		ev.Usage.PromptTokens = len(j.prompt)
+		ev.Usage.CompletionTokens = len(j.q.Tokens())
+		ev.Usage.TotalTokens = ev.Usage.PromptTokens + ev.Usage.CompletionTokens
+		ev.Usage.Details.CachedTokens = j.q.Cached()
+	} else if j.q != nil {
+		j.q.Stop(FinishCancelled)
+	}
+	j.events <- ev
+	s.mu.Lock()
+	s.active[i] = nil
+	s.used[i] = time.Now()
+	s.mu.Unlock()
+}
+
+// firstStop returns where the earliest stop string starts in text, or -1.
+func firstStop(text string, stops []string) int {
+	at := -1
+	for _, st := range stops {
+		if k := strings.Index(text, st); k >= 0 && (at < 0 || k < at) {
+			at = k
+		}
+	}
+	return at
+}
+
+// holdback returns how many bytes at the end of text could begin a stop
+// string, and so must not be sent yet.
+func holdback(text string, stops []string) int {
+	keep := 0
+	for _, st := range stops {
+		for k := min(len(st)-1, len(text)); k > keep; k-- {
+			if strings.HasSuffix(text, st[:k]) {
+				keep = k
+				break
+			}
+		}
+	}
+	return keep
+}
+
+// logprobOf computes log softmax(row)[id] and the top alternatives (ties by
+// id ascending), in float64.
+func logprobOf(tok *tokenizer.Tokenizer, row []float32, id int32, top int) tokenLogprob {
+	mx := math.Inf(-1)
+	for _, v := range row {
+		if float64(v) > mx {
+			mx = float64(v)
+		}
+	}
+	var sum float64
+	for _, v := range row {
+		sum += math.Exp(float64(v) - mx)
+	}
+	lse := mx + math.Log(sum)
+	piece := func(id int32) string { p, _ := tok.Piece(id); return p }
+	lp := tokenLogprob{ID: id, Token: piece(id), Logprob: float64(row[id]) - lse}
+	lp.Bytes = []byte(lp.Token)
+	if top > 0 {
+		// The top alternatives by a bounded insertion (O(vocab · top)),
+		// larger logit first, ties by id ascending.
+		best := make([]int32, 0, top+1)
+		for i, v := range row {
+			if len(best) == top && v <= row[best[top-1]] {
+				continue
+			}
+			k := len(best)
+			for k > 0 && v > row[best[k-1]] {
+				k--
+			}
+			best = append(best, 0)
+			copy(best[k+1:], best[k:])
+			best[k] = int32(i)
+			if len(best) > top {
+				best = best[:top]
+			}
+		}
+		for _, k := range best {
+			p := piece(k)
+			lp.Top = append(lp.Top, altLogprob{ID: k, Token: p, Bytes: []byte(p), Logprob: float64(row[k]) - lse})
+		}
+	}
+	return lp
+}
+
+// maxBatchSize is the most sequences one step advanced so far.
+func (s *sched) maxBatchSize() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxBatch
+}

@@ -1,0 +1,245 @@
+package serve_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/aprqa/apr/serve"
+)
+
+func client(url string, opts ...option.RequestOption) openai.Client {
+	return openai.NewClient(append([]option.RequestOption{option.WithBaseURL(url + "/v1/"), option.WithAPIKey("sk-test"), option.WithMaxRetries(0)}, opts...)...)
+}
+
+func choiceIDs(t *testing.T, raw string) []int32 {
+	t.Helper()
+	var c struct {
+		IDs []int32 `json:"token_ids"`
+	}
+	if err := jsonUnmarshal(raw, &c); err != nil {
+		t.Fatalf("choice %s: %v", raw, err)
+	}
+	return c.IDs
+}
+
+// TestOpenAIClient drives the server with the official OpenAI Go client:
+// chat and completions, streaming and not; every answer's ids equal apr
+// run's for the same prompt.
+func TestOpenAIClient(t *testing.T) {
+	model := tinyQwen2(t)
+	_, url := start(t, serve.Options{Model: model, Parallel: 2, APIKey: "sk-test"})
+	c := client(url)
+	ctx := context.Background()
+	const n = 12
+	want := solo(t, model, "hello there", false, n, sampleParams{})
+
+	t.Run("chat", func(t *testing.T) {
+		resp, err := c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:       "tiny-qwen2",
+			Messages:    []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")},
+			MaxTokens:   openai.Int(n),
+			Temperature: openai.Float(0),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := resp.Choices[0]
+		if diff := cmp.Diff(want.TokenIDs, choiceIDs(t, ch.RawJSON())); diff != "" {
+			t.Errorf("chat ids (-apr run +serve):\n%s", diff)
+		}
+		if string(ch.FinishReason) != want.FinishReason {
+			t.Errorf("finish_reason %q, apr run %q", ch.FinishReason, want.FinishReason)
+		}
+		if resp.Usage.PromptTokens != int64(want.PromptTokens) || resp.Usage.CompletionTokens != int64(want.TokensOut) {
+			t.Errorf("usage %+v, apr run prompt %d out %d", resp.Usage, want.PromptTokens, want.TokensOut)
+		}
+		if resp.Object != "chat.completion" || ch.Message.Role != "assistant" {
+			t.Errorf("object %q role %q", resp.Object, ch.Message.Role)
+		}
+	})
+
+	t.Run("chat-stream", func(t *testing.T) {
+		st := c.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+			Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello there")},
+			MaxTokens:     openai.Int(n),
+			Temperature:   openai.Float(0),
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		})
+		acc := openai.ChatCompletionAccumulator{}
+		var got []int32
+		chunks := 0
+		for st.Next() {
+			ch := st.Current()
+			acc.AddChunk(ch)
+			chunks++
+			if len(ch.Choices) > 0 {
+				got = append(got, choiceIDs(t, ch.Choices[0].RawJSON())...)
+			}
+		}
+		if err := st.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want.TokenIDs, got); diff != "" {
+			t.Errorf("streamed ids (-apr run +serve):\n%s", diff)
+		}
+		if chunks < 3 {
+			t.Errorf("%d chunks: want a role chunk, deltas, a finish chunk", chunks)
+		}
+		if acc.Usage.CompletionTokens != int64(want.TokensOut) {
+			t.Errorf("usage chunk: completion_tokens %d, want %d", acc.Usage.CompletionTokens, want.TokensOut)
+		}
+		if fr := acc.Choices[0].FinishReason; fr != want.FinishReason {
+			t.Errorf("finish_reason %q, want %q", fr, want.FinishReason)
+		}
+	})
+
+	wantRaw := solo(t, model, "once upon", true, n, sampleParams{IgnoreEOS: true})
+	t.Run("completions", func(t *testing.T) {
+		resp, err := c.Completions.New(ctx, openai.CompletionNewParams{
+			Model:       "tiny-qwen2",
+			Prompt:      openai.CompletionNewParamsPromptUnion{OfString: openai.String("once upon")},
+			MaxTokens:   openai.Int(n),
+			Temperature: openai.Float(0),
+		}, option.WithJSONSet("ignore_eos", true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wantRaw.TokenIDs, choiceIDs(t, resp.Choices[0].RawJSON())); diff != "" {
+			t.Errorf("completion ids (-apr run +serve):\n%s", diff)
+		}
+		if resp.Object != "text_completion" || resp.Choices[0].FinishReason != "length" {
+			t.Errorf("object %q finish %q", resp.Object, resp.Choices[0].FinishReason)
+		}
+	})
+
+	t.Run("completions-stream", func(t *testing.T) {
+		st := c.Completions.NewStreaming(ctx, openai.CompletionNewParams{
+			Prompt:      openai.CompletionNewParamsPromptUnion{OfString: openai.String("once upon")},
+			MaxTokens:   openai.Int(n),
+			Temperature: openai.Float(0),
+		}, option.WithJSONSet("ignore_eos", true))
+		var got []int32
+		var text strings.Builder
+		finish := ""
+		for st.Next() {
+			ch := st.Current()
+			if len(ch.Choices) == 0 {
+				continue
+			}
+			got = append(got, choiceIDs(t, ch.Choices[0].RawJSON())...)
+			text.WriteString(ch.Choices[0].Text)
+			if ch.Choices[0].FinishReason != "" {
+				finish = string(ch.Choices[0].FinishReason)
+			}
+		}
+		if err := st.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wantRaw.TokenIDs, got); diff != "" {
+			t.Errorf("streamed completion ids (-apr run +serve):\n%s", diff)
+		}
+		if finish != "length" {
+			t.Errorf("finish_reason %q, want length", finish)
+		}
+		// With ignore_eos the tiny model samples <|endoftext|>: its text
+		// must not reach the client.
+		if strings.Contains(text.String(), "<|") {
+			t.Errorf("a control token leaked into the text: %q", text.String())
+		}
+	})
+
+	t.Run("models", func(t *testing.T) {
+		page, err := c.Models.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Data) != 1 || page.Data[0].ID != "tiny-qwen2" {
+			t.Errorf("models %+v", page.Data)
+		}
+	})
+
+	t.Run("wrong-key", func(t *testing.T) {
+		wc := client(url, option.WithAPIKey("sk-wrong"))
+		_, err := wc.Models.List(ctx)
+		var apiErr *openai.Error
+		if !asErr(err, &apiErr) || apiErr.StatusCode != http.StatusUnauthorized {
+			t.Errorf("wrong key: %v, want a 401", err)
+		}
+	})
+}
+
+// TestBatchInvariance sends 16 concurrent greedy requests of different
+// prompts and lengths and 16 seeded sampled ones, all at once, to a server
+// with 8 slots (some wait in the queue): each
+// answer's ids equal the request's solo apr run, and the server's own
+// counters show that sequences shared decode steps.
+func TestBatchInvariance(t *testing.T) {
+	model := stories(t)
+	_, url := start(t, serve.Options{Model: model, Parallel: 8})
+	words := []string{"Once upon a time", "The cat", "Lily wanted", "One day, a big", "Tom and", "The sun was", "She saw a", "He ran to the"}
+	type reqT struct {
+		prompt string
+		n      int
+		p      sampleParams
+	}
+	var reqs []reqT
+	for i := range 32 {
+		r := reqT{prompt: words[i%len(words)], n: 6 + 3*(i%16)}
+		if i >= 16 { // seeded sampling
+			r.p = sampleParams{Temp: 0.9, Seed: uint64(100 + i), TopK: 40}
+		}
+		reqs = append(reqs, r)
+	}
+	// One prompt longer than a prefill chunk (64 tokens): its prefill is
+	// interleaved with the others' decode steps.
+	reqs[5].prompt = strings.Repeat("The little dog ran to the park and played with a red ball. ", 6)
+	got := make([][]int32, len(reqs))
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"prompt": %q, "max_tokens": %d, "temperature": %v, "seed": %d, "top_k": %d, "stream": %v}`,
+				r.prompt, r.n, r.p.Temp, r.p.Seed, r.p.TopK, i%2 == 1)
+			if i%2 == 1 {
+				got[i] = streamIDs(t, url, "/v1/completions", body)
+				return
+			}
+			code, v := post(t, url, "/v1/completions", body)
+			if code != 200 {
+				t.Errorf("request %d: status %d %v", i, code, v)
+				return
+			}
+			got[i] = ids(t, v)
+		}()
+	}
+	wg.Wait()
+	for i, r := range reqs {
+		want := solo(t, model, r.prompt, true, r.n, r.p)
+		if diff := cmp.Diff(want.TokenIDs, got[i]); diff != "" {
+			t.Errorf("request %d (%q, n=%d, %+v): ids (-apr run +serve):\n%s", i, r.prompt, r.n, r.p, diff)
+		}
+	}
+	for _, name := range []string{"apr_serve_requests_total", "apr_serve_prompt_tokens_total", "apr_serve_completion_tokens_total",
+		"apr_serve_queue_depth", "apr_serve_batch_size_bucket", "apr_serve_time_to_first_token_seconds_bucket", "apr_serve_token_latency_seconds_bucket"} {
+		if !strings.Contains(metricsText(t, url), name) {
+			t.Errorf("/metrics has no %s", name)
+		}
+	}
+	if got, want := metric(t, url, "apr_serve_completion_tokens_total"), float64(totalIDs(got)); got != want {
+		t.Errorf("apr_serve_completion_tokens_total %v, want %v (the tokens answered)", got, want)
+	}
+	if mx := metric(t, url, "apr_serve_batch_size_max"); mx < 2 {
+		t.Errorf("apr_serve_batch_size_max = %v: the requests never shared a step", mx)
+	} else {
+		t.Logf("apr_serve_batch_size_max = %v over %v steps", mx, metric(t, url, "apr_serve_steps_total"))
+	}
+}
