@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ const (
 	ExitFail     = 1 // a check ran and failed
 	ExitBadInput = 2 // bad usage or bad input (malformed file, unknown flag)
 	ExitRefused  = 3 // apr cannot do what was asked; the reason is printed
+	// ExitInterrupted (130, interrupt.go): stopped by Ctrl-C or SIGTERM.
 )
 
 // ErrCheckFailed marks a run whose checks ran and failed (exit 1). The verb
@@ -90,7 +92,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	root := NewRoot(env)
 	root.SetArgs(args)
-	err := root.Execute()
+	ctx, stop := withInterrupt(context.Background(), stderr)
+	defer stop()
+	err := root.ExecuteContext(ctx)
 	return Report(stderr, err)
 }
 
@@ -111,6 +115,8 @@ func ExitCode(err error) int {
 	var fe *gguf.FormatError
 	var ue usageError
 	switch {
+	case isInterrupt(err):
+		return ExitInterrupted
 	case errors.Is(err, ErrCheckFailed):
 		return ExitFail
 	case errors.Is(err, refuse.ErrRefused):

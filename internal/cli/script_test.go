@@ -31,9 +31,7 @@ func TestScripts(t *testing.T) {
 			e.Setenv("FIXTURES", fixtures)
 			return nil
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"writebad": cmdWriteBad,
-		},
+		Cmds: scriptCommands(),
 		Condition: func(cond string) (bool, error) {
 			if cond == "fixtures" {
 				return ferr == nil, nil
@@ -41,6 +39,16 @@ func TestScripts(t *testing.T) {
 			return false, nil
 		},
 	})
+}
+
+func scriptCommands() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
+	m := map[string]func(ts *testscript.TestScript, neg bool, args []string){
+		"writebad": cmdWriteBad,
+	}
+	for k, v := range scriptCmds {
+		m[k] = v
+	}
+	return m
 }
 
 // cmdWriteBad writes a GGUF file with one kind of defect:
