@@ -116,6 +116,9 @@ type Options struct {
 	Preset Preset
 	Type   quant.Type // weight type of the matrices; 1-D tensors, the router and the conv kernels stay F32
 	Seed   uint64
+	// Progress, when set, is called as the writer starts generating tensor
+	// i (1-based) of n.
+	Progress func(tensor string, i, n int)
 }
 
 // Fallback records a matrix written in another type than asked, because its
@@ -216,7 +219,7 @@ func Build(opts Options) (*Result, error) {
 	b.Set("tokenizer.ggml.add_bos_token", gguf.V(false))
 	b.Set("tokenizer.chat_template", gguf.V(voc.Template))
 
-	g := &gen{b: b, seed: opts.Seed, wtype: opts.Type}
+	g := &gen{b: b, seed: opts.Seed, wtype: opts.Type, progress: opts.Progress}
 	e := p.NEmbd
 	q, kv := p.NHead*p.HeadDim, p.NHeadKV*p.HeadDim
 	g.matrix("token_embd.weight", e, nVocab)
@@ -386,6 +389,7 @@ type gen struct {
 	params    int64
 	fallbacks []Fallback
 	err       error
+	progress  func(tensor string, i, n int)
 }
 
 func normal(mean, std float64) func(*rand.Rand) float32 {
@@ -445,7 +449,11 @@ func (g *gen) add(name string, typ quant.Type, shape []int64, sample func(*rand.
 		return
 	}
 	rowBytes := int(rb)
+	idx := g.n
 	g.err = g.b.AddTensorFunc(name, typ, shape, func(w io.Writer) error {
+		if g.progress != nil {
+			g.progress(name, int(idx), int(g.n)) // g.n is the total once Build returned
+		}
 		workers := max(1, runtime.GOMAXPROCS(0))
 		nChunks := (rows + rowsPerChunk - 1) / rowsPerChunk
 		type chunk struct {
