@@ -17,13 +17,9 @@ package generate
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +29,7 @@ import (
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/internal/regfile"
 	"github.com/aprqa/apr/refuse"
 )
 
@@ -356,16 +353,11 @@ func prefill(ctx context.Context, o *Options, m *loaded) ([]int32, model.Session
 }
 
 func fileSHA256(path string) (string, error) {
-	fd, err := os.Open(path)
+	sum, _, err := regfile.SHA256(path)
 	if err != nil {
 		return "", fmt.Errorf("generate: %w", err)
 	}
-	defer fd.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, fd); err != nil {
-		return "", fmt.Errorf("generate: %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return sum, nil
 }
 
 // ParsePlantDelays parses "STAGE=MS" specifications (--plant-delay).

@@ -17,6 +17,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/aprqa/apr/internal/regfile"
 )
 
 // ErrNotRegular is returned for a path that exists and is not a regular file.
@@ -109,7 +111,7 @@ func Target(path string) (string, fs.FileMode, error) {
 	case err != nil:
 		return "", 0, err
 	case !st.Mode().IsRegular():
-		return "", 0, fmt.Errorf("%s: %w (%s): apr writes only new files or over regular files", path, ErrNotRegular, kind(st.Mode()))
+		return "", 0, fmt.Errorf("%s: %w (%s): apr writes only new files or over regular files", path, ErrNotRegular, regfile.Kind(st.Mode()))
 	}
 	target, err := filepath.EvalSymlinks(path)
 	if err != nil {
@@ -124,20 +126,4 @@ func unwrap(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-func kind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	}
-	return "an irregular file"
 }

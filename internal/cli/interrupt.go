@@ -97,16 +97,27 @@ func withInterrupt(ctx context.Context, stderr io.Writer) (context.Context, func
 		case s := <-sig:
 			cancel()
 			fmt.Fprintf(stderr, "apr: %v: stopping\n", s)
-			select {
-			case <-done:
-			case <-time.After(interruptGrace):
-				runCleanups()
-				fmt.Fprintf(stderr, "apr: interrupted; the command did not stop within %v: temporary files removed, nothing more was done\n", interruptGrace)
-				os.Exit(ExitInterrupted)
-			case <-sig:
-				runCleanups()
-				fmt.Fprintln(stderr, "apr: interrupted twice: temporary files removed, nothing more was done")
-				os.Exit(ExitInterrupted)
+			first := time.Now()
+			grace := time.After(interruptGrace)
+			for {
+				select {
+				case <-done:
+					return
+				case <-grace:
+					runCleanups()
+					fmt.Fprintf(stderr, "apr: interrupted; the command did not stop within %v: temporary files removed, nothing more was done\n", interruptGrace)
+					os.Exit(ExitInterrupted)
+				case <-sig:
+					// A signal sent to the whole process group (timeout(1),
+					// a terminal) can arrive twice at once: only a second
+					// Ctrl-C a moment later means "now".
+					if time.Since(first) < 300*time.Millisecond {
+						continue
+					}
+					runCleanups()
+					fmt.Fprintln(stderr, "apr: interrupted twice: temporary files removed, nothing more was done")
+					os.Exit(ExitInterrupted)
+				}
 			}
 		}
 	}()

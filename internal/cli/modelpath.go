@@ -5,7 +5,9 @@ import (
 	"os"
 	"slices"
 
+	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/internal/regfile"
 	"github.com/aprqa/apr/ladder"
 )
 
@@ -19,28 +21,9 @@ func checkModelPath(path string) error {
 		return err
 	}
 	if !st.Mode().IsRegular() {
-		return fmt.Errorf("%s: %s, not a regular file: a model is read from a regular file", path, fileKind(st.Mode()))
+		return fmt.Errorf("%s: %s, not a regular file: a model is read from a regular file", path, regfile.Kind(st.Mode()))
 	}
 	return nil
-}
-
-// fileKind names a non-regular file's type.
-func fileKind(m os.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe (FIFO)"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeCharDevice != 0:
-		return "a character device"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	case m&os.ModeSymlink != 0:
-		return "a symbolic link"
-	}
-	return "an irregular file"
 }
 
 // knownBackends are the backend names apr knows: those this binary links
@@ -55,4 +38,19 @@ func knownBackends() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// openModelCheck checks that path is a regular file that the GGUF reader
+// opens (header, metadata and tensor table), then closes it: for a verb that
+// hands the path to others, a broken file is refused up front with the
+// reader's error (file, offset, problem).
+func openModelCheck(path string) error {
+	if err := checkModelPath(path); err != nil {
+		return err
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }

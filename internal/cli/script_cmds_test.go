@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -17,6 +18,8 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"emptydir": cmdEmptyDir,
 	"truncate": cmdTruncate,
 	"sleep":    cmdSleep,
+	"mkfifo":   cmdMkfifo,
+	"mode":     cmdMode,
 }
 
 // cmdExits runs a program and checks its exit code: exits CODE PROG ARGS...
@@ -114,4 +117,33 @@ func cmdSleep(ts *testscript.TestScript, neg bool, args []string) {
 	d, err := time.ParseDuration(args[0])
 	ts.Check(err)
 	time.Sleep(d)
+}
+
+// cmdMkfifo makes a named pipe: mkfifo PATH.
+func cmdMkfifo(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: mkfifo PATH")
+	}
+	ts.Check(syscall.Mkfifo(ts.MkAbs(args[0]), 0o644))
+}
+
+// cmdMode checks a file's permission bits: mode PATH 0644.
+func cmdMode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: mode PATH PERM")
+	}
+	want, err := strconv.ParseUint(args[1], 8, 32)
+	ts.Check(err)
+	st, err := os.Stat(ts.MkAbs(args[0]))
+	ts.Check(err)
+	if got := st.Mode().Perm(); got != os.FileMode(want) {
+		ts.Fatalf("%s has mode %#o, want %#o", args[0], got, want)
+	}
+}
+
+// umask reads the process's umask (setting it back at once).
+func umask() int {
+	m := syscall.Umask(0)
+	syscall.Umask(m)
+	return m
 }

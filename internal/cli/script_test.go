@@ -34,8 +34,11 @@ func TestScripts(t *testing.T) {
 		},
 		Cmds: scriptCommands(),
 		Condition: func(cond string) (bool, error) {
-			if cond == "fixtures" {
+			switch cond {
+			case "fixtures":
 				return ferr == nil, nil
+			case "umask022":
+				return umask() == 0o022, nil
 			}
 			return false, nil
 		},
