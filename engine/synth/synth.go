@@ -20,34 +20,37 @@ import (
 
 // Preset is the shape of a model.
 type Preset struct {
-	Name     string
-	Arch     string
-	Note     string // how the preset relates to the real model it is named after
-	NEmbd    int
-	NLayer   int
-	NHead    int
-	NHeadKV  int
-	HeadDim  int
-	NFF      int
-	NVocab   int // 0: the synthetic vocabulary's own size; else padded to this
-	NCtx     int
-	RopeBase float64
-	RopeDim  int // 0: HeadDim
-	RMSEps   float64
-	Tied     bool // output projection tied to token_embd
-	QKVBias  bool // qwen2: q/k/v biases
-	QKNorm   bool // qwen3, qwen3moe, qwen35 attention: per-head q/k RMSNorm
-	Merges   int  // merges in the synthetic byte-level vocabulary
+	Name     string  `json:"name"`
+	Arch     string  `json:"arch"`
+	Note     string  `json:"note,omitempty"` // how the preset relates to the real model it is named after
+	NEmbd    int     `json:"n_embd"`
+	NLayer   int     `json:"n_layer"`
+	NHead    int     `json:"n_head"`
+	NHeadKV  int     `json:"n_head_kv"`
+	HeadDim  int     `json:"head_dim"`
+	NFF      int     `json:"n_ff,omitempty"`
+	NVocab   int     `json:"n_vocab,omitempty"` // 0: the synthetic vocabulary's own size; else padded to this
+	NCtx     int     `json:"n_ctx"`
+	RopeBase float64 `json:"rope_base"`
+	RopeDim  int     `json:"rope_dim,omitempty"` // 0: HeadDim
+	RMSEps   float64 `json:"rms_eps"`
+	Tied     bool    `json:"tied"`     // output projection tied to token_embd
+	QKVBias  bool    `json:"qkv_bias"` // qwen2: q/k/v biases
+	QKNorm   bool    `json:"qk_norm"`  // qwen3, qwen3moe, qwen35 attention: per-head q/k RMSNorm
+	Merges   int     `json:"merges"`   // merges in the synthetic byte-level vocabulary
 
 	// Mixture of experts (qwen3moe).
-	NExpert, NExpertUsed, NFFExpert int
+	NExpert     int `json:"n_expert,omitempty"`
+	NExpertUsed int `json:"n_expert_used,omitempty"`
+	NFFExpert   int `json:"n_ff_expert,omitempty"`
 
 	// Gated DeltaNet hybrid (qwen35).
-	FullAttnInterval int
-	RopeSections     [4]int32
-	ConvKernel       int
-	StateSize        int // key/value head size of the DeltaNet heads
-	NKHeads, NVHeads int
+	FullAttnInterval int      `json:"full_attn_interval,omitempty"`
+	RopeSections     [4]int32 `json:"rope_sections,omitzero"`
+	ConvKernel       int      `json:"conv_kernel,omitempty"`
+	StateSize        int      `json:"state_size,omitempty"` // key/value head size of the DeltaNet heads
+	NKHeads          int      `json:"n_k_heads,omitempty"`
+	NVHeads          int      `json:"n_v_heads,omitempty"`
 }
 
 var presets = []Preset{

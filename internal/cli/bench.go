@@ -165,7 +165,7 @@ The human table goes to stderr; with --json stdout carries one JSON document.`,
 	fl.IntVar(&opts.Warmup, "warmup", 1, "warm-up runs of each test, excluded from the figures")
 	fl.IntVar(&opts.CompareReps, "compare-reps", -1, "counted repetitions on the --compare backends (default: --reps)")
 	fl.IntVar(&opts.CompareWarmup, "compare-warmup", -1, "warm-up runs on the --compare backends (default: --warmup)")
-	fl.IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
+	threadsFlag(fl, &opts.Threads, "threads for the backend (0: its choice)")
 	fl.Uint64Var(&opts.Seed, "seed", 1, "seed of the random tokens")
 	fl.BoolVar(&opts.Stream, "stream", false, "after the runs, measure the streaming read (512 MiB) on each run's threads and report decode against it")
 	quietFlag(c, &opts.Quiet)

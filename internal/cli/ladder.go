@@ -239,14 +239,22 @@ func finishLadder(env *Env, rec *ladder.Receipt, report string, asJSON bool, rec
 				by = c.RemovedBy
 			}
 			refused = append(refused, c.ID)
-			fmt.Fprintf(env.Stderr, "REFUSED %s by %s: %s\n", c.ID, c.RemovedBy, c.Reason)
+			if len(refused) <= maxRefusedShown {
+				fmt.Fprintf(env.Stderr, "REFUSED %s by %s: %s\n", c.ID, c.RemovedBy, c.Reason)
+			}
 		}
+	}
+	if n := len(refused) - maxRefusedShown; n > 0 {
+		fmt.Fprintf(env.Stderr, "REFUSED … %d more (the receipt lists every cell)\n", n)
 	}
 	if len(refused) > 0 {
 		return refuse.New("ladder", "%d cell(s) refused and none failed (first refused by %s); accept a refuser in advance with --allow-refused NAME", len(refused), by)
 	}
 	return nil
 }
+
+// maxRefusedShown is how many refused cells finishLadder names on stderr.
+const maxRefusedShown = 10
 
 // checkLadderUniverse refuses, as bad usage, a verb or backend name that
 // nothing in apr knows: a typo must not become a column of refused cells.
@@ -475,7 +483,7 @@ type ladderMatrixOptions struct {
 func newLadderMatrixCmd(env *Env) *cobra.Command {
 	var opts ladderMatrixOptions
 	c := &cobra.Command{
-		Use:   "matrix --shards N",
+		Use:   "matrix [--shards N] [--format github|lines]",
 		Short: "Print the shard list for a CI matrix",
 		Long: `matrix prints the shards 1/N … N/N. --format github prints one line of JSON,
 {"shard":["1/3","2/3","3/3"]}, for a GitHub Actions matrix:
@@ -500,7 +508,7 @@ func newLadderMatrixCmd(env *Env) *cobra.Command {
 			return runLadderMatrix(env, opts)
 		},
 	}
-	c.Flags().IntVar(&opts.Shards, "shards", 0, "number of shards N (required)")
+	c.Flags().IntVar(&opts.Shards, "shards", 1, "number of shards N")
 	c.Flags().StringVar(&opts.Format, "format", "github", "github (one JSON line) or lines")
 	return c
 }

@@ -108,7 +108,7 @@ backend or gate name) or a model that cannot be read; 130 interrupted
 	fl.StringVar(&opts.Baseline, "baseline", "", "throughput baseline file (default: apr/qa-baselines.json in the user's configuration directory)")
 	fl.BoolVar(&opts.AcceptBaseline, "accept-baseline", false, "record a missing throughput baseline, and raise one these runs exceed (never lowers one)")
 	fl.StringVar(&opts.Contracts, "contracts", "", "load contracts from this directory instead of the embedded ones")
-	fl.IntVar(&opts.Threads, "threads", 0, "threads for every backend (0: its choice)")
+	threadsFlag(fl, &opts.Threads, "threads for every backend (0: its choice)")
 	fl.Int64Var(&opts.Seed, "seed", 0, "seed of the randomized gates (default: from the clock; the report records it)")
 	allowRefusedFlag(c, &opts.Allow)
 	quietFlag(c, &opts.Quiet)

@@ -76,6 +76,8 @@ Exit codes: 0 ok, 1 a check failed, 2 bad usage or bad input, 3 refused.`,
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return badInput(err) })
+	root.Version = "set" // enables --version; the line is versionLine()
+	root.SetVersionTemplate("{{aprVersion}}\n")
 	fs := append([]cmdFactory(nil), factories...)
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].order < fs[j].order })
 	for _, f := range fs {
@@ -88,14 +90,25 @@ Exit codes: 0 ok, 1 a check failed, 2 bad usage or bad input, 3 refused.`,
 
 // Main runs apr with args and returns the exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	env := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr,
-		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	env := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Log: newLogger(stderr)}
 	root := NewRoot(env)
 	root.SetArgs(args)
 	ctx, stop := withInterrupt(context.Background(), stderr)
 	defer stop()
 	err := root.ExecuteContext(ctx)
 	return Report(stderr, err)
+}
+
+// newLogger is the CLI's logger: warnings and worse on stderr, without the
+// timestamp (a user reads "level=WARN msg=…" lines as they come).
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}}))
 }
 
 // Report prints err (if any) as one line on w and returns its exit code.
