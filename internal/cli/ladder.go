@@ -53,6 +53,7 @@ type ladderOptions struct {
 	Fresh    bool
 	Isolate  string
 	Allow    []string
+	Quiet    bool
 	JSON     bool
 }
 
@@ -97,6 +98,9 @@ Exit codes (a CI gate never goes green on a broken run):
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Roots = args
+			if opts.Quiet {
+				opts.Progress = "none"
+			}
 			if err := checkLadderUniverse(c, opts.Verbs, opts.Backends); err != nil {
 				return err
 			}
@@ -116,6 +120,7 @@ Exit codes (a CI gate never goes green on a broken run):
 	f.BoolVar(&opts.Fresh, "fresh", false, "ignore cell results already in --out")
 	f.StringVar(&opts.Isolate, "isolate", "process", "where cells run: process (a worker process per model; a crash or hard hang costs one cell) or goroutine")
 	allowRefusedFlag(c, &opts.Allow)
+	quietFlag(c, &opts.Quiet)
 	jsonFlag(c, &opts.JSON)
 	c.AddCommand(newLadderMergeCmd(env), newLadderMatrixCmd(env), newLadderWorkerCmd(env))
 	return c
@@ -266,7 +271,11 @@ func checkLadderUniverse(c *cobra.Command, verbs, backends []string) error {
 	ex := ladderExecutors(ladder.ExecOptions{})
 	knownVerbs := append(ex.Verbs(), ladder.DefaultVerbs...)
 	for _, sub := range c.Root().Commands() {
-		knownVerbs = append(knownVerbs, sub.Name())
+		switch sub.Name() {
+		case "help", "completion", "version", "ladder":
+		default:
+			knownVerbs = append(knownVerbs, sub.Name())
+		}
 	}
 	knownBackends := append(append(ex.Backends(), ladder.DefaultBackends...), model.Backends()...)
 	for _, v := range verbs {
