@@ -114,7 +114,13 @@ func newLogger(w io.Writer) *slog.Logger {
 // Report prints err (if any) as one line on w and returns its exit code.
 func Report(w io.Writer, err error) int {
 	code := ExitCode(err)
-	if err != nil && !errors.Is(err, ErrCheckFailed) {
+	var ie interrupted
+	switch {
+	case err == nil || errors.Is(err, ErrCheckFailed):
+	case code == ExitInterrupted && !errors.As(err, &ie) && errors.Is(err, context.Canceled) && err.Error() == context.Canceled.Error():
+		// A verb that stopped at the interrupt without saying more.
+		fmt.Fprintln(w, "apr: interrupted: the command stopped before it finished; its output is incomplete")
+	default:
 		fmt.Fprintf(w, "apr: %v\n", err)
 	}
 	return code
