@@ -108,6 +108,11 @@ func LoadDir(dir string) (*Set, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("contracts: %s is not a directory", dir)
 	}
+	// CUE says `"." matched no packages` for a directory without .cue
+	// files: say it in the user's words.
+	if cues, err := filepath.Glob(filepath.Join(dir, "*.cue")); err == nil && len(cues) == 0 {
+		return nil, fmt.Errorf("contracts: %s holds no .cue files: no contracts to load", dir)
+	}
 	return Load(os.DirFS(dir), dir, func(p string) string { return filepath.Join(dir, filepath.FromSlash(strings.TrimPrefix(p, "/"))) })
 }
 

@@ -1,19 +1,16 @@
 package falsify
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"os"
 	"path/filepath"
 	"sync"
 
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/internal/regfile"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
 )
@@ -80,18 +77,7 @@ type inputs struct {
 
 func (in *inputs) modelSHA256() (string, error) {
 	in.shaOnce.Do(func() {
-		f, err := os.Open(in.modelPath)
-		if err != nil {
-			in.shaErr = err
-			return
-		}
-		defer f.Close()
-		h := sha256.New()
-		if _, err := io.Copy(h, f); err != nil {
-			in.shaErr = err
-			return
-		}
-		in.sha = hex.EncodeToString(h.Sum(nil))
+		in.sha, _, in.shaErr = regfile.SHA256(in.modelPath)
 	})
 	return in.sha, in.shaErr
 }

@@ -217,3 +217,37 @@ type Timings struct {
 
 // CellID joins the parts of a cell's identity.
 func CellID(modelKey, verb, backend string) string { return modelKey + "|" + verb + "|" + backend }
+
+// Verbs returns the verbs that have an executor on some backend, sorted.
+func (e *Executors) Verbs() []string {
+	if e == nil {
+		return nil
+	}
+	out := make([]string, 0, len(e.m))
+	for v, byBackend := range e.m {
+		if len(byBackend) > 0 {
+			out = append(out, v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Backends returns the backends that have an executor for some verb, sorted.
+func (e *Executors) Backends() []string {
+	if e == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, byBackend := range e.m {
+		for b := range byBackend {
+			if !seen[b] {
+				seen[b] = true
+				out = append(out, b)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}

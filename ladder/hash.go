@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/aprqa/apr/internal/atomicfile"
 )
 
 // SumCache remembers file sha256 sums keyed by (absolute resolved path,
@@ -116,43 +118,8 @@ func writeFileAtomic(path string, b []byte) error { return writeAtomic(path, b, 
 // or the new one); only a machine crash can leave a torn file, which the
 // cell loader then fails to decode and re-runs the cell.
 func writeAtomic(path string, b []byte, durable bool) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+	return atomicfile.Write(path, durable, func(f *os.File) error {
+		_, err := f.Write(b)
 		return err
-	}
-	name := tmp.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(name)
-		}
-	}()
-	if _, err := tmp.Write(b); err != nil {
-		return err
-	}
-	if durable {
-		if err := tmp.Sync(); err != nil {
-			return err
-		}
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(name, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(name, path); err != nil {
-		return err
-	}
-	ok = true
-	if !durable {
-		return nil
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync() // make the rename durable where the file system allows it
-		d.Close()
-	}
-	return nil
+	})
 }

@@ -36,8 +36,14 @@ type Model struct {
 	ModTime time.Time // of the target
 
 	// Refusal is set when the file cannot take part (see ByUniverse); its
-	// cells are refused with this reason.
+	// cells are refused with this reason, or failed when Broken.
 	Refusal *refuse.Error
+	// Broken is set with Refusal when the file claims to be a model but
+	// cannot be read as one (a dangling link, a truncated or corrupt GGUF,
+	// a *.gguf without the magic, a FIFO): the file is broken, not the
+	// question unanswerable, so its cells fail. A readable GGUF that is not
+	// a model (an imatrix, a vocabulary) stays refused.
+	Broken bool
 
 	// Filled by the runner for models in its shard.
 	SHA256 string
@@ -210,7 +216,7 @@ func (d *discoverer) dir(path, key, root string) error {
 		}
 		// An unreadable subdirectory might hold models: say so as a refusal
 		// rather than leave them out silently.
-		d.add(&Model{Key: key, Path: path, Refusal: refuse.New(ByUniverse, "directory cannot be read: %v", err)})
+		d.add(&Model{Key: key, Path: path, Broken: true, Refusal: refuse.New(ByUniverse, "directory cannot be read: %v", err)})
 		return nil
 	}
 	for _, e := range ents { // ReadDir sorts by name
@@ -226,7 +232,7 @@ func (d *discoverer) dir(path, key, root string) error {
 			switch {
 			case err != nil:
 				target, _ := os.Readlink(p)
-				d.add(&Model{Key: k, Path: p, Target: target,
+				d.add(&Model{Key: k, Path: p, Target: target, Broken: true,
 					Refusal: refuse.New(ByUniverse, "dangling symlink to %q: %v", target, unwrapPath(err))})
 			case st.IsDir():
 				if err := d.dir(p, k, root); err != nil {
@@ -236,6 +242,11 @@ func (d *discoverer) dir(path, key, root string) error {
 				d.file(p, k, root)
 			}
 		case e.Type().IsRegular():
+			d.file(p, k, root)
+		case strings.EqualFold(filepath.Ext(p), ".gguf"):
+			// A FIFO, socket or device named *.gguf claims to be a model:
+			// file refuses it as not a regular file (never opening it, so a
+			// FIFO cannot block the walk) rather than leave it out silently.
 			d.file(p, k, root)
 		}
 	}
@@ -256,7 +267,7 @@ func (d *discoverer) file(path, key, root string) {
 	real, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		if claims {
-			d.add(&Model{Key: key, Path: path, Refusal: refuse.New(ByUniverse, "cannot resolve: %v", err)})
+			d.add(&Model{Key: key, Path: path, Broken: true, Refusal: refuse.New(ByUniverse, "cannot resolve: %v", err)})
 		}
 		return
 	}
@@ -267,7 +278,7 @@ func (d *discoverer) file(path, key, root string) {
 			if err != nil {
 				why = unwrapPath(err).Error()
 			}
-			d.add(&Model{Key: key, Path: path, Refusal: refuse.New(ByUniverse, "%s", why)})
+			d.add(&Model{Key: key, Path: path, Broken: true, Refusal: refuse.New(ByUniverse, "%s", why)})
 		}
 		return
 	}
@@ -292,12 +303,12 @@ func (d *discoverer) file(path, key, root string) {
 		if !claims {
 			return
 		}
-		m.Refusal = refuse.New(ByUniverse, "cannot read: %v", err)
+		m.Refusal, m.Broken = refuse.New(ByUniverse, "cannot read: %v", err), true
 	case !bytes.Equal(head, ggufMagic):
 		if !claims {
 			return
 		}
-		m.Refusal = refuse.New(ByUniverse, "named .gguf but not a GGUF file: starts with %q, want \"GGUF\"", head)
+		m.Refusal, m.Broken = refuse.New(ByUniverse, "named .gguf but not a GGUF file: starts with %q, want \"GGUF\"", head), true
 	}
 	d.byReal[real] = m
 	d.add(m)

@@ -292,7 +292,7 @@ func (r *runner) endSession() {
 func (r *runner) prepare(m *Model) ModelInfo {
 	if m.Refusal == nil {
 		if sum, err := r.SumCache.Sum(m); err != nil {
-			m.Refusal = refuse.New(ByUniverse, "cannot hash: %v", err)
+			m.Refusal, m.Broken = refuse.New(ByUniverse, "cannot hash: %v", err), true
 		} else {
 			m.SHA256 = sum
 		}
@@ -300,7 +300,7 @@ func (r *runner) prepare(m *Model) ModelInfo {
 	if m.Refusal == nil {
 		f, err := m.File()
 		if err != nil {
-			m.Refusal = refuse.New(ByUniverse, "cannot read the GGUF header: %v", err)
+			m.Refusal, m.Broken = refuse.New(ByUniverse, "cannot read the GGUF header: %v", err), true
 		} else {
 			h := ReadHeader(f)
 			m.Header = &h
@@ -334,6 +334,9 @@ func (r *runner) cell(ctx context.Context, m *Model, verb, backend string) (*Cel
 	if m.Refusal != nil {
 		c := base
 		c.Verdict, c.RemovedBy, c.Reason = Refused, m.Refusal.By, m.Refusal.Reason
+		if m.Broken {
+			c.Verdict, c.RemovedBy, c.Reason = Fail, "", "the model cannot be read: "+m.Refusal.Reason
+		}
 		c.Timings.Started = r.Now()
 		return &c, false, r.save(&c)
 	}

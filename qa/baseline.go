@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/aprqa/apr/internal/atomicfile"
 	"github.com/aprqa/apr/internal/hostinfo"
 )
 
@@ -140,23 +141,7 @@ func (b *Baselines) Save(path string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("qa: baselines: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("qa: baselines: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("qa: baselines: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("qa: baselines: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("qa: baselines: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.WriteFile(path, data); err != nil {
 		return fmt.Errorf("qa: baselines: %w", err)
 	}
 	return nil

@@ -2,11 +2,7 @@ package qa
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -21,6 +17,7 @@ import (
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/internal/regfile"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
 )
@@ -426,17 +423,11 @@ func paramStrings(f schema.Falsifier, name string, def []string) []string {
 func isQuantized(f *gguf.File) bool { return falsify.WeightTier(f) == falsify.TierQuantized }
 
 func fileSHA256(path string) (string, int64, error) {
-	fd, err := os.Open(path)
+	sum, n, err := regfile.SHA256(path)
 	if err != nil {
 		return "", 0, fmt.Errorf("qa: %w", err)
 	}
-	defer fd.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, fd)
-	if err != nil {
-		return "", 0, fmt.Errorf("qa: %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	return sum, n, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -78,7 +78,12 @@ func WriteModelTable(w io.Writer, m *ModelReport) {
 func GateReason(g Gate) string {
 	switch g.Verdict {
 	case Refused:
-		return fmt.Sprintf("refused by %s (%s): %s", g.By, g.Code, g.Reason)
+		line := fmt.Sprintf("refused by %s (%s): %s", g.By, g.Code, g.Reason)
+		if !g.Optional && g.By != "" {
+			// What the user can do about a refusal that counts.
+			line += fmt.Sprintf(" [not a pass; to accept this refusal in advance: --allow-refused %s]", g.By)
+		}
+		return line
 	case Fail:
 		return "fail: " + g.Reason
 	}
@@ -86,8 +91,13 @@ func GateReason(g Gate) string {
 }
 
 // Measured renders a gate's thresholded values and their thresholds; a gate
-// with no thresholded value shows its first values instead.
+// with no thresholded value shows its first values instead. A refused gate
+// shows none: "mismatches=0" beside "refused" reads like a pass (its values,
+// if any, stay in the JSON report).
 func Measured(g Gate) (string, string) {
+	if g.Verdict == Refused {
+		return "-", "-"
+	}
 	var ms, ts []string
 	for _, v := range g.Values {
 		if v.Threshold == "" {

@@ -211,6 +211,10 @@ type Options struct {
 	// Model is the GGUF file to gate; "" gates the embedded default: a tiny
 	// model of every architecture, synthesized into a temporary directory.
 	Model string
+	// SynthDir is where the default models are synthesized when Model is
+	// "" ("": a temporary directory qa removes). The caller owns it: the
+	// CLI removes it even when an interrupt ends apr before Run returns.
+	SynthDir string
 	// Backends are the backends gated; nil means every backend this binary
 	// links (model.Backends()) that can run on this machine
 	// (model.Available); the others are listed in Report.NotGated with the
@@ -348,11 +352,15 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if opts.Model != "" {
 		targets = append(targets, target{path: opts.Model})
 	} else {
-		dir, err := os.MkdirTemp("", "apr-qa-")
-		if err != nil {
-			return Report{}, fmt.Errorf("qa: %w", err)
+		dir := opts.SynthDir
+		if dir == "" {
+			tmp, err := os.MkdirTemp("", "apr-qa-")
+			if err != nil {
+				return Report{}, fmt.Errorf("qa: %w", err)
+			}
+			defer os.RemoveAll(tmp)
+			dir = tmp
 		}
-		defer os.RemoveAll(dir)
 		models, err := SynthDefaults(dir)
 		if err != nil {
 			return Report{}, err

@@ -20,6 +20,11 @@ const Name = "cuda"
 // By is the name refusals from the CUDA engine carry.
 const By = "engine/cuda"
 
+// ByBackend refuses a backend this machine cannot run (no driver, no
+// device, no kernels), as the registry refuses one this build lacks: the
+// name `apr ladder` and `apr qa --allow-refused backend` accept in advance.
+const ByBackend = "backend"
+
 func init() {
 	model.RegisterBackend(Name, func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
 		opts := Options{Log: o.Log}
@@ -37,10 +42,10 @@ func init() {
 	})
 	model.RegisterProbe(Name, func() error {
 		if _, err := Available(); err != nil {
-			return refuse.New(By, "CUDA is unavailable: %v", err)
+			return refuse.New(ByBackend, "backend %q cannot run here: CUDA is unavailable: %v", Name, err)
 		}
 		if _, _, err := kernelImage(); err != nil {
-			return refuse.New(By, "no usable kernels: %v", err)
+			return refuse.New(ByBackend, "backend %q cannot run here: no usable kernels: %v", Name, err)
 		}
 		return nil
 	})
@@ -107,11 +112,11 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 	}
 	d, err := cu.Load()
 	if err != nil {
-		return nil, refuse.New(By, "CUDA is unavailable: %v", err)
+		return nil, refuse.New(ByBackend, "backend %q cannot run here: CUDA is unavailable: %v", Name, err)
 	}
 	ptx, origin, err := kernelImage()
 	if err != nil {
-		return nil, refuse.New(By, "no usable kernels: %v", err)
+		return nil, refuse.New(ByBackend, "backend %q cannot run here: no usable kernels: %v", Name, err)
 	}
 	be := &backend{d: d, fn: map[string]cu.Func{}, used: map[string]int{}, plant: o.Plant}
 	var info cu.Info

@@ -30,7 +30,8 @@ import (
 
 // TestUnavailableIsRefused: on a machine without a usable CUDA driver and
 // device (CI), opening the cuda backend is a refusal by engine/cuda that
-// says why — never another backend, never a panic.
+// says why (refused by "backend", as a backend this build lacks) — never
+// another backend, never a panic.
 func TestUnavailableIsRefused(t *testing.T) {
 	if _, err := cuda.Available(); err == nil {
 		t.Skip("SKIP (not a pass): this machine has a CUDA device; the refusal path is tested where it has none")
@@ -52,8 +53,8 @@ func TestUnavailableIsRefused(t *testing.T) {
 		t.Fatal("the cuda backend opened on a machine without CUDA")
 	}
 	r, ok := refuse.As(err)
-	if !ok || r.By != cuda.By || !strings.Contains(r.Reason, why.Error()) {
-		t.Fatalf("OpenBackend(cuda) = %v; want a refusal by %s carrying %q", err, cuda.By, why)
+	if !ok || r.By != cuda.ByBackend || !strings.Contains(r.Reason, why.Error()) {
+		t.Fatalf("OpenBackend(cuda) = %v; want a refusal by %s carrying %q", err, cuda.ByBackend, why)
 	}
 }
 

@@ -17,13 +17,9 @@ package generate
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +28,7 @@ import (
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/internal/regfile"
 	"github.com/aprqa/apr/refuse"
 )
 
@@ -323,16 +320,11 @@ func prefill(o *Options, m *Model, prompt []int32) (*Seq, error) {
 }
 
 func fileSHA256(path string) (string, error) {
-	fd, err := os.Open(path)
+	sum, _, err := regfile.SHA256(path)
 	if err != nil {
 		return "", fmt.Errorf("generate: %w", err)
 	}
-	defer fd.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, fd); err != nil {
-		return "", fmt.Errorf("generate: %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return sum, nil
 }
 
 // ParsePlantDelays parses "STAGE=MS" specifications (--plant-delay).

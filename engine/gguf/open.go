@@ -2,16 +2,19 @@ package gguf
 
 import (
 	"fmt"
-	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/aprqa/apr/internal/regfile"
 )
 
 // Open maps the file read-only and parses its header. Only the pages that
 // hold the header are read; tensor data is touched when Data's slices are.
 // The caller must Close the File.
 func Open(path string) (*File, error) {
-	fd, err := os.Open(path)
+	// regfile.Open never blocks: apr inspect on a FIFO hung forever when
+	// the type was checked only after a blocking open.
+	fd, err := regfile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
@@ -19,9 +22,6 @@ func Open(path string) (*File, error) {
 	st, err := fd.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("gguf: %s: not a regular file", path)
 	}
 	size := st.Size()
 	if size == 0 {

@@ -8,9 +8,9 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 
 	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/internal/atomicfile"
 )
 
 // Builder assembles a GGUF v3 file: metadata in the order it was set, then
@@ -189,25 +189,16 @@ func (b *Builder) EncodeHeader() ([]byte, Layout, error) {
 	return buf.Bytes(), lay, err
 }
 
-// WriteFile writes the file atomically: to a temporary file beside path, then
-// renamed over it.
+// WriteFile writes the file atomically (package atomicfile): to a temporary
+// file beside path, then renamed over it. A path that exists and is not a
+// regular file (a device, a FIFO, a directory) is refused by name.
 func (b *Builder) WriteFile(path string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	err := atomicfile.Write(path, false, func(f *os.File) error {
+		_, err := b.WriteTo(f)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("gguf: %w", err)
-	}
-	_, werr := b.WriteTo(tmp)
-	cerr := tmp.Close()
-	if werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("gguf: writing %s: %w", path, werr)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("gguf: %w", err)
+		return fmt.Errorf("gguf: writing %s: %w", path, err)
 	}
 	return nil
 }

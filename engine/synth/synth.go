@@ -20,36 +20,39 @@ import (
 
 // Preset is the shape of a model.
 type Preset struct {
-	Name     string
-	Arch     string
-	Note     string // how the preset relates to the real model it is named after
-	NEmbd    int
-	NLayer   int
-	NHead    int
-	NHeadKV  int
-	HeadDim  int
-	NFF      int
-	NVocab   int // 0: the synthetic vocabulary's own size; else padded to this
-	NCtx     int
-	RopeBase float64
-	RopeDim  int // 0: HeadDim
-	RMSEps   float64
-	Tied     bool // output projection tied to token_embd
-	QKVBias  bool // qwen2: q/k/v biases
-	QKNorm   bool // qwen3, qwen3moe, qwen35 attention: per-head q/k RMSNorm
-	Merges   int  // merges in the synthetic byte-level vocabulary
+	Name     string  `json:"name"`
+	Arch     string  `json:"arch"`
+	Note     string  `json:"note,omitempty"` // how the preset relates to the real model it is named after
+	NEmbd    int     `json:"n_embd"`
+	NLayer   int     `json:"n_layer"`
+	NHead    int     `json:"n_head"`
+	NHeadKV  int     `json:"n_head_kv"`
+	HeadDim  int     `json:"head_dim"`
+	NFF      int     `json:"n_ff,omitempty"`
+	NVocab   int     `json:"n_vocab,omitempty"` // 0: the synthetic vocabulary's own size; else padded to this
+	NCtx     int     `json:"n_ctx"`
+	RopeBase float64 `json:"rope_base"`
+	RopeDim  int     `json:"rope_dim,omitempty"` // 0: HeadDim
+	RMSEps   float64 `json:"rms_eps"`
+	Tied     bool    `json:"tied"`     // output projection tied to token_embd
+	QKVBias  bool    `json:"qkv_bias"` // qwen2: q/k/v biases
+	QKNorm   bool    `json:"qk_norm"`  // qwen3, qwen3moe, qwen35 attention: per-head q/k RMSNorm
+	Merges   int     `json:"merges"`   // merges in the synthetic byte-level vocabulary
 
 	// Mixture of experts (qwen3moe, qwen35moe).
-	NExpert, NExpertUsed, NFFExpert int
-	NFFShexp                        int  // qwen35moe: the shared expert's width
-	FusedGateUp                     bool // qwen35moe: ffn_gate_up_exps instead of ffn_gate_exps and ffn_up_exps (not in any preset; for tests)
+	NExpert     int  `json:"n_expert,omitempty"`
+	NExpertUsed int  `json:"n_expert_used,omitempty"`
+	NFFExpert   int  `json:"n_ff_expert,omitempty"`
+	NFFShexp    int  `json:"n_ff_shexp,omitempty"`    // qwen35moe: the shared expert's width
+	FusedGateUp bool `json:"fused_gate_up,omitempty"` // qwen35moe: ffn_gate_up_exps instead of ffn_gate_exps and ffn_up_exps (not in any preset; for tests)
 
 	// Gated DeltaNet hybrid (qwen35, qwen35moe).
-	FullAttnInterval int
-	RopeSections     [4]int32
-	ConvKernel       int
-	StateSize        int // key/value head size of the DeltaNet heads
-	NKHeads, NVHeads int
+	FullAttnInterval int      `json:"full_attn_interval,omitempty"`
+	RopeSections     [4]int32 `json:"rope_sections,omitzero"`
+	ConvKernel       int      `json:"conv_kernel,omitempty"`
+	StateSize        int      `json:"state_size,omitempty"` // key/value head size of the DeltaNet heads
+	NKHeads          int      `json:"n_k_heads,omitempty"`
+	NVHeads          int      `json:"n_v_heads,omitempty"`
 }
 
 var presets = []Preset{
@@ -129,6 +132,9 @@ type Options struct {
 	Preset Preset
 	Type   quant.Type // weight type of the matrices; 1-D tensors, the router and the conv kernels stay F32
 	Seed   uint64
+	// Progress, when set, is called as the writer starts generating tensor
+	// i (1-based) of n.
+	Progress func(tensor string, i, n int)
 }
 
 // Fallback records a matrix written in another type than asked, because its
@@ -233,7 +239,7 @@ func Build(opts Options) (*Result, error) {
 	b.Set("tokenizer.ggml.add_bos_token", gguf.V(false))
 	b.Set("tokenizer.chat_template", gguf.V(voc.Template))
 
-	g := &gen{b: b, seed: opts.Seed, wtype: opts.Type}
+	g := &gen{b: b, seed: opts.Seed, wtype: opts.Type, progress: opts.Progress}
 	e := p.NEmbd
 	q, kv := p.NHead*p.HeadDim, p.NHeadKV*p.HeadDim
 	g.matrix("token_embd.weight", e, nVocab)
@@ -414,6 +420,7 @@ type gen struct {
 	params    int64
 	fallbacks []Fallback
 	err       error
+	progress  func(tensor string, i, n int)
 }
 
 func normal(mean, std float64) func(*rand.Rand) float32 {
@@ -473,7 +480,11 @@ func (g *gen) add(name string, typ quant.Type, shape []int64, sample func(*rand.
 		return
 	}
 	rowBytes := int(rb)
+	idx := g.n
 	g.err = g.b.AddTensorFunc(name, typ, shape, func(w io.Writer) error {
+		if g.progress != nil {
+			g.progress(name, int(idx), int(g.n)) // g.n is the total once Build returned
+		}
 		workers := max(1, runtime.GOMAXPROCS(0))
 		nChunks := (rows + rowsPerChunk - 1) / rowsPerChunk
 		type chunk struct {

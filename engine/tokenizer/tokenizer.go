@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -335,7 +336,13 @@ func (t *Tokenizer) loadSpecialIDs(f *gguf.File) error {
 			return vocabErr(s.key, "not a non-negative integer (%s)", v.TypeName())
 		}
 		if u >= uint64(n) {
-			t.warnf("bad special token %s = %d (vocab has %d), using default id %d", s.key, u, n, *s.id)
+			// 0xFFFFFFFF is -1 written unsigned: converters write it for
+			// "no such token". When the default is no token as well, the
+			// file and apr agree and there is nothing to say (llama.cpp
+			// warns here; its result is the same).
+			if u != math.MaxUint32 || *s.id != none {
+				t.warnf("bad special token %s = %d (vocab has %d), using default id %d", s.key, u, n, *s.id)
+			}
 			continue
 		}
 		*s.id = int32(u)

@@ -40,6 +40,9 @@ type benchOptions struct {
 	Seed          uint64
 	Stream        bool
 	JSON          bool
+	Quiet         bool
+
+	prog *progress // test by test and repetition by repetition, on stderr
 }
 
 // benchStats summarises one test's repetitions.
@@ -162,9 +165,10 @@ The human table goes to stderr; with --json stdout carries one JSON document.`,
 	fl.IntVar(&opts.Warmup, "warmup", 1, "warm-up runs of each test, excluded from the figures")
 	fl.IntVar(&opts.CompareReps, "compare-reps", -1, "counted repetitions on the --compare backends (default: --reps)")
 	fl.IntVar(&opts.CompareWarmup, "compare-warmup", -1, "warm-up runs on the --compare backends (default: --warmup)")
-	fl.IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
+	threadsFlag(fl, &opts.Threads, "threads for the backend (0: its choice)")
 	fl.Uint64Var(&opts.Seed, "seed", 1, "seed of the random tokens")
 	fl.BoolVar(&opts.Stream, "stream", false, "after the runs, measure the streaming read (512 MiB) on each run's threads and report decode against it")
+	quietFlag(c, &opts.Quiet)
 	jsonFlag(c, &opts.JSON)
 	return c
 }
@@ -197,6 +201,8 @@ func runBench(ctx context.Context, env *Env, opts benchOptions) error {
 	}
 	res := benchResult{Model: opts.Model, NPrompt: opts.Prompt, NGen: opts.Gen}
 	res.StartRSSBytes, _ = procStatus("VmRSS")
+	opts.prog = newProgress(env.Stderr, "bench", opts.Quiet)
+	defer opts.prog.Done()
 	for i, b := range backends {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -225,6 +231,7 @@ func runBench(ctx context.Context, env *Env, opts benchOptions) error {
 		}
 	}
 	if opts.Stream {
+		opts.prog.Step("measuring the streaming read")
 		if err := benchStreamRead(&res); err != nil {
 			return err
 		}
@@ -237,6 +244,7 @@ func runBench(ctx context.Context, env *Env, opts benchOptions) error {
 			}
 		}
 	}
+	opts.prog.Done()
 	printBench(env.Stderr, &res)
 	if opts.JSON {
 		return writeJSON(env.Stdout, res)
@@ -256,6 +264,7 @@ func contains(list []string, s string) bool {
 // benchBackend loads the model on backend b and runs the tests.
 func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, res *benchResult) (benchRun, error) {
 	run := benchRun{Backend: b, Threads: opts.Threads, Reps: opts.Reps, WarmupRuns: opts.Warmup}
+	opts.prog.Step("%s: loading %s", b, opts.Model)
 	start := time.Now()
 	f, err := gguf.Open(opts.Model)
 	if err != nil {
@@ -360,6 +369,11 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 		for i := 0; i < opts.Warmup+opts.Reps; i++ {
 			if err := ctx.Err(); err != nil {
 				return run, err
+			}
+			if i < opts.Warmup {
+				opts.prog.Step("%s %s: warm-up %d of %d", b, t.name, i+1, opts.Warmup)
+			} else {
+				opts.prog.Step("%s %s: repetition %d of %d", b, t.name, i-opts.Warmup+1, opts.Reps)
 			}
 			d, err := t.run(tokens(t.n))
 			if err != nil {
@@ -538,9 +552,11 @@ func printBench(w io.Writer, r *benchResult) {
 		}
 	}
 	for _, run := range r.Runs {
-		budget := float64(r.FileBytes+r.KVBytesF32) * 1.1
-		fmt.Fprintf(bw, "%s: load %.1f ms, h2d %.1f ms, peak RSS %s (%.0f%% of file + KV + 10%%; %.0f%% less the RSS before loading)", run.Backend,
-			run.LoadMS, run.H2DMS, mib(run.PeakRSSBytes), 100*float64(run.PeakRSSBytes)/budget, 100*float64(run.PeakRSSBytes-r.StartRSSBytes)/budget)
+		// The memory line in words: the peak, how much of it came after
+		// loading began, and what the model file and KV cache alone need.
+		fmt.Fprintf(bw, "%s: load %.1f ms, h2d %.1f ms; memory: peak resident %s, of which %s was added after loading began (the model file and the F32 KV cache need %s; the process held %s before)",
+			run.Backend, run.LoadMS, run.H2DMS, mib(run.PeakRSSBytes), mib(max(0, run.PeakRSSBytes-r.StartRSSBytes)),
+			mib(r.FileBytes+r.KVBytesF32), mib(r.StartRSSBytes))
 		if run.PeakRSSNote != "" {
 			fmt.Fprintf(bw, " [%s]", run.PeakRSSNote)
 		}

@@ -123,7 +123,7 @@ func TestBenchRefusesAndRejects(t *testing.T) {
 		{"no reps", []string{"--reps", "0"}, 2, "--reps 0"},
 		{"no compare reps", []string{"--compare", "ref", "--compare-reps", "0"}, 2, "--compare-reps 0"},
 		{"nothing to measure", []string{"-p", "0", "-n", "0"}, 2, "nothing to measure"},
-		{"negative threads", []string{"--threads", "-1"}, 2, "--threads -1"},
+		{"negative threads", []string{"--threads", "-1"}, 2, `"--threads" flag: -1 is negative`},
 		{"beyond the context", []string{"-p", "5000", "-n", "1", "--reps", "1"}, 3, "context_length 4096"},
 	}
 	for _, c := range cases {

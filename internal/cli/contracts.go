@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/format"
 	"github.com/spf13/cobra"
 
 	"github.com/aprqa/apr/contracts"
@@ -117,7 +120,7 @@ func runContractsVet(env *Env, opts contractsVetOptions) error {
 		fmt.Fprintf(env.Stderr, "contracts vet: %s: %d contracts, %d falsifiers, %d codes bound (%s); digest %s\n",
 			rep.Source, rep.Contracts, rep.Falsifiers, len(rep.Bound), strings.Join(slices.Sorted(slices.Values(rep.Bound)), " "), rep.Digest)
 	} else {
-		fmt.Fprintf(env.Stderr, "contracts vet: %s: %d problems\n", rep.Source, len(rep.Problems))
+		fmt.Fprintf(env.Stderr, "contracts vet: %s: %s\n", rep.Source, plural(len(rep.Problems), "problem", "problems"))
 	}
 	if opts.JSON {
 		if err := writeJSON(env.Stdout, rep); err != nil {
@@ -248,9 +251,22 @@ func contractValue(set *contracts.Set, id string) any {
 	return nil
 }
 
+// contractsWriteFalsifier prints a falsifier as CUE, as the README and
+// --help promise (--json prints it as JSON).
 func contractsWriteFalsifier(w io.Writer, f any, pos string) error {
-	fmt.Fprintf(w, "// falsifier (%s)\n", pos)
-	return writeJSON(w, f)
+	v := cuecontext.New().Encode(f)
+	if err := v.Err(); err != nil {
+		return err
+	}
+	b, err := format.Node(v.Syntax(cue.Final(), cue.Concrete(true)))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "// falsifier (%s)\n%s", pos, b)
+	if len(b) == 0 || b[len(b)-1] != '\n' {
+		fmt.Fprintln(w)
+	}
+	return nil
 }
 
 // ladderGateContracts switches on contractsGate for apr ladder. It is off
@@ -314,4 +330,12 @@ func gateModel(set *contracts.Set, m *ladder.Model) *refuse.Error {
 		}
 	}
 	return nil
+}
+
+// plural says "1 problem", "2 problems".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

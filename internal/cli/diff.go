@@ -60,7 +60,7 @@ the logits' comparison and the counts of records only one side reported.`,
 	c.Flags().StringVar(&opts.Tokens, "tokens", "", "comma-separated token ids")
 	c.Flags().StringVar(&opts.Prompt, "prompt", "", "text to tokenize with the model's tokenizer (raw, BOS per the model) instead of --tokens")
 	c.Flags().Float64Var(&opts.MinCosine, "min-cosine", 0.999, "a record diverges below this cosine against the judge")
-	c.Flags().IntVar(&opts.Threads, "threads", 0, "threads for the backends (0: their choice)")
+	threadsFlag(c.Flags(), &opts.Threads, "threads for the backends (0: their choice)")
 	c.Flags().StringVar(&opts.SVG, "svg", "", "also draw each (layer, op)'s worst 1 - cosine and NMSE, the threshold and the first divergence, as SVG to FILE")
 	jsonFlag(c, &opts.JSON)
 	return c

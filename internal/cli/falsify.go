@@ -104,8 +104,11 @@ func runFalsify(ctx context.Context, env *Env, opts falsifyOptions) error {
 		return badInput(err)
 	}
 	if opts.Model != "" {
-		if _, err := os.Stat(opts.Model); err != nil {
-			return badInput(err)
+		// A model that cannot be read is bad input, said with the reader's
+		// one-line error before any falsifier runs: otherwise the verbs'
+		// field checks fail on it, blaming apr's verbs for a broken file.
+		if err := openModelCheck(opts.Model); err != nil {
+			return badInput(fmt.Errorf("falsify: --model: %w", err))
 		}
 	}
 	if opts.Fixtures != "" {

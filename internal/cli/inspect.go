@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 
@@ -13,6 +10,7 @@ import (
 
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/internal/regfile"
 )
 
 func init() { register(10, newInspectCmd) }
@@ -268,16 +266,8 @@ func anys[T any](xs []T) []any {
 
 // FileSHA256 hashes a file by streaming it (never loading it whole).
 func FileSHA256(path string) (string, error) {
-	fd, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer fd.Close()
-	h := sha256.New()
-	if _, err := io.CopyBuffer(h, fd, make([]byte, 1<<20)); err != nil {
-		return "", fmt.Errorf("hashing %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	sum, _, err := regfile.SHA256(path)
+	return sum, err
 }
 
 // FileTypeLabel is llama.cpp's name for a general.file_type value

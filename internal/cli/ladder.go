@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -20,8 +21,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/aprqa/apr/engine/model"
 	_ "github.com/aprqa/apr/engine/ref" // registers the "ref" backend
 	"github.com/aprqa/apr/ladder"
+	"github.com/aprqa/apr/refuse"
 )
 
 func init() { register(51, newLadderCmd) }
@@ -49,6 +52,8 @@ type ladderOptions struct {
 	Progress string
 	Fresh    bool
 	Isolate  string
+	Allow    []string
+	Quiet    bool
 	JSON     bool
 }
 
@@ -77,10 +82,28 @@ page of the matrix. --expect DIR compares logits with reference outputs whose
 recorded model sha256 matches.
 
 stdout carries the matrix (or, with --json, the receipt); progress goes to
-stderr. Exit 0 when no cell failed, 1 when one did.`,
+stderr.
+
+Exit codes (a CI gate never goes green on a broken run):
+  0    every cell passed, or was refused by a refuser named in --allow-refused
+  1    a cell failed; a model that cannot be read (a truncated or corrupt
+       GGUF, a *.gguf that is not GGUF, a dangling symlink, a FIFO) is a
+       failed cell: the file is broken, not the question unanswerable
+  2    bad usage: an unknown verb or backend name, an empty universe (no
+       model under the directories, or no cell in it), a missing directory
+  3    no cell failed, but one was refused and its refuser is not in
+       --allow-refused (e.g. --allow-refused backend accepts the cells of a
+       backend this binary does not link, such as cuda)
+  130  interrupted (Ctrl-C): finished cells are kept; run again to resume`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.Roots = args
+			if opts.Quiet {
+				opts.Progress = "none"
+			}
+			if err := checkLadderUniverse(c, opts.Verbs, opts.Backends); err != nil {
+				return err
+			}
 			return runLadder(c.Context(), env, opts)
 		},
 	}
@@ -96,6 +119,8 @@ stderr. Exit 0 when no cell failed, 1 when one did.`,
 	f.StringVar(&opts.Progress, "progress", "auto", "progress on stderr: auto (a bar on a terminal, lines otherwise), bar, lines, none")
 	f.BoolVar(&opts.Fresh, "fresh", false, "ignore cell results already in --out")
 	f.StringVar(&opts.Isolate, "isolate", "process", "where cells run: process (a worker process per model; a crash or hard hang costs one cell) or goroutine")
+	allowRefusedFlag(c, &opts.Allow)
+	quietFlag(c, &opts.Quiet)
 	jsonFlag(c, &opts.JSON)
 	c.AddCommand(newLadderMergeCmd(env), newLadderMatrixCmd(env), newLadderWorkerCmd(env))
 	return c
@@ -166,12 +191,12 @@ func runLadder(ctx context.Context, env *Env, opts ladderOptions) error {
 		}
 		return err
 	}
-	return finishLadder(env, rec, opts.Report, opts.JSON, filepath.Join(opts.Out, ladder.ReceiptFile))
+	return finishLadder(env, rec, opts.Report, opts.JSON, filepath.Join(opts.Out, ladder.ReceiptFile), opts.Allow)
 }
 
 // finishLadder validates the receipt, writes the report and prints the
 // result; it returns ErrCheckFailed when a cell failed.
-func finishLadder(env *Env, rec *ladder.Receipt, report string, asJSON bool, receiptPath string) error {
+func finishLadder(env *Env, rec *ladder.Receipt, report string, asJSON bool, receiptPath string, allow []string) error {
 	verr := rec.Validate()
 	if report != "" {
 		var buf bytes.Buffer
@@ -207,7 +232,79 @@ func finishLadder(env *Env, rec *ladder.Receipt, report string, asJSON bool, rec
 		}
 		return ErrCheckFailed
 	}
+	if rec.Universe.Cells == 0 {
+		return badInputf("ladder: the universe is empty (%d models × %d verbs × %d backends under %s): nothing was checked",
+			len(rec.Universe.Models), len(rec.Universe.Verbs), len(rec.Universe.Backends), strings.Join(rec.Universe.Roots, ", "))
+	}
+	var refused []string
+	by := ""
+	for _, c := range rec.Cells {
+		if c.Verdict == ladder.Refused && !refusalAllowed(c.RemovedBy, allow) {
+			if by == "" {
+				by = c.RemovedBy
+			}
+			refused = append(refused, c.ID)
+			if len(refused) <= maxRefusedShown {
+				fmt.Fprintf(env.Stderr, "REFUSED %s by %s: %s\n", c.ID, c.RemovedBy, c.Reason)
+			}
+		}
+	}
+	if n := len(refused) - maxRefusedShown; n > 0 {
+		fmt.Fprintf(env.Stderr, "REFUSED … %d more (the receipt lists every cell)\n", n)
+	}
+	if len(refused) > 0 {
+		return refuse.New("ladder", "%d cell(s) refused and none failed (first refused by %s); accept a refuser in advance with --allow-refused NAME", len(refused), by)
+	}
 	return nil
+}
+
+// maxRefusedShown is how many refused cells finishLadder names on stderr.
+const maxRefusedShown = 10
+
+// checkLadderUniverse refuses, as bad usage, a verb or backend name that
+// nothing in apr knows: a typo must not become a column of refused cells.
+// A verb is known when an executor runs it or when it is an apr command
+// (serve, chat: refused by name until they have an executor); a backend
+// when it is linked, has an executor, or is one the ladder knows of
+// (ladder.DefaultBackends: cuda is refused by name where it is not linked).
+func checkLadderUniverse(c *cobra.Command, verbs, backends []string) error {
+	ex := ladderExecutors(ladder.ExecOptions{})
+	knownVerbs := append(ex.Verbs(), ladder.DefaultVerbs...)
+	for _, sub := range c.Root().Commands() {
+		switch sub.Name() {
+		case "help", "completion", "version", "ladder":
+		default:
+			knownVerbs = append(knownVerbs, sub.Name())
+		}
+	}
+	knownBackends := append(append(ex.Backends(), ladder.DefaultBackends...), model.Backends()...)
+	for _, v := range verbs {
+		if !slices.Contains(knownVerbs, v) {
+			return badInputf("ladder: --verbs: unknown verb %q (the ladder runs: %s)", v, strings.Join(ladderSorted(ex.Verbs(), ladder.DefaultVerbs), ", "))
+		}
+	}
+	for _, b := range backends {
+		if !slices.Contains(knownBackends, b) {
+			return badInputf("ladder: --backends: unknown backend %q (known: %s)", b, strings.Join(ladderSorted(knownBackends), ", "))
+		}
+	}
+	if len(verbs) == 0 || len(backends) == 0 {
+		return badInputf("ladder: the universe is empty: --verbs and --backends need at least one name each")
+	}
+	return nil
+}
+
+func ladderSorted(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		for _, s := range l {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // printMatrix prints one line per model and one column per verb/backend.
@@ -342,6 +439,7 @@ type ladderMergeOptions struct {
 	Receipts []string
 	Out      string
 	Report   string
+	Allow    []string
 	JSON     bool
 }
 
@@ -362,6 +460,7 @@ no receipt covers. The merged receipt goes to -o (default merged-receipt.json).`
 	}
 	c.Flags().StringVarP(&opts.Out, "out", "o", "merged-receipt.json", "where to write the merged receipt")
 	c.Flags().StringVar(&opts.Report, "report", "", "also write an HTML report to this file")
+	allowRefusedFlag(c, &opts.Allow)
 	jsonFlag(c, &opts.JSON)
 	return c
 }
@@ -382,7 +481,7 @@ func runLadderMerge(env *Env, opts ladderMergeOptions) error {
 	if err := merged.WriteFile(opts.Out); err != nil {
 		return fmt.Errorf("ladder merge: %w", err)
 	}
-	return finishLadder(env, merged, opts.Report, opts.JSON, opts.Out)
+	return finishLadder(env, merged, opts.Report, opts.JSON, opts.Out, opts.Allow)
 }
 
 type ladderMatrixOptions struct {
@@ -393,7 +492,7 @@ type ladderMatrixOptions struct {
 func newLadderMatrixCmd(env *Env) *cobra.Command {
 	var opts ladderMatrixOptions
 	c := &cobra.Command{
-		Use:   "matrix --shards N",
+		Use:   "matrix [--shards N] [--format github|lines]",
 		Short: "Print the shard list for a CI matrix",
 		Long: `matrix prints the shards 1/N … N/N. --format github prints one line of JSON,
 {"shard":["1/3","2/3","3/3"]}, for a GitHub Actions matrix:
@@ -418,7 +517,7 @@ func newLadderMatrixCmd(env *Env) *cobra.Command {
 			return runLadderMatrix(env, opts)
 		},
 	}
-	c.Flags().IntVar(&opts.Shards, "shards", 0, "number of shards N (required)")
+	c.Flags().IntVar(&opts.Shards, "shards", 1, "number of shards N")
 	c.Flags().StringVar(&opts.Format, "format", "github", "github (one JSON line) or lines")
 	return c
 }

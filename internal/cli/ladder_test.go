@@ -85,7 +85,8 @@ func TestLadderMatrix(t *testing.T) {
 		{"github", []string{"--shards", "3", "--format", "github"}, cli.ExitOK, `{"shard":["1/3","2/3","3/3"]}` + "\n"},
 		{"github by default", []string{"--shards", "1"}, cli.ExitOK, `{"shard":["1/1"]}` + "\n"},
 		{"lines", []string{"--shards", "2", "--format", "lines"}, cli.ExitOK, "1/2\n2/2\n"},
-		{"no shards", []string{}, cli.ExitBadInput, ""},
+		{"one shard by default", []string{}, cli.ExitOK, `{"shard":["1/1"]}` + "\n"},
+		{"zero shards", []string{"--shards", "0"}, cli.ExitBadInput, ""},
 		{"too many", []string{"--shards", "100000"}, cli.ExitBadInput, ""},
 		{"bad format", []string{"--shards", "2", "--format", "yaml"}, cli.ExitBadInput, ""},
 	}
@@ -220,7 +221,9 @@ func TestLadderFixtures(t *testing.T) {
 	report := filepath.Join(dir, "ladder.html")
 	code, out, errs := apr(t, "ladder", "--progress", "none", "--sum-cache", "", "--json", "--out", filepath.Join(dir, "out"),
 		"--expect", filepath.Join(fx, "expect"), "--report", report, models)
-	if code != cli.ExitOK && code != cli.ExitFail {
+	// 3: cells refused (cuda where it is not linked, an undecided golden)
+	// and none failed.
+	if code != cli.ExitOK && code != cli.ExitFail && code != cli.ExitRefused {
 		t.Fatalf("apr ladder %s: exit %d\n%s", models, code, errs)
 	}
 	rec := decodeReceipt(t, out)

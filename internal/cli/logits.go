@@ -43,7 +43,7 @@ position's five best tokens are listed.`,
 	}
 	c.Flags().StringVar(&opts.Tokens, "tokens", "", "comma-separated token ids")
 	c.Flags().StringVar(&opts.Backend, "backend", "cpu", "backend to run on (ref: the FP32 reference; cpu: the optimized engine)")
-	c.Flags().IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
+	threadsFlag(c.Flags(), &opts.Threads, "threads for the backend (0: its choice)")
 	jsonFlag(c, &opts.JSON)
 	return c
 }

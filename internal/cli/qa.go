@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,6 +31,8 @@ type qaOptions struct {
 	Threads        int
 	Seed           int64
 	KLDBase        string
+	Allow          []string
+	Quiet          bool
 }
 
 func newQACmd(env *Env) *cobra.Command {
@@ -76,18 +79,24 @@ reference's golden_output for a model without a reviewed golden): those show
 as refused-optional, never as pass.
 
 --backend chooses the gated backends (default: every backend in this build);
-a named backend that is not available has every gate refused with the reason.
+a backend apr knows but this build lacks (cuda) has every gate refused with
+the reason; a name apr does not know is bad usage (exit 2).
 The reference ("ref") judges parity and golden output whether gated or not.
 Baselines live in --baseline FILE (default apr/qa-baselines.json under the
 user's configuration directory), keyed by model sha256, host fingerprint and
 backend; --accept-baseline records a missing one and raises one the runs
 exceed; nothing ever lowers one.
 
-The table goes to stderr; --json prints the report on stdout; --junit FILE
-writes JUnit XML. Exit codes: 0 every gate passed (refused-optional
-included) and at least --min-gates gates executed; 1 a gate failed or fewer
-than --min-gates executed; 3 no gate failed but one was refused; 2 bad usage
-or a model that cannot be read.`,
+The table goes to stderr, with progress gate by gate (a status line on a
+terminal, a line per gate otherwise; --quiet silences it); --json prints the
+report on stdout; --junit FILE writes JUnit XML.
+
+Exit codes: 0 every gate passed (refused-optional included, and refusals by
+a refuser named in --allow-refused, e.g. --allow-refused backend) and at
+least --min-gates gates executed; 1 a gate failed or fewer than --min-gates
+executed; 3 no gate failed but one was refused; 2 bad usage (an unknown
+backend or gate name) or a model that cannot be read; 130 interrupted
+(Ctrl-C): what was gated is printed, the synthesized models are removed.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -104,9 +113,11 @@ or a model that cannot be read.`,
 	fl.StringVar(&opts.Baseline, "baseline", "", "throughput baseline file (default: apr/qa-baselines.json in the user's configuration directory)")
 	fl.BoolVar(&opts.AcceptBaseline, "accept-baseline", false, "record a missing throughput baseline, and raise one these runs exceed (never lowers one)")
 	fl.StringVar(&opts.Contracts, "contracts", "", "load contracts from this directory instead of the embedded ones")
-	fl.IntVar(&opts.Threads, "threads", 0, "threads for every backend (0: its choice)")
+	threadsFlag(fl, &opts.Threads, "threads for every backend (0: its choice)")
 	fl.StringVar(&opts.KLDBase, "kld-base", "", "llama.cpp base file (--kl-divergence-base layout): adds the kld gate against it")
 	fl.Int64Var(&opts.Seed, "seed", 0, "seed of the randomized gates (default: from the clock; the report records it)")
+	allowRefusedFlag(c, &opts.Allow)
+	quietFlag(c, &opts.Quiet)
 	jsonFlag(c, &opts.JSON)
 	return c
 }
@@ -122,7 +133,7 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 		return badInputf("qa: --threads %d is negative", opts.Threads)
 	}
 	if opts.Model != "" {
-		if _, err := os.Stat(opts.Model); err != nil {
+		if err := checkModelPath(opts.Model); err != nil {
 			return badInput(fmt.Errorf("qa: %w", err))
 		}
 	}
@@ -132,6 +143,21 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 		}
 		if _, err := os.Stat(opts.KLDBase); err != nil {
 			return badInput(fmt.Errorf("qa: --kld-base: %w", err))
+		}
+	}
+	known := knownBackends()
+	for _, list := range opts.Backends {
+		for _, b := range strings.Split(list, ",") {
+			if b = strings.TrimSpace(b); b != "" && !slices.Contains(known, b) {
+				return badInputf("qa: --backend: unknown backend %q (known: %s)", b, strings.Join(known, ", "))
+			}
+		}
+	}
+	for _, list := range opts.Gates {
+		for _, g := range strings.Split(list, ",") {
+			if g = strings.TrimSpace(g); g != "" && !slices.Contains(qa.Gates(), g) {
+				return badInputf("qa: --gate: unknown gate %q (gates: %s)", g, strings.Join(qa.Gates(), ", "))
+			}
 		}
 	}
 	var set *contracts.Set
@@ -144,13 +170,35 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 	if err != nil {
 		return badInput(err)
 	}
+	prog := newProgress(env.Stderr, "qa", opts.Quiet)
+	defer prog.Done()
 	o := qa.Options{Model: opts.Model, Backends: opts.Backends, Gates: opts.Gates, Contracts: set,
 		BaselineFile: opts.Baseline, AcceptBaseline: opts.AcceptBaseline, MinGates: opts.MinGates,
 		Threads: opts.Threads, Seed: opts.Seed, Log: env.Log, KLDBase: opts.KLDBase,
-		ModelDone: func(m *qa.ModelReport) { qa.WriteModelTable(env.Stderr, m) }}
+		ModelDone: func(m *qa.ModelReport) { prog.Print(func() { qa.WriteModelTable(env.Stderr, m) }) },
+		Progress: func(m *qa.ModelReport, g qa.Gate) {
+			name := g.Name
+			if g.Backend != "" {
+				name += "[" + g.Backend + "]"
+			}
+			prog.Step("%s: gate %d %s %s (%.0f ms)", m.Name, len(m.Gates), name, g.Status, g.DurationMS)
+		}}
+	if opts.Model == "" {
+		dir, remove, err := tempDir("apr-qa-")
+		if err != nil {
+			return fmt.Errorf("qa: %w", err)
+		}
+		defer remove()
+		o.SynthDir = dir
+		prog.Step("synthesizing a tiny model of every architecture")
+	}
 	rep, err := qa.Run(ctx, o)
+	prog.Done()
 	if err != nil {
-		if _, ok := refuse.As(err); ok || errors.Is(err, context.Canceled) {
+		if errors.Is(err, context.Canceled) {
+			return qaInterrupted(&rep)
+		}
+		if _, ok := refuse.As(err); ok {
 			return err
 		}
 		return badInput(err)
@@ -178,7 +226,7 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 	}
 	var refused []string
 	for _, g := range rep.Gates() {
-		if g.Verdict == qa.Refused && !g.Optional {
+		if g.Verdict == qa.Refused && !g.Optional && !refusalAllowed(g.By, opts.Allow) {
 			name := g.Name
 			if g.Backend != "" {
 				name += "[" + g.Backend + "]"
@@ -186,5 +234,26 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 			refused = append(refused, name)
 		}
 	}
+	if len(refused) == 0 && rep.Executed > 0 {
+		fmt.Fprintf(env.Stderr, "qa: every refusal was accepted in advance (--allow-refused %s)\n", strings.Join(opts.Allow, ","))
+		return nil
+	}
+	if len(refused) == 0 {
+		return refuse.New("qa", "no gate executed: every gate was refused (accepted with --allow-refused, but nothing was checked)")
+	}
 	return refuse.New("qa", "%d gate(s) refused and none failed: %s", len(refused), strings.Join(refused, ", "))
+}
+
+// qaInterrupted says what an interrupted qa run decided and what it did not.
+func qaInterrupted(rep *qa.Report) error {
+	decided, cancelled := 0, 0
+	for _, g := range rep.Gates() {
+		if g.Verdict == qa.Pass || g.Verdict == qa.Fail {
+			decided++
+		} else if strings.HasPrefix(g.Reason, "cancelled") {
+			cancelled++
+		}
+	}
+	return interruptedf("qa: interrupted: %d model(s) started, %d gate(s) decided, %d cancelled, the rest not run; nothing is passed (temporary models removed)",
+		len(rep.Models), decided, cancelled)
 }

@@ -13,7 +13,10 @@ import (
 	"github.com/aprqa/apr/qa/qatest"
 )
 
-func init() { qatest.Register() }
+// The planted backends are registered by the tests that use them, not in
+// init: an init would also run in the "apr" subprocesses that testscript and
+// TestREADME start from this binary, and plant broken backends into every
+// default `apr qa` there.
 
 // qaArgs are apr qa's arguments with a baseline file of the test's own, and
 // the backends ref and cpu unless args name others (this test binary also
@@ -27,6 +30,7 @@ func qaArgs(t *testing.T, args ...string) []string {
 }
 
 func TestQAExitCodes(t *testing.T) {
+	qatest.Register()
 	stories := testutil.Fixture(t, "models/stories260K.gguf")
 	llama := qatest.Synth(t, "llama")
 	tests := []struct {
@@ -69,6 +73,7 @@ func TestQAExitCodes(t *testing.T) {
 // TestQAJSONAndJUnit: --json prints one report on stdout (the table stays
 // on stderr); --junit writes XML with one case per gate.
 func TestQAJSONAndJUnit(t *testing.T) {
+	qatest.Register()
 	stories := testutil.Fixture(t, "models/stories260K.gguf")
 	junit := filepath.Join(t.TempDir(), "qa.xml")
 	code, stdout, stderr := runApr(t, qaArgs(t, stories, "--gate", "tensor_contract,template,parity", "--json", "--junit", junit)...)
@@ -116,6 +121,7 @@ func TestQAJSONAndJUnit(t *testing.T) {
 // TestQADefaultModels: with no MODEL, apr qa synthesizes the tiny model of
 // every architecture and gates each (nothing downloaded).
 func TestQADefaultModels(t *testing.T) {
+	qatest.Register()
 	code, stdout, stderr := runApr(t, qaArgs(t, "--gate", "tensor_contract,template", "--json")...)
 	if code != 0 {
 		t.Fatalf("apr qa (no model): exit %d\n%s", code, stderr)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ const (
 	ExitFail     = 1 // a check ran and failed
 	ExitBadInput = 2 // bad usage or bad input (malformed file, unknown flag)
 	ExitRefused  = 3 // apr cannot do what was asked; the reason is printed
+	// ExitInterrupted (130, interrupt.go): stopped by Ctrl-C or SIGTERM.
 )
 
 // ErrCheckFailed marks a run whose checks ran and failed (exit 1). The verb
@@ -74,6 +76,8 @@ Exit codes: 0 ok, 1 a check failed, 2 bad usage or bad input, 3 refused.`,
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return badInput(err) })
+	root.Version = "set" // enables --version; the line is versionLine()
+	root.SetVersionTemplate("{{aprVersion}}\n")
 	fs := append([]cmdFactory(nil), factories...)
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].order < fs[j].order })
 	for _, f := range fs {
@@ -86,18 +90,37 @@ Exit codes: 0 ok, 1 a check failed, 2 bad usage or bad input, 3 refused.`,
 
 // Main runs apr with args and returns the exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	env := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr,
-		Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	env := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Log: newLogger(stderr)}
 	root := NewRoot(env)
 	root.SetArgs(args)
-	err := root.Execute()
+	ctx, stop := withInterrupt(context.Background(), stderr)
+	defer stop()
+	err := root.ExecuteContext(ctx)
 	return Report(stderr, err)
+}
+
+// newLogger is the CLI's logger: warnings and worse on stderr, without the
+// timestamp (a user reads "level=WARN msg=…" lines as they come).
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}}))
 }
 
 // Report prints err (if any) as one line on w and returns its exit code.
 func Report(w io.Writer, err error) int {
 	code := ExitCode(err)
-	if err != nil && !errors.Is(err, ErrCheckFailed) {
+	var ie interrupted
+	switch {
+	case err == nil || errors.Is(err, ErrCheckFailed):
+	case code == ExitInterrupted && !errors.As(err, &ie) && errors.Is(err, context.Canceled) && err.Error() == context.Canceled.Error():
+		// A verb that stopped at the interrupt without saying more.
+		fmt.Fprintln(w, "apr: interrupted: the command stopped before it finished; its output is incomplete")
+	default:
 		fmt.Fprintf(w, "apr: %v\n", err)
 	}
 	return code
@@ -111,6 +134,8 @@ func ExitCode(err error) int {
 	var fe *gguf.FormatError
 	var ue usageError
 	switch {
+	case isInterrupt(err):
+		return ExitInterrupted
 	case errors.Is(err, ErrCheckFailed):
 		return ExitFail
 	case errors.Is(err, refuse.ErrRefused):

@@ -7,10 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/generate"
 	_ "github.com/aprqa/apr/engine/ref" // registers the "ref" backend
 	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/refuse"
 )
 
 func init() { register(30, newRunCmd) }
@@ -72,7 +74,7 @@ stage. An unknown or unavailable backend is refused (exit 3), never replaced.`,
 	fl.Float64Var(&opts.Sampling.MinP, "min-p", 0, "drop tokens below this fraction of the best one's probability")
 	fl.Float64Var(&opts.Sampling.RepeatPenalty, "repeat-penalty", 0, "repetition penalty (0 or 1: off)")
 	fl.IntVar(&opts.Sampling.RepeatLastN, "repeat-last-n", 64, "tokens the repetition penalty looks back over (0: all)")
-	fl.IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
+	threadsFlag(fl, &opts.Threads, "threads for the backend (0: its choice)")
 	fl.StringArrayVar(&opts.PlantDelay, "plant-delay", nil, "STAGE=MS: sleep MS milliseconds inside STAGE (load, h2d, prefill, decode)")
 	jsonFlag(c, &opts.JSON)
 	return c
@@ -113,6 +115,11 @@ func runRun(ctx context.Context, env *Env, opts runOptions) error {
 	if err != nil {
 		if errors.Is(err, generate.ErrEmptyPrompt) {
 			return badInput(err)
+		}
+		if r, ok := refuse.As(err); ok && r.By == chat.Refuser && !opts.Raw {
+			// Name the way out: a base model has no chat template, and
+			// --raw runs the prompt as plain text.
+			return &refuse.Error{By: r.By, Reason: r.Reason + "; --raw runs the prompt as plain text, without a chat template", Err: r.Err}
 		}
 		return err
 	}

@@ -208,7 +208,7 @@ func TestRunAppliesChatTemplate(t *testing.T) {
 }
 
 // TestRunCUDAUnavailable: on a machine without a CUDA driver and device,
-// apr run --backend cuda is refused (exit 3) by engine/cuda with the reason
+// apr run --backend cuda is refused (exit 3) by "backend" with the reason
 // apr devices gives — never run on another backend.
 func TestRunCUDAUnavailable(t *testing.T) {
 	if _, err := cuda.Available(); err == nil {
@@ -217,8 +217,8 @@ func TestRunCUDAUnavailable(t *testing.T) {
 	_, why := cuda.Available()
 	stories := fixtureModel(t, "stories260K")
 	code, stdout, stderr := runApr(t, "run", stories, "-p", "x", "--raw", "--backend", "cuda", "--json")
-	if code != cli.ExitRefused || !strings.Contains(stderr, "refused by engine/cuda") || !strings.Contains(stderr, why.Error()) || stdout != "" {
-		t.Fatalf("apr run --backend cuda without CUDA: exit %d stdout %q stderr %q; want exit 3, nothing on stdout, refused by engine/cuda with %q", code, stdout, stderr, why)
+	if code != cli.ExitRefused || !strings.Contains(stderr, `refused by backend: backend "cuda" cannot run here`) || !strings.Contains(stderr, why.Error()) || stdout != "" {
+		t.Fatalf("apr run --backend cuda without CUDA: exit %d stdout %q stderr %q; want exit 3, nothing on stdout, refused by backend with %q", code, stdout, stderr, why)
 	}
 	code, stdout, _ = runApr(t, "devices", "--json")
 	if code != 0 || !strings.Contains(stdout, `"available": false`) || !strings.Contains(stdout, jsonQuote(why.Error())) {

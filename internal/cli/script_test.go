@@ -16,7 +16,8 @@ import (
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"apr": func() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"apr":             func() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"interrupt-after": func() { os.Exit(interruptAfter()) },
 	})
 }
 
@@ -31,16 +32,27 @@ func TestScripts(t *testing.T) {
 			e.Setenv("FIXTURES", fixtures)
 			return nil
 		},
-		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"writebad": cmdWriteBad,
-		},
+		Cmds: scriptCommands(),
 		Condition: func(cond string) (bool, error) {
-			if cond == "fixtures" {
+			switch cond {
+			case "fixtures":
 				return ferr == nil, nil
+			case "umask022":
+				return umask() == 0o022, nil
 			}
 			return false, nil
 		},
 	})
+}
+
+func scriptCommands() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
+	m := map[string]func(ts *testscript.TestScript, neg bool, args []string){
+		"writebad": cmdWriteBad,
+	}
+	for k, v := range scriptCmds {
+		m[k] = v
+	}
+	return m
 }
 
 // cmdWriteBad writes a GGUF file with one kind of defect:

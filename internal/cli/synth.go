@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/synth"
+	"github.com/aprqa/apr/internal/atomicfile"
 )
 
 func init() { register(12, newSynthCmd) }
@@ -19,6 +21,7 @@ type synthOptions struct {
 	Out    string
 	JSON   bool
 	List   bool
+	Quiet  bool
 }
 
 func newSynthCmd(env *Env) *cobra.Command {
@@ -43,6 +46,7 @@ tensors stay F32.`,
 	c.Flags().Uint64Var(&opts.Seed, "seed", 1, "random seed")
 	c.Flags().StringVarP(&opts.Out, "output", "o", "", "output file (required)")
 	c.Flags().BoolVar(&opts.List, "list", false, "list the presets and exit")
+	quietFlag(c, &opts.Quiet)
 	jsonFlag(c, &opts.JSON)
 	return c
 }
@@ -69,8 +73,14 @@ func runSynth(env *Env, opts synthOptions) error {
 	if err != nil {
 		return badInput(err)
 	}
-	res, err := synth.Write(opts.Out, synth.Options{Preset: p, Type: t, Seed: opts.Seed})
+	prog := newProgress(env.Stderr, "synth", opts.Quiet)
+	res, err := synth.Write(opts.Out, synth.Options{Preset: p, Type: t, Seed: opts.Seed,
+		Progress: func(name string, i, n int) { prog.Step("[%d/%d] %s", i, n, name) }})
+	prog.Done()
 	if err != nil {
+		if errors.Is(err, atomicfile.ErrNotRegular) {
+			return badInput(err)
+		}
 		return err
 	}
 	fallbacks := make([]string, len(res.Fallbacks))

@@ -142,8 +142,20 @@ SentencePiece vocabulary drops the one leading space that tokenize added
 (llama.cpp's llama_detokenize without its space clean-up).
 --json gives {"ids", "n_tokens", "text", "n_bytes", "valid_utf8", "hex"}; "hex"
 holds the exact bytes where "text" cannot (invalid UTF-8 becomes U+FFFD).`,
-		Args: cobra.MinimumNArgs(2),
+		// Flags are parsed here, not by cobra: a negative id ("-1") is an id
+		// to refuse like any other bad id, not an unknown shorthand flag.
+		DisableFlagParsing: true,
 		RunE: func(c *cobra.Command, args []string) error {
+			args, help, err := detokenizeArgs(args, &opts.JSON)
+			if err != nil || help {
+				if help {
+					return c.Help()
+				}
+				return err
+			}
+			if len(args) < 2 {
+				return badInputf("detokenize: want MODEL and at least one id, got %d argument(s)", len(args))
+			}
 			opts.Model = args[0]
 			ids, err := parseIDs(args[1:])
 			if err != nil {
@@ -155,6 +167,28 @@ holds the exact bytes where "text" cannot (invalid UTF-8 becomes U+FFFD).`,
 	}
 	jsonFlag(c, &opts.JSON)
 	return c
+}
+
+// detokenizeArgs separates detokenize's flags (--json, --help) from its
+// arguments; a negative number is an argument.
+func detokenizeArgs(in []string, asJSON *bool) (args []string, help bool, err error) {
+	for i, a := range in {
+		switch {
+		case a == "--":
+			return append(args, in[i+1:]...), false, nil
+		case a == "--json" || a == "--json=true":
+			*asJSON = true
+		case a == "--json=false":
+			*asJSON = false
+		case a == "-h" || a == "--help":
+			return nil, true, nil
+		case strings.HasPrefix(a, "-") && len(a) > 1 && (a[1] < '0' || a[1] > '9'):
+			return nil, false, badInputf("unknown flag: %s", a)
+		default:
+			args = append(args, a)
+		}
+	}
+	return args, false, nil
 }
 
 // parseIDs reads token ids from arguments, each holding one or more ids
