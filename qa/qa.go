@@ -187,8 +187,12 @@ type Report struct {
 	// because they cannot run on this machine (cuda without a device),
 	// with the reason: not gated is not passed, and naming the backend
 	// with --backend gates it (and refuses it).
-	NotGated   []NotGated `json:"not_gated"`
-	DurationMS float64    `json:"duration_ms"`
+	NotGated []NotGated `json:"not_gated"`
+	// AcceptedRefusals are the refused gates (gate[backend]) the caller
+	// accepted in advance (apr qa --allow-refused): listed, never passed,
+	// and not counted against Passed.
+	AcceptedRefusals []string `json:"accepted_refusals"`
+	DurationMS       float64  `json:"duration_ms"`
 }
 
 // NotGated is a backend a default run left out, and why.

@@ -23,7 +23,6 @@ import (
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/falsify"
-	"github.com/aprqa/apr/refuse"
 )
 
 // Defaults.
@@ -69,7 +68,8 @@ type Server struct {
 }
 
 // New checks o and returns a server that is not ready yet. A backend that
-// is not registered is refused by name; a missing model file is an error.
+// is not registered or cannot run here is refused by name; a missing model
+// file is an error.
 func New(o Options) (*Server, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -95,12 +95,10 @@ func New(o Options) (*Server, error) {
 	if o.MaxQueue <= 0 {
 		o.MaxQueue = DefaultMaxQueue
 	}
-	known := false
-	for _, b := range model.Backends() {
-		known = known || b == o.Backend
-	}
-	if !known {
-		return nil, refuse.New("backend", "backend %q is not available in this build (available: %s)", o.Backend, strings.Join(model.Backends(), ", "))
+	// A backend this build lacks, or one that cannot run on this machine
+	// (cuda without a driver or device), is refused before listening.
+	if err := model.Available(o.Backend); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(o.Model); err != nil {
 		return nil, fmt.Errorf("serve: %w", err)

@@ -18,6 +18,7 @@ type kldOptions struct {
 	Backend string
 	Threads int
 	JSON    bool
+	Quiet   bool
 }
 
 func newKLDCmd(env *Env) *cobra.Command {
@@ -55,7 +56,8 @@ is bad input (exit 2) with the offset and field at fault.`,
 	fl.StringVar(&opts.Base, "base", "", "the base file (llama-perplexity --kl-divergence-base)")
 	fl.IntVar(&opts.Chunks, "chunks", 0, "compare at most this many chunks (0: all)")
 	fl.StringVar(&opts.Backend, "backend", "cpu", "backend to run on (ref: the FP32 reference; cpu: the optimized engine)")
-	fl.IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
+	threadsFlag(fl, &opts.Threads, "threads for the backend (0: its choice)")
+	quietFlag(c, &opts.Quiet)
 	jsonFlag(c, &opts.JSON)
 	return c
 }
@@ -72,8 +74,14 @@ func runKLD(ctx context.Context, env *Env, opts kldOptions) error {
 		return badInput(err)
 	}
 	defer base.Close()
+	prog := newProgress(env.Stderr, "kld", opts.Quiet)
+	defer prog.Done()
+	prog.Step("loading %s on %s", opts.Model, opts.Backend)
 	res, err := perplexity.KLD(ctx, perplexity.Options{Model: opts.Model, Backend: opts.Backend, Threads: opts.Threads,
-		Chunks: opts.Chunks, Log: env.Log}, base)
+		Chunks: opts.Chunks, Log: env.Log, OnChunk: func(chunk int, ppl float64) {
+			prog.Step("chunk %d of %d scored: PPL(Q) %.4f so far", chunk, base.NChunk, ppl)
+		}}, base)
+	prog.Done()
 	if err != nil {
 		return err
 	}

@@ -2,12 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/aprqa/apr/internal/atomicfile"
 	"github.com/aprqa/apr/perplexity"
 )
 
@@ -22,6 +23,7 @@ type perplexityOptions struct {
 	Threads int
 	Base    string
 	JSON    bool
+	Quiet   bool
 }
 
 func newPerplexityCmd(env *Env) *cobra.Command {
@@ -62,8 +64,9 @@ model against.`,
 	fl.IntVarP(&opts.NCtx, "ctx-size", "c", perplexity.DefaultNCtx, "tokens per chunk (llama.cpp's -c)")
 	fl.IntVar(&opts.Chunks, "chunks", 0, "score at most this many chunks (0: all)")
 	fl.StringVar(&opts.Backend, "backend", "cpu", "backend to run on (ref: the FP32 reference; cpu: the optimized engine)")
-	fl.IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
+	threadsFlag(fl, &opts.Threads, "threads for the backend (0: its choice)")
 	fl.StringVar(&opts.Base, "kl-divergence-base", "", "also write the log-probabilities to this file, in llama.cpp's layout")
+	quietFlag(c, &opts.Quiet)
 	jsonFlag(c, &opts.JSON)
 	return c
 }
@@ -82,10 +85,16 @@ func runPerplexity(ctx context.Context, env *Env, opts perplexityOptions) error 
 	if err != nil {
 		return badInput(err)
 	}
+	prog := newProgress(env.Stderr, "perplexity", opts.Quiet)
+	defer prog.Done()
+	prog.Step("loading %s on %s", opts.Model, opts.Backend)
 	po := perplexity.Options{Model: opts.Model, Backend: opts.Backend, Threads: opts.Threads, NCtx: opts.NCtx,
 		Chunks: opts.Chunks, Log: env.Log}
-	if !opts.JSON {
-		po.OnChunk = func(chunk int, ppl float64) { fmt.Fprintf(env.Stdout, "[%d]%.4f,", chunk, ppl) }
+	po.OnChunk = func(chunk int, ppl float64) {
+		prog.Step("chunk %d scored: PPL %.4f so far", chunk, ppl)
+		if !opts.JSON {
+			fmt.Fprintf(env.Stdout, "[%d]%.4f,", chunk, ppl)
+		}
 	}
 	var res perplexity.Result
 	if opts.Base == "" {
@@ -96,6 +105,7 @@ func runPerplexity(ctx context.Context, env *Env, opts perplexityOptions) error 
 		})
 		res.BaseFile = opts.Base
 	}
+	prog.Done()
 	if !opts.JSON && len(res.ChunkPPL) > 0 {
 		fmt.Fprintln(env.Stdout)
 	}
@@ -109,23 +119,18 @@ func runPerplexity(ctx context.Context, env *Env, opts perplexityOptions) error 
 	return err
 }
 
-// writeBase writes the base file through a temporary file beside path and
-// renames it into place only when fn succeeded: a failed run leaves no file
-// that looks complete.
+// writeBase writes the base file atomically (internal/atomicfile: only a
+// new path or over a regular file, 0644 less the umask) and only when fn
+// succeeded: a failed run leaves no file that looks complete.
 func writeBase(path string, fn func(*os.File) (perplexity.Result, error)) (perplexity.Result, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return perplexity.Result{}, badInput(err)
-	}
-	res, err := fn(tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	var res perplexity.Result
+	err := atomicfile.Write(path, false, func(f *os.File) error {
+		var err error
+		res, err = fn(f)
+		return err
+	})
+	if errors.Is(err, atomicfile.ErrNotRegular) {
+		return res, badInput(err)
 	}
 	return res, err
 }
