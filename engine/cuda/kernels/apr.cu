@@ -10,6 +10,10 @@
 // to engine/quant's (tested bit for bit through GetRows).
 #include "quant.cuh"
 
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+
 #ifndef DYN_SHARED
 #define DYN_SHARED(T, name) extern __shared__ T name[]
 #endif
