@@ -62,9 +62,9 @@ func Register(reg *falsify.Registry) {
 	reg.Register(FalsifierGPUCPU, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return gpuCPU(ctx, c, m, backendParam(c, "cuda"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
-		falsify.Params("tier", "backend", "reference", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
+		falsify.Params("tier", "backend", "against", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
 		falsify.AppliesWhen(gpuCPUApplies), falsify.VetWith(falsify.VetTier),
-		falsify.Doc("a device backend's logits (params.backend) against another engine's (params.reference) at every position of a probe prompt, at the thresholds of the model's weight tier; the judge's router near-ties excluded and reported"))
+		falsify.Doc("a device backend's logits (params.backend) against another engine's (params.against) at every position of a probe prompt, at the thresholds of the model's weight tier; the judge's router near-ties excluded and reported"))
 	reg.Register(FalsifierThroughput, falsify.KindTiming, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.throughputGate(ctx, c.F, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("decode_ratio", "prefill_ratio", "max_cv"), falsify.Refs("baseline"),

@@ -86,8 +86,8 @@ func parity(ctx context.Context, c *falsify.Check, m *modelRun, backend string) 
 }
 
 // gpuCPU is the gpu_cpu gate: a device backend's logits against another
-// engine's (params.reference: cpu) at the probe, at the contract's tier;
-// the judge's router near-ties excluded for a mixture of experts.
+// engine's (params.against: cpu) at the probe, at the contract's tier; the
+// reference's router near-ties excluded for a mixture of experts.
 func gpuCPU(ctx context.Context, c *falsify.Check, m *modelRun, backend string) outcome {
 	return parityWith(ctx, c, m, backend, false)
 }
@@ -99,8 +99,10 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 		return fromError(CodeModel, err, "the probe prompt cannot be tokenized")
 	}
 	// The judge: the reference, unless the falsifier names another engine
-	// (gpu_cpu holds a device engine to the cpu engine).
-	judge := paramString(fz, "reference", m.opts.Reference)
+	// in params.against (gpu_cpu holds a device engine to the cpu engine;
+	// qa sets params.reference on every falsifier, so the judge has a name
+	// of its own).
+	judge := paramString(fz, "against", m.opts.Reference)
 	var want generate.LogitsResult
 	err = c.CallRef("reference engine", func() error {
 		var err error

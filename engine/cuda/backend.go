@@ -44,6 +44,10 @@ type backend struct {
 	scores devArea
 	host   []float32
 	plant  *Plant
+
+	// held is true while a session's Eval holds the driver on its thread
+	// (cu.Driver.Hold): ops then call the driver directly.
+	held bool
 }
 
 // devArea is a growable device allocation.
@@ -78,7 +82,13 @@ func (be *backend) do(fn func() error) error {
 	if be.err != nil {
 		return be.err
 	}
-	if err := be.d.Do(fn); err != nil {
+	var err error
+	if be.held {
+		err = fn()
+	} else {
+		err = be.d.Do(fn)
+	}
+	if err != nil {
 		be.err = err
 	}
 	return be.err
@@ -184,7 +194,7 @@ func (be *backend) Release(g graph.Buf) {
 	}
 	b.a.freed = true
 	p := b.a.p
-	_ = be.d.Do(func() error { return be.d.Free(p) })
+	_ = be.do(func() error { return be.d.Free(p) })
 }
 
 func (be *backend) Zero(g graph.Buf) {

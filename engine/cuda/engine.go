@@ -207,7 +207,16 @@ type session struct {
 }
 
 func (s *session) Eval(tokens []int32, all bool) ([][]float32, error) {
+	// One Eval is hundreds of launches on this goroutine: hold the driver
+	// on its thread for all of them (the graph runs one Eval at a time).
+	release, err := s.be.d.Hold()
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w", err)
+	}
+	s.be.held = true
 	rows, err := s.Session.Eval(tokens, all)
+	s.be.held = false
+	release()
 	if err == nil && s.be.err != nil {
 		err = fmt.Errorf("cuda: %w", s.be.err)
 	}

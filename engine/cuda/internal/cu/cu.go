@@ -221,7 +221,27 @@ func (d *Driver) Do(fn func() error) error {
 	return fn()
 }
 
-// The calls below must run inside Do.
+// Hold makes the context current on the calling goroutine's OS thread and
+// keeps it there, and holds the driver, until release: a caller that makes
+// many calls in a row (an Eval's hundreds of launches) pays the thread lock
+// and the context switch once instead of per call. Other goroutines' Do
+// waits until release. Between Hold and release the calls below may be
+// made directly; Do must not be called (it would wait for itself).
+func (d *Driver) Hold() (release func(), err error) {
+	d.mu.Lock()
+	runtime.LockOSThread()
+	if err := d.call("cuCtxSetCurrent", d.ctx); err != nil {
+		runtime.UnlockOSThread()
+		d.mu.Unlock()
+		return nil, err
+	}
+	return func() {
+		runtime.UnlockOSThread()
+		d.mu.Unlock()
+	}, nil
+}
+
+// The calls below must run inside Do or Hold.
 
 // Info describes the device.
 type Info struct {
