@@ -37,9 +37,10 @@ type Pool struct {
 // it, and whether it is parked on its wake channel.
 type poolWorker struct {
 	gen    atomic.Uint64
+	done   atomic.Uint64 // the number of the last job it finished
 	parked atomic.Bool
 	wake   chan struct{}
-	_      [40]byte // keep workers' flags on separate cache lines
+	_      [32]byte // keep workers' flags on separate cache lines
 }
 
 type job struct {
@@ -99,6 +100,7 @@ func (p *Pool) work(w int) {
 		}
 		last = s
 		p.j.run(w)
+		pw.done.Store(s)
 		p.pending.Add(-1)
 	}
 }
@@ -108,29 +110,56 @@ func (p *Pool) work(w int) {
 // For stores gen and then claims a parked worker by CompareAndSwap before it
 // sends on the channel. Whoever clears parked owns the wake-up, so a worker
 // never misses a job and never sees a stale wake.
+//
+// A wake-up that brings no new job (a token For's rescue sent while the
+// worker was finding the job itself) is not a job: the worker waits again
+// rather than run the last job twice.
 func (pw *poolWorker) await(last uint64) (uint64, bool) {
-	start := time.Now()
-	for i := 1; ; i++ {
+	for {
+		start := time.Now()
+		for i := 1; ; i++ {
+			if s := pw.gen.Load(); s != last {
+				return s, true
+			}
+			if i%256 == 0 {
+				if time.Since(start) > SpinWait {
+					break
+				}
+				runtime.Gosched()
+			}
+		}
+		pw.parked.Store(true)
+		if s := pw.gen.Load(); s != last && pw.parked.CompareAndSwap(true, false) {
+			return s, true
+		}
+		// parked, or claimed by For, which sends
+		if _, ok := <-pw.wake; !ok {
+			return 0, false
+		}
 		if s := pw.gen.Load(); s != last {
 			return s, true
 		}
-		if i%256 == 0 {
-			if time.Since(start) > SpinWait {
-				break
-			}
-			runtime.Gosched()
+	}
+}
+
+// claimAndWake wakes a parked worker: whoever clears parked owns the
+// wake-up. The send never blocks (the token a worker has not taken yet
+// already wakes it).
+func (pw *poolWorker) claimAndWake() {
+	if pw.parked.Load() && pw.parked.CompareAndSwap(true, false) {
+		select {
+		case pw.wake <- struct{}{}:
+		default:
 		}
 	}
-	pw.parked.Store(true)
-	if s := pw.gen.Load(); s != last && pw.parked.CompareAndSwap(true, false) {
-		return s, true
-	}
-	// parked, or claimed by For, which sends
-	if _, ok := <-pw.wake; !ok {
-		return 0, false
-	}
-	return pw.gen.Load(), true
 }
+
+// rescueAfter is how long For waits for its helpers before it wakes again
+// any that is parked without having finished the loop. The handshake should
+// make this unnecessary; a CI run once hung here with both helpers parked on
+// a job they had been handed (cause not found), and a loop that cannot end
+// is worse than a redundant wake-up.
+const rescueAfter = 2 * time.Millisecond
 
 // For calls fn(lo, hi) over disjoint ranges covering [0, n), each at most
 // grain long, on all of the pool's threads, and returns when every call has
@@ -180,14 +209,21 @@ func (p *Pool) loop(n, grain int, fn func(lo, hi int), fnw func(w, lo, hi int)) 
 	for i := 0; i < helpers; i++ {
 		pw := &p.ws[i]
 		pw.gen.Store(p.seq) // publishes j to this helper
-		if pw.parked.Load() && pw.parked.CompareAndSwap(true, false) {
-			pw.wake <- struct{}{}
-		}
+		pw.claimAndWake()
 	}
 	j.run(0)
+	start := time.Now()
 	for i := 1; p.pending.Load() != 0; i++ {
 		if i%256 == 0 {
 			runtime.Gosched()
+			if time.Since(start) > rescueAfter {
+				for h := 0; h < helpers; h++ {
+					if pw := &p.ws[h]; pw.done.Load() != p.seq {
+						pw.claimAndWake()
+					}
+				}
+				start = time.Now()
+			}
 		}
 	}
 	j.fn, j.fnw = nil, nil
