@@ -154,6 +154,18 @@ func (pw *poolWorker) claimAndWake() {
 	}
 }
 
+// rescue sends a helper that has not finished the loop a wake-up whatever
+// its parked flag says (clearing it): parked, it wakes and finds the loop;
+// busy or spinning, the token waits in its channel and the next wake-up
+// without a new loop is ignored (await).
+func (pw *poolWorker) rescue() {
+	pw.parked.Store(false)
+	select {
+	case pw.wake <- struct{}{}:
+	default:
+	}
+}
+
 // rescueAfter is how long For waits for its helpers before it wakes again
 // any that is parked without having finished the loop. The handshake should
 // make this unnecessary; a CI run once hung here with both helpers parked on
@@ -219,7 +231,7 @@ func (p *Pool) loop(n, grain int, fn func(lo, hi int), fnw func(w, lo, hi int)) 
 			if time.Since(start) > rescueAfter {
 				for h := 0; h < helpers; h++ {
 					if pw := &p.ws[h]; pw.done.Load() != p.seq {
-						pw.claimAndWake()
+						pw.rescue()
 					}
 				}
 				start = time.Now()
