@@ -542,3 +542,45 @@ func TestCellVerdict(t *testing.T) {
 		})
 	}
 }
+
+// TestGPUCPUJudge: the gpu_cpu gate holds its backend to the engine its
+// contract names in params.against, not to the reference (qa sets
+// params.reference on every falsifier, which once made gpu_cpu a second
+// parity gate). Planted: a contract whose gpu_cpu holds cpu against the
+// perturbed engine must fail where parity (cpu against ref) passes.
+func TestGPUCPUJudge(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(testutil.RepoRoot(t), "contracts")
+	files, err := filepath.Glob(filepath.Join(src, "*.cue"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no contracts under %s: %v", src, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		if filepath.Base(f) == "common.cue" {
+			if !strings.Contains(s, `backend: "cuda", against: "cpu"`) {
+				t.Fatal(`common.cue no longer holds gpu_cpu's backend: "cuda", against: "cpu"`)
+			}
+			s = strings.ReplaceAll(s, `backend: "cuda", against: "cpu"`, `backend: "cpu", against: "`+qatest.Perturbed+`"`)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := contracts.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := gateRun(t, qa.Options{Model: qatest.Synth(t, "llama"), Backends: []string{"cpu"}, Contracts: set,
+		Gates: []string{qa.GateParity, qa.GateGPUCPU}})
+	wantStatus(t, gate(t, rep, qa.GateParity, "cpu"), "pass")
+	g := gate(t, rep, qa.GateGPUCPU, "cpu")
+	wantStatus(t, g, "fail")
+	if c := value(t, g, "min_cosine").Value; c >= 0.99999 {
+		t.Errorf("gpu_cpu min_cosine %v: cpu against the perturbed engine should be about 0.999", c)
+	}
+}
