@@ -26,6 +26,7 @@ import (
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/refuse"
+	"github.com/ebitengine/purego"
 )
 
 // TestUnavailableIsRefused: on a machine without a usable CUDA driver and
@@ -368,7 +369,7 @@ func TestEmulated(t *testing.T) {
 	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect)$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals)$", "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
 		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
 		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
@@ -448,4 +449,56 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// TestDeviceMemoryRefusals: a model whose weights do not fit the device's
+// free memory is refused when the engine is built, naming both sizes, and a
+// KV cache that does not fit is refused when the session is made (the
+// emulator's device shrunk through its aprEmuSetMemory; skipped on a GPU).
+func TestDeviceMemoryRefusals(t *testing.T) {
+	in, err := cuda.Available()
+	if err != nil {
+		t.Skipf("SKIP (not a pass): no CUDA device: %v", err)
+	}
+	lib := os.Getenv(cu.EnvLibrary)
+	if !strings.Contains(in.Name, "emulator") || lib == "" {
+		t.Skip("SKIP (not a pass): shrinking the device needs the emulator")
+	}
+	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var setMemory func(uint64)
+	purego.RegisterLibFunc(&setMemory, h, "aprEmuSetMemory")
+	defer setMemory(16 << 30)
+	path := filepath.Join(testutil.Fixtures(t), "models", "synth", "qwen2-tiny-Q8_0.gguf")
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	spec, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setMemory(64 << 20) // less than weights + the 256 MiB workspace
+	_, err = cuda.New(f, spec, cuda.Options{})
+	r, ok := refuse.As(err)
+	if !ok || r.By != cuda.By || !strings.Contains(r.Reason, "needs") || !strings.Contains(r.Reason, "bytes free") {
+		t.Fatalf("cuda.New on a 64 MiB device: %v; want a refusal by %s naming the bytes needed and free", err, cuda.By)
+	}
+	setMemory(16 << 30)
+	eng, err := cuda.New(f, spec, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	if err := eng.Upload(); err != nil {
+		t.Fatal(err)
+	}
+	setMemory(eng.WeightBytes() + 8<<20) // the weights fit; a KV cache for 1M positions does not
+	_, err = eng.NewSession(1 << 20)
+	if r, ok := refuse.As(err); !ok || !strings.Contains(r.Reason, "KV cache") || !strings.Contains(r.Reason, "bytes free") {
+		t.Fatalf("NewSession(1Mi positions) on a device with no room: %v; want a refusal naming the KV cache's bytes", err)
+	}
 }

@@ -227,6 +227,9 @@ static void runBlock(Kernel *k, void **params, bool withFibers) {
 }
 
 // ---- the driver API -------------------------------------------------------------
+static size_t allocated;
+static size_t capacity = (size_t)16 << 30;
+
 extern "C" {
 typedef int CUresult;
 CUresult cuInit(unsigned) { return 0; }
@@ -247,7 +250,7 @@ CUresult cuDeviceGetName(char *name, int len, int) {
   return 0;
 }
 CUresult cuDeviceTotalMem_v2(size_t *b, int) {
-  *b = (size_t)16 << 30;
+  *b = capacity;
   return 0;
 }
 CUresult cuDeviceGetAttribute(int *v, int attr, int) {
@@ -262,9 +265,11 @@ CUresult cuDevicePrimaryCtxRetain(void **c, int) {
 CUresult cuDevicePrimaryCtxRelease_v2(int) { return 0; }
 CUresult cuCtxSetCurrent(void *) { return 0; }
 CUresult cuCtxSynchronize() { return 0; }
-static size_t allocated;
+// aprEmuSetMemory sets the emulated device's memory (tests of the
+// engine's refusals when a model or a KV cache does not fit).
+void aprEmuSetMemory(size_t bytes) { capacity = bytes; }
 CUresult cuMemGetInfo_v2(size_t *freeB, size_t *total) {
-  *total = (size_t)16 << 30;
+  *total = capacity;
   *freeB = *total > allocated ? *total - allocated : 0;
   return 0;
 }
@@ -283,6 +288,7 @@ CUresult cuModuleGetFunction(void **f, void *, const char *name) {
 CUresult cuFuncSetAttribute(void *, int, int) { return 0; }
 static std::map<uintptr_t, size_t> sizes;
 CUresult cuMemAlloc_v2(uint64_t *p, size_t n) {
+  if (allocated + n > capacity) return 2; // CUDA_ERROR_OUT_OF_MEMORY
   void *m = calloc(1, n + 64);
   if (!m) return 2;
   // poison: a kernel that reads memory nothing wrote sees NaN, not zero
