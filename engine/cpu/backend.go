@@ -250,23 +250,10 @@ func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
 	return m, nil
 }
 
-// maxVector bounds what Vector dequantizes into memory (norm weights,
-// biases, convolution kernels are far smaller).
-const maxVector = 1 << 22
-
 func (be *backend) Vector(t *model.Tensor) (graph.Weight, error) {
-	if t == nil {
-		return nil, refuse.New(By, "no tensor to prepare")
-	}
-	n := t.Cols() * t.Rows()
-	if n > maxVector {
-		return nil, refuse.New(By, "tensor %q has %d values, too many for an element-wise weight", t.Name, n)
-	}
-	v := make([]float32, n)
-	for r := 0; r < t.Rows(); r++ {
-		if err := quant.Dequantize(t.Type, t.Row(r), v[r*t.Cols():(r+1)*t.Cols()]); err != nil {
-			return nil, refuse.New(By, "tensor %q of type %s cannot be dequantized: %v", t.Name, t.Type, err)
-		}
+	v, err := graph.VectorValues(By, t)
+	if err != nil {
+		return nil, err
 	}
 	return &vector{t: t, v: v}, nil
 }

@@ -1,6 +1,10 @@
 package graph
 
-import "github.com/aprqa/apr/engine/model"
+import (
+	"github.com/aprqa/apr/engine/model"
+	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/refuse"
+)
 
 // Buf is a backend's activation buffer (or a view of one): Rows × Cols
 // float32 values, row-major.
@@ -181,4 +185,28 @@ func TopKRow(row []float32, ids []int32, vals []float32) {
 			n++
 		}
 	}
+}
+
+// MaxVector bounds what a backend's Vector dequantizes (norm weights,
+// biases, convolution kernels are far smaller).
+const MaxVector = 1 << 22
+
+// VectorValues dequantizes t for a backend's Vector: every value as
+// float32, row after row. A nil tensor, one over MaxVector values and one
+// that cannot be dequantized are refused by by, naming the tensor.
+func VectorValues(by string, t *model.Tensor) ([]float32, error) {
+	if t == nil {
+		return nil, refuse.New(by, "no tensor to prepare")
+	}
+	n := t.Cols() * t.Rows()
+	if n > MaxVector {
+		return nil, refuse.New(by, "tensor %q has %d values, too many for an element-wise weight", t.Name, n)
+	}
+	v := make([]float32, n)
+	for r := 0; r < t.Rows(); r++ {
+		if err := quant.Dequantize(t.Type, t.Row(r), v[r*t.Cols():(r+1)*t.Cols()]); err != nil {
+			return nil, refuse.New(by, "tensor %q of type %s cannot be dequantized: %v", t.Name, t.Type, err)
+		}
+	}
+	return v, nil
 }

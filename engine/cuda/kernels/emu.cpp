@@ -22,11 +22,8 @@
 #include <csetjmp>
 #include <ucontext.h>
 
-#define APR_HOST 1
+#include "host.h"
 #define __global__
-#define __device__
-#define __constant__
-#define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static // one block runs at a time: static is per block
 
@@ -92,29 +89,6 @@ template <class T, class F> static T warp_reduce(T v, F op) {
 static float warp_sum(float v) { return warp_reduce(v, [](float a, float b) { return a + b; }); }
 static double warp_sumd(double v) { return warp_reduce(v, [](double a, double b) { return a + b; }); }
 static float warp_max(float v) { return warp_reduce(v, [](float a, float b) { return fmaxf(a, b); }); }
-
-static inline float bits_f(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static inline float __int_as_float(int x) { return bits_f((uint32_t)x); }
-static inline float __uint_as_float(unsigned x) { return bits_f(x); }
-static inline unsigned __float_as_uint(float x) {
-  unsigned u;
-  memcpy(&u, &x, 4);
-  return u;
-}
-static inline float h2f(unsigned short h) {
-  uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023;
-  if (e == 0) {
-    if (m == 0) return bits_f(s);
-    float v = std::ldexp((float)m, -24);
-    return s ? -v : v;
-  }
-  if (e == 31) return bits_f(s | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
-  return bits_f(s | ((e + 112) << 23) | (m << 13));
-}
 
 #include "apr.cu"
 

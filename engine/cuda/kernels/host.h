@@ -1,0 +1,37 @@
+// host.h: what the device code needs from CUDA when it is compiled for the
+// CPU (hostcheck.cpp, emu.cpp): the keywords as nothing, the bit casts, and
+// the half-to-float conversion nvcc's code gets from cvt.f32.f16.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#define APR_HOST 1
+#define __device__
+#define __constant__
+#define __forceinline__ inline
+
+static inline float bits_f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline float __int_as_float(int x) { return bits_f((uint32_t)x); }
+static inline float __uint_as_float(unsigned x) { return bits_f(x); }
+static inline unsigned __float_as_uint(float x) {
+  unsigned u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+// h2f: IEEE half to float, exactly (subnormals, infinities; a NaN stays a
+// quiet NaN as the PTX conversion makes it).
+static inline float h2f(unsigned short h) {
+  uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023;
+  if (e == 0) {
+    if (m == 0) return bits_f(s);
+    float v = std::ldexp((float)m, -24);
+    return s ? -v : v;
+  }
+  if (e == 31) return bits_f(s | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
+  return bits_f(s | ((e + 112) << 23) | (m << 13));
+}
