@@ -852,15 +852,9 @@ func (be *backend) DeltaRule(out, q, k, v, g, beta, state graph.Buf, hk int) {
 	ob, qb, kb, vb := asBuf(out), asBuf(q), asBuf(k), asBuf(v)
 	gb, bb, sb := asBuf(g), asBuf(beta), asBuf(state)
 	n := qb.rows
-	nV := gb.cols
-	if hk <= 0 || qb.cols%hk != 0 || nV == 0 || vb.cols%nV != 0 {
-		panic(fmt.Sprintf("cuda: DeltaRule: q %d columns, head %d, %d value heads over %d values", qb.cols, hk, nV, vb.cols))
-	}
-	nK, hv := qb.cols/hk, vb.cols/nV
-	if kb.cols != qb.cols || ob.cols != vb.cols || bb.cols != nV || nV%nK != 0 ||
-		sb.rows != nV || sb.cols != hv*hk || sb.stride != sb.cols || kb.rows != n || vb.rows != n || ob.rows != n || gb.rows != n || bb.rows != n {
-		panic(fmt.Sprintf("cuda: DeltaRule shapes: q %d×%d k %d×%d v %d×%d out %d×%d g %d×%d beta %d×%d state %d×%d",
-			qb.rows, qb.cols, kb.rows, kb.cols, vb.rows, vb.cols, ob.rows, ob.cols, gb.rows, gb.cols, bb.rows, bb.cols, sb.rows, sb.cols))
+	nK, nV, hv := graph.DeltaRuleShapes("cuda", ob, qb, kb, vb, gb, bb, sb, hk)
+	if sb.stride != sb.cols {
+		panic(fmt.Sprintf("cuda: DeltaRule: a state view with stride %d for %d columns", sb.stride, sb.cols))
 	}
 	if n == 0 {
 		return

@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"fmt"
+
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/refuse"
@@ -209,4 +211,22 @@ func VectorValues(by string, t *model.Tensor) ([]float32, error) {
 		}
 	}
 	return v, nil
+}
+
+// DeltaRuleShapes checks DeltaRule's operands and returns the key heads,
+// value heads and value head size. Mismatched shapes are a programmer error:
+// it panics, naming every shape, with who ("cpu", "cuda") in front.
+func DeltaRuleShapes(who string, out, q, k, v, g, beta, state Buf, hk int) (nK, nV, hv int) {
+	n := q.Rows()
+	nV = g.Cols()
+	if hk <= 0 || q.Cols()%hk != 0 || nV == 0 || v.Cols()%nV != 0 {
+		panic(fmt.Sprintf("%s: DeltaRule: q %d columns, head %d, %d value heads over %d values", who, q.Cols(), hk, nV, v.Cols()))
+	}
+	nK, hv = q.Cols()/hk, v.Cols()/nV
+	if k.Cols() != q.Cols() || out.Cols() != v.Cols() || beta.Cols() != nV || nV%nK != 0 ||
+		state.Rows() != nV || state.Cols() != hv*hk || k.Rows() != n || v.Rows() != n || out.Rows() != n || g.Rows() != n || beta.Rows() != n {
+		panic(fmt.Sprintf("%s: DeltaRule shapes: q %d×%d k %d×%d v %d×%d out %d×%d g %d×%d beta %d×%d state %d×%d", who,
+			q.Rows(), q.Cols(), k.Rows(), k.Cols(), v.Rows(), v.Cols(), out.Rows(), out.Cols(), g.Rows(), g.Cols(), beta.Rows(), beta.Cols(), state.Rows(), state.Cols()))
+	}
+	return nK, nV, hv
 }
