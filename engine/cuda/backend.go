@@ -30,19 +30,17 @@ type backend struct {
 	mod cu.Module
 	fn  map[string]cu.Func
 
-	mu      sync.Mutex
-	err     error // first failure
-	used    map[string]int
-	mats    []*matrix
-	vecs    []*vector
-	done    bool   // weights uploaded
-	weights uint64 // bytes of uploaded weights
+	mu   sync.Mutex
+	err  error // first failure
+	used map[string]int
+	mats []*matrix
+	vecs []*vector
+	done bool // weights uploaded
 
 	// scratch: ids and weights uploaded per op, attention scores.
 	ids    devArea
 	floats devArea
 	scores devArea
-	host   []float32
 	plant  *Plant
 
 	// held is true while a session's Eval holds the driver on its thread
@@ -215,17 +213,12 @@ func (be *backend) Read(g graph.Buf, r int, dst []float32) {
 	if len(dst) != b.cols || r < 0 || r >= b.rows {
 		panic("cuda: Read: row or dst length")
 	}
-	if be.err != nil {
+	err := be.do(func() error {
+		return be.d.DtoH(unsafe.Pointer(&dst[0]), b.p+cu.Ptr(4*r*b.stride), uint64(4*len(dst)))
+	})
+	if err != nil {
 		for i := range dst {
 			dst[i] = float32(math.NaN()) // never a plausible row after a failure
-		}
-		return
-	}
-	if err := be.do(func() error {
-		return be.d.DtoH(unsafe.Pointer(&dst[0]), b.p+cu.Ptr(4*r*b.stride), uint64(4*len(dst)))
-	}); err != nil {
-		for i := range dst {
-			dst[i] = float32(math.NaN())
 		}
 	}
 }
@@ -359,7 +352,6 @@ func (be *backend) upload() error {
 			if err := be.d.HtoD(p, unsafe.Pointer(unsafe.SliceData(m.t.Data)), uint64(len(m.t.Data))); err != nil {
 				return fmt.Errorf("cuda: tensor %q: %w", m.t.Name, err)
 			}
-			be.weights += uint64(len(m.t.Data))
 		}
 		for _, v := range be.vecs {
 			p, err := be.d.Alloc(uint64(4 * len(v.v)))
@@ -370,7 +362,6 @@ func (be *backend) upload() error {
 			if err := be.d.HtoD(p, unsafe.Pointer(unsafe.SliceData(v.v)), uint64(4*len(v.v))); err != nil {
 				return fmt.Errorf("cuda: tensor %q: %w", v.t.Name, err)
 			}
-			be.weights += uint64(4 * len(v.v))
 		}
 		return be.d.Sync()
 	})

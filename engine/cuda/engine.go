@@ -158,7 +158,7 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 
 // kernelNames lists every kernel the backend looks up.
 func kernelNames() []string {
-	names := []string{"k_zero", "k_copy", "k_add", "k_addvec", "k_swiglu", "k_sigmoid", "k_silu", "k_mulsigmoid",
+	names := []string{"k_zero", "k_add", "k_addvec", "k_swiglu", "k_sigmoid", "k_silu", "k_mulsigmoid",
 		"k_softplusmul", "k_deinterleave", "k_wsum", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_rope",
 		"k_store", "k_attend", "k_conv", "k_delta", "k_perturb"}
 	for _, t := range Types() {

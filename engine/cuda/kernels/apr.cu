@@ -176,9 +176,6 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); 
 extern "C" __global__ void k_zero(float *d, int ds, int rows, int cols) {
   EACH(rows, cols) { d[(i / cols) * ds + i % cols] = 0.f; }
 }
-extern "C" __global__ void k_copy(float *d, int ds, const float *x, int xs, int rows, int cols) {
-  EACH(rows, cols) { d[(i / cols) * ds + i % cols] = x[(i / cols) * xs + i % cols]; }
-}
 extern "C" __global__ void k_add(float *d, int ds, const float *x, int xs, int rows, int cols) {
   EACH(rows, cols) { d[(i / cols) * ds + i % cols] += x[(i / cols) * xs + i % cols]; }
 }

@@ -99,10 +99,9 @@ const maxArgs = 32
 // symbols are every entry point apr calls, by their versioned names.
 var symbols = []string{
 	"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName",
-	"cuDeviceTotalMem_v2", "cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2",
-	"cuCtxSetCurrent", "cuCtxSynchronize", "cuMemGetInfo_v2", "cuModuleLoadData", "cuModuleGetFunction",
-	"cuModuleUnload", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyDtoD_v2",
-	"cuLaunchKernel", "cuGetErrorName", "cuFuncSetAttribute",
+	"cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxSynchronize",
+	"cuMemGetInfo_v2", "cuModuleLoadData", "cuModuleGetFunction", "cuMemAlloc_v2", "cuMemFree_v2",
+	"cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuLaunchKernel", "cuGetErrorName",
 }
 
 // Unavailable is why the driver could not be used: the library is missing,
@@ -320,14 +319,6 @@ func (d *Driver) DtoH(dst unsafe.Pointer, src Ptr, n uint64) error {
 	return d.call("cuMemcpyDtoH_v2", uintptr(dst), uintptr(src), uintptr(n))
 }
 
-// DtoD copies n bytes between device addresses.
-func (d *Driver) DtoD(dst, src Ptr, n uint64) error {
-	if n == 0 {
-		return nil
-	}
-	return d.call("cuMemcpyDtoD_v2", uintptr(dst), uintptr(src), uintptr(n))
-}
-
 // Sync waits for every queued operation; a kernel's failure surfaces here.
 func (d *Driver) Sync() error { return d.call("cuCtxSynchronize") }
 
@@ -356,12 +347,6 @@ func (d *Driver) Function(m Module, name string) (Func, error) {
 		return 0, fmt.Errorf("%w (kernel %s)", err, name)
 	}
 	return f, nil
-}
-
-// SetMaxDynamicShared raises f's dynamic shared-memory limit to n bytes.
-func (d *Driver) SetMaxDynamicShared(f Func, n int) error {
-	const attrMaxDynamicShared = 8 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-	return d.call("cuFuncSetAttribute", uintptr(f), attrMaxDynamicShared, uintptr(n))
 }
 
 // Dim is a grid or block shape.
