@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/aprqa/apr/contracts"
@@ -17,6 +19,7 @@ import (
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/internal/atomicfile"
 	"github.com/aprqa/apr/internal/buildinfo"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/refuse"
@@ -187,10 +190,17 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 	res.MinCosine, res.MeanCosine, res.Worst, res.Mismatches = rep.MinCosine, rep.MeanCosine, rep.Worst, len(rep.ArgmaxMismatches)
 	measured := map[string]float64{"min_cosine": rep.MinCosine, "mean_cosine": rep.MeanCosine,
 		"argmax_mismatches": float64(len(rep.ArgmaxMismatches))}
-	for name, th := range fz.Thresholds {
+	names := make([]string, 0, len(fz.Thresholds))
+	for name := range fz.Thresholds {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		th := fz.Thresholds[name]
 		v, ok := measured[name]
 		if !ok {
-			continue
+			// A threshold F2 does not measure cannot be held: never a pass.
+			return refused("%s has a threshold on %s, which F2 does not measure (it measures min_cosine, mean_cosine, argmax_mismatches)", id, name)
 		}
 		if !th.Holds(v) {
 			res.Verdict = VerdictFail
@@ -229,11 +239,10 @@ func f2Reference(ctx context.Context, o F2Options, probe []int32) ([][]float32, 
 	key := F2CacheKey(o.ModelSHA256, probe, o.Identity)
 	dir := o.CacheDir
 	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return nil, false, fmt.Errorf("no cache directory: %w", err)
+		var err error
+		if dir, err = f2Dir(); err != nil {
+			return nil, false, err
 		}
-		dir = filepath.Join(base, "apr", "f2")
 	}
 	path := ""
 	if dir != "-" {
@@ -243,7 +252,7 @@ func f2Reference(ctx context.Context, o F2Options, probe []int32) ([][]float32, 
 			if err := json.Unmarshal(b, &c); err != nil {
 				return nil, false, fmt.Errorf("cache entry %s is unreadable: %v", path, err)
 			}
-			if c.Key != key || c.Identity != o.Identity || c.ModelSHA256 != o.ModelSHA256 || fmt.Sprint(c.Tokens) != fmt.Sprint(probe) {
+			if c.Key != key || c.Identity != o.Identity || c.ModelSHA256 != o.ModelSHA256 || !slices.Equal(c.Tokens, probe) {
 				return nil, false, fmt.Errorf("cache entry %s was written for another binary, model or probe (identity %q, model %.12s): it is not this reference's answer", path, c.Identity, c.ModelSHA256)
 			}
 			if len(c.Logits) != len(probe) {
@@ -269,10 +278,7 @@ func f2Reference(ctx context.Context, o F2Options, probe []int32) ([][]float32, 
 	if path != "" {
 		b, err := json.Marshal(f2Cache{Key: key, ModelSHA256: o.ModelSHA256, Tokens: probe, Identity: o.Identity, Logits: logits})
 		if err == nil && os.MkdirAll(dir, 0o755) == nil {
-			tmp := path + ".tmp"
-			if os.WriteFile(tmp, b, 0o644) == nil {
-				_ = os.Rename(tmp, path) // a cache that cannot be written costs the next run a forward pass, nothing else
-			}
+			_ = atomicfile.WriteFile(path, b) // a cache that cannot be written costs the next run a forward pass, nothing else
 		}
 	}
 	return logits, false, nil
@@ -420,11 +426,10 @@ func F2ReceiptKey(identity, modelSHA, device string) string {
 // returns its path.
 func WriteF2Receipt(dir string, r F2Receipt) (string, error) {
 	if dir == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
+		var err error
+		if dir, err = f2Dir(); err != nil {
 			return "", err
 		}
-		dir = filepath.Join(base, "apr", "f2")
 	}
 	if r.Time.IsZero() {
 		r.Time = time.Now().UTC()
@@ -438,9 +443,15 @@ func WriteF2Receipt(dir string, r F2Receipt) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, F2ReceiptKey(r.Identity, r.ModelSHA256, r.Device)+".json")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return "", err
+	return path, atomicfile.WriteFile(path, b)
+}
+
+// f2Dir is where F2 keeps the reference's answers and its receipts: the
+// user cache directory's apr/f2.
+func f2Dir() (string, error) {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory: %w", err)
 	}
-	return path, os.Rename(tmp, path)
+	return filepath.Join(base, "apr", "f2"), nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
@@ -147,6 +148,24 @@ func TestF2(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a threshold F2 does not measure", func(t *testing.T) {
+		dir := contractsDir(t, func(files map[string]string) {
+			files["common.cue"] = mustReplace(t, files["common.cue"],
+				`mean_cosine: {op: ">=", value: _parity_tiers.plain.mean}`,
+				`mean_cosine: {op: ">=", value: _parity_tiers.plain.mean}
+			max_kl: {op: "<=", value: 1}`)
+		})
+		set, err := contracts.LoadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := base
+		o.Contracts = set
+		r := falsify.RunF2(ctx, eng, o)
+		if r.Verdict != falsify.VerdictRefused || !strings.Contains(r.Reason, "max_kl") {
+			t.Fatalf("F2 with a threshold it does not measure: %+v; want refused naming max_kl", r)
+		}
+	})
 	t.Run("cache entry of another binary", func(t *testing.T) {
 		o := base
 		o.CacheDir = t.TempDir()

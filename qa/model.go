@@ -141,22 +141,20 @@ func (m *modelRun) record(ctx context.Context, st *state, gate, backend string) 
 	start := time.Now()
 	fzs, o := m.falsifiers(gate)
 	if o == nil {
+		var unavailable error
+		if backend != "" {
+			unavailable = model.Available(backend)
+		}
 		var r outcome
 		switch {
 		case ctx.Err() != nil:
 			r = refused(By, By, nil, "cancelled: %v", ctx.Err())
-		case backend != "" && !slices.Contains(model.Backends(), backend):
-			r = refused(CodeBackend, "backend", nil, "backend %q is not available in this build (available: %s)", backend, strings.Join(model.Backends(), ", "))
-		case backend != "" && model.Available(backend) != nil:
-			// A backend this machine cannot run (cuda without a device):
-			// every gate on it is refused by "backend" with the reason, the
-			// refusal --allow-refused backend accepts in advance.
-			err := model.Available(backend)
-			by, why := "backend", err.Error()
-			if rf, ok := refuse.As(err); ok {
-				by, why = rf.By, rf.Reason
-			}
-			r = refused(CodeBackend, by, nil, "%s", why)
+		case unavailable != nil:
+			// A backend this build lacks, or one this machine cannot run
+			// (cuda without a device): every gate on it is refused with the
+			// reason, by "backend" (what --allow-refused backend accepts).
+			rf, _ := refuse.As(unavailable)
+			r = refused(CodeBackend, rf.By, nil, "%s", rf.Reason)
 		case gate == GateFailClosed:
 			r = m.failClosed(ctx, st, fzs[0], fzs[1].ID, backend)
 		case gate == GateTemplate && !m.hasTemplate():
