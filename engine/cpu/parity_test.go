@@ -12,8 +12,8 @@ import (
 
 	_ "github.com/aprqa/apr/engine/cpu" // registers "cpu"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/internal/enginetest"
 	"github.com/aprqa/apr/engine/model"
-	"github.com/aprqa/apr/engine/quant"
 	_ "github.com/aprqa/apr/engine/ref" // registers "ref": the judge, in tests only
 	"github.com/aprqa/apr/internal/testutil"
 )
@@ -62,57 +62,15 @@ func readExpect(tb testing.TB, dir, model string) *expectLogits {
 	return &ex
 }
 
-func cosine(a []float32, b []float64) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		x := float64(a[i])
-		ab += x * b[i]
-		aa += x * x
-		bb += b[i] * b[i]
-	}
-	return ab / math.Sqrt(aa*bb)
-}
-
-func f64(v []float32) []float64 {
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = float64(x)
-	}
-	return out
-}
-
-func argmax(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if x > v[best] {
-			best = i
-		}
-	}
-	return best
-}
-
-// top2 returns the best index and its margin over the second best.
-func top2(v []float32) (int, float64) {
-	b1, b2 := 0, -1
-	for i := 1; i < len(v); i++ {
-		switch {
-		case v[i] > v[b1]:
-			b1, b2 = i, b1
-		case b2 < 0 || v[i] > v[b2]:
-			b2 = i
-		}
-	}
-	return b1, float64(v[b1] - v[b2])
-}
-
-func quantized(f *gguf.File) bool {
-	for _, t := range f.Tensors {
-		if info, err := quant.Lookup(t.Type); err == nil && info.Quantized {
-			return true
-		}
-	}
-	return false
-}
+// The metrics the parity tests judge by are enginetest's, shared with the
+// CUDA engine's tests.
+var (
+	cosine    = enginetest.Cosine
+	f64       = enginetest.F64
+	argmax    = enginetest.Argmax
+	top2      = enginetest.Top2
+	quantized = enginetest.Quantized
+)
 
 // loaded is one fixture model opened on a backend.
 type loaded struct {
@@ -123,22 +81,8 @@ type loaded struct {
 
 func open(tb testing.TB, path, backend string, threads int) *loaded {
 	tb.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	spec, err := model.Load(f)
-	if err != nil {
-		f.Close()
-		tb.Fatalf("model.Load(%s): %v", filepath.Base(path), err)
-	}
-	eng, err := model.OpenBackend(backend, f, spec, model.OpenOptions{Threads: threads})
-	if err != nil {
-		f.Close()
-		tb.Fatalf("OpenBackend(%q, %s): %v", backend, filepath.Base(path), err)
-	}
-	tb.Cleanup(func() { eng.Close(); f.Close() })
-	return &loaded{f: f, spec: spec, eng: eng}
+	m := enginetest.Open(tb, path, backend, threads)
+	return &loaded{f: m.F, spec: m.Spec, eng: m.Eng}
 }
 
 // evalAll feeds tokens in one Eval and returns every position's logits;
@@ -150,18 +94,8 @@ func evalAll(tb testing.TB, m *loaded, tokens []int32, nearTie map[int]bool) [][
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if nearTie != nil && m.spec.NExpert > 0 {
-		k := m.spec.NExpertUsed
-		s.SetTrace(func(layer int, op string, pos int, v []float32) {
-			if op != model.OpRouter {
-				return
-			}
-			p := append([]float32(nil), v...)
-			sort.Slice(p, func(i, j int) bool { return p[i] > p[j] })
-			if k < len(p) && float64(p[k-1]-p[k]) < 1e-3 {
-				nearTie[pos] = true
-			}
-		})
+	if tr := enginetest.NearTieTrace(m.spec, nearTie); tr != nil {
+		s.SetTrace(tr)
 	}
 	rows, err := s.Eval(tokens, true)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aprqa/apr/engine/cpu"
 	"github.com/aprqa/apr/engine/graph"
+	"github.com/aprqa/apr/engine/internal/enginetest"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/internal/testutil"
@@ -34,18 +35,8 @@ func feedTies(tb testing.TB, m *loaded, tokens []int32, pieces []int, nearTie ma
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if nearTie != nil && m.spec.NExpert > 0 {
-		k := m.spec.NExpertUsed
-		s.SetTrace(func(layer int, op string, pos int, v []float32) {
-			if op != model.OpRouter {
-				return
-			}
-			p := append([]float32(nil), v...)
-			sort.Slice(p, func(i, j int) bool { return p[i] > p[j] })
-			if k < len(p) && float64(p[k-1]-p[k]) < 1e-3 {
-				nearTie[pos] = true
-			}
-		})
+	if tr := enginetest.NearTieTrace(m.spec, nearTie); tr != nil {
+		s.SetTrace(tr)
 	}
 	var rows [][]float32
 	for i := 0; len(rows) < len(tokens); i++ {

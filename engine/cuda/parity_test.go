@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +17,8 @@ import (
 	"github.com/aprqa/apr/engine/cuda"
 	"github.com/aprqa/apr/engine/cuda/internal/cu"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/internal/enginetest"
 	"github.com/aprqa/apr/engine/model"
-	"github.com/aprqa/apr/engine/quant"
 	_ "github.com/aprqa/apr/engine/ref" // registers "ref": the judge, in tests only
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/testutil"
@@ -72,113 +70,6 @@ type expectGreedy struct {
 	} `json:"results"`
 }
 
-func readJSON(tb testing.TB, p string, v any) bool {
-	b, err := os.ReadFile(p)
-	if os.IsNotExist(err) {
-		return false
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		tb.Fatalf("%s: %v", p, err)
-	}
-	return true
-}
-
-type loaded struct {
-	f    *gguf.File
-	spec *model.Spec
-	eng  model.Engine
-}
-
-func open(tb testing.TB, path, backend string) *loaded {
-	tb.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	spec, err := model.Load(f)
-	if err != nil {
-		f.Close()
-		tb.Fatal(err)
-	}
-	eng, err := model.OpenBackend(backend, f, spec, model.OpenOptions{})
-	if err != nil {
-		f.Close()
-		tb.Fatalf("OpenBackend(%q, %s): %v", backend, filepath.Base(path), err)
-	}
-	tb.Cleanup(func() { eng.Close(); f.Close() })
-	return &loaded{f: f, spec: spec, eng: eng}
-}
-
-func evalAll(tb testing.TB, m *loaded, tokens []int32, nearTie map[int]bool) [][]float32 {
-	tb.Helper()
-	s, err := m.eng.NewSession(len(tokens))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if nearTie != nil && m.spec.NExpert > 0 {
-		k := m.spec.NExpertUsed
-		s.SetTrace(func(layer int, op string, pos int, v []float32) {
-			if op != model.OpRouter {
-				return
-			}
-			p := append([]float32(nil), v...)
-			sort.Slice(p, func(i, j int) bool { return p[i] > p[j] })
-			if k < len(p) && float64(p[k-1]-p[k]) < 1e-3 {
-				nearTie[pos] = true
-			}
-		})
-	}
-	rows, err := s.Eval(tokens, true)
-	if err != nil {
-		tb.Fatalf("%s Eval: %v", m.eng.Backend(), err)
-	}
-	return rows
-}
-
-func cosine(a []float32, b []float64) float64 {
-	var ab, aa, bb float64
-	for i := range a {
-		x := float64(a[i])
-		ab += x * b[i]
-		aa += x * x
-		bb += b[i] * b[i]
-	}
-	return ab / math.Sqrt(aa*bb)
-}
-
-func f64(v []float32) []float64 {
-	out := make([]float64, len(v))
-	for i, x := range v {
-		out[i] = float64(x)
-	}
-	return out
-}
-
-func top2(v []float32) (int, float64) {
-	b1, b2 := 0, -1
-	for i := 1; i < len(v); i++ {
-		switch {
-		case v[i] > v[b1]:
-			b1, b2 = i, b1
-		case b2 < 0 || v[i] > v[b2]:
-			b2 = i
-		}
-	}
-	return b1, float64(v[b1] - v[b2])
-}
-
-func quantized(f *gguf.File) bool {
-	for _, t := range f.Tensors {
-		if info, err := quant.Lookup(t.Type); err == nil && info.Quantized {
-			return true
-		}
-	}
-	return false
-}
-
 // TestParity runs every fixture model on cuda, the reference and cpu:
 // cuda is held to the reference at the engine tiers (the cpu engine's), and
 // its agreement with cpu and with llama.cpp's logits is reported; greedy
@@ -218,25 +109,25 @@ func TestParity(t *testing.T) {
 
 func parity(t *testing.T, dir, path string) string {
 	name := strings.TrimSuffix(filepath.Base(path), ".gguf")
-	ref := open(t, path, "ref")
-	cpu := open(t, path, "cpu")
-	gpu := open(t, path, "cuda")
+	ref := enginetest.Open(t, path, "ref", 0)
+	cpu := enginetest.Open(t, path, "cpu", 0)
+	gpu := enginetest.Open(t, path, "cuda", 0)
 	var ex expectLogits
-	hasEx := readJSON(t, filepath.Join(dir, "expect", name+".logits.json"), &ex)
+	hasEx := enginetest.ReadJSON(t, filepath.Join(dir, "expect", name+".logits.json"), &ex)
 	tokens := ex.Tokens
 	if !hasEx {
 		for i := 0; i < 24; i++ {
-			tokens = append(tokens, int32((1+i*7919)%ref.spec.NVocab))
+			tokens = append(tokens, int32((1+i*7919)%ref.Spec.NVocab))
 		}
 	}
 	nearTie := map[int]bool{}
-	want := evalAll(t, ref, tokens, nearTie)
-	got := evalAll(t, gpu, tokens, nil)
-	onCPU := evalAll(t, cpu, tokens, nil)
+	want := enginetest.EvalAll(t, ref, tokens, nearTie)
+	got := enginetest.EvalAll(t, gpu, tokens, nil)
+	onCPU := enginetest.EvalAll(t, cpu, tokens, nil)
 	minWant, meanWant := 0.998, 0.999
-	if !quantized(ref.f) {
+	if !enginetest.Quantized(ref.F) {
 		minWant, meanWant = 0.99999, 0.999999
-	} else if ref.spec.Arch == "qwen35" {
+	} else if ref.Spec.Arch == "qwen35" {
 		minWant, meanWant = 0.95, 0.985
 	}
 	stat := func(a [][]float32, b func(pos int) []float64) (float64, float64) {
@@ -245,15 +136,15 @@ func parity(t *testing.T, dir, path string) string {
 			if nearTie[pos] {
 				continue
 			}
-			c := cosine(a[pos], b(pos))
+			c := enginetest.Cosine(a[pos], b(pos))
 			mn = min(mn, c)
 			sum += c
 			n++
 		}
 		return mn, sum / float64(max(n, 1))
 	}
-	mnR, meR := stat(got, func(p int) []float64 { return f64(want[p]) })
-	mnC, meC := stat(got, func(p int) []float64 { return f64(onCPU[p]) })
+	mnR, meR := stat(got, func(p int) []float64 { return enginetest.F64(want[p]) })
+	mnC, meC := stat(got, func(p int) []float64 { return enginetest.F64(onCPU[p]) })
 	gg, cg := "-", "-"
 	if hasEx {
 		a, b := stat(got, func(p int) []float64 { return ex.Logits[p] })
@@ -266,8 +157,8 @@ func parity(t *testing.T, dir, path string) string {
 	}
 	args := 0
 	for pos := range got {
-		if best, margin := top2(want[pos]); margin >= 0.2 && !nearTie[pos] {
-			if g, _ := top2(got[pos]); g != best {
+		if best, margin := enginetest.Top2(want[pos]); margin >= 0.2 && !nearTie[pos] {
+			if g, _ := enginetest.Top2(got[pos]); g != best {
 				args++
 				t.Errorf("position %d: cuda argmax %d, ref %d (ref margin %.3f)", pos, g, best, margin)
 			}
@@ -279,13 +170,13 @@ func parity(t *testing.T, dir, path string) string {
 	// engine that computes in plain FP32 (the reference's rule: llama.cpp
 	// quantizes activations, cuda does not).
 	noise := 1e-3
-	if quantized(ref.f) {
+	if enginetest.Quantized(ref.F) {
 		noise = 0.25
-		if ref.spec.Arch == "qwen35" {
+		if ref.Spec.Arch == "qwen35" {
 			noise = 1.0
 		}
 	}
-	if emuGreedy(name) && readJSON(t, filepath.Join(dir, "expect", name+".greedy.json"), &gr) {
+	if emuGreedy(name) && enginetest.ReadJSON(t, filepath.Join(dir, "expect", name+".greedy.json"), &gr) {
 		eq, judged := 0, 0
 		for _, r := range gr.Results {
 			ids := greedyRun(t, gpu, r.PromptIDs, len(r.GeneratedIDs))
@@ -307,8 +198,8 @@ func parity(t *testing.T, dir, path string) string {
 		1-mnR, 1-meR, 1-mnC, 1-meC, gg, cg, args, greedy, len(nearTie))
 }
 
-func greedyRun(t *testing.T, m *loaded, prompt []int32, n int) []int32 {
-	s, err := m.eng.NewSession(len(prompt) + n + 1)
+func greedyRun(t *testing.T, m *enginetest.Loaded, prompt []int32, n int) []int32 {
+	s, err := m.Eng.NewSession(len(prompt) + n + 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +209,7 @@ func greedyRun(t *testing.T, m *loaded, prompt []int32, n int) []int32 {
 	}
 	var out []int32
 	for len(out) < n {
-		id, _ := top2(rows[len(rows)-1])
+		id, _ := enginetest.Top2(rows[len(rows)-1])
 		out = append(out, int32(id))
 		if rows, err = s.Eval([]int32{int32(id)}, false); err != nil {
 			t.Fatal(err)
@@ -398,7 +289,7 @@ func TestPlantedDefect(t *testing.T) {
 	}
 	dir := testutil.Fixtures(t)
 	path := filepath.Join(dir, "models", "synth", "qwen2-tiny-Q8_0.gguf")
-	cpu := open(t, path, "cpu")
+	cpu := enginetest.Open(t, path, "cpu", 0)
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -414,7 +305,7 @@ func TestPlantedDefect(t *testing.T) {
 	}
 	defer bad.Close()
 	var ex expectLogits
-	if !readJSON(t, filepath.Join(dir, "expect", "qwen2-tiny-Q8_0.logits.json"), &ex) {
+	if !enginetest.ReadJSON(t, filepath.Join(dir, "expect", "qwen2-tiny-Q8_0.logits.json"), &ex) {
 		t.Fatal("no expect logits")
 	}
 	toks := ex.Tokens[:8]
@@ -430,7 +321,7 @@ func TestPlantedDefect(t *testing.T) {
 		}
 		return rec.Records
 	}
-	d := oracle.FirstDivergence(trace(bad), trace(cpu.eng), oracle.DivergenceTol{MinCosine: 0.999})
+	d := oracle.FirstDivergence(trace(bad), trace(cpu.Eng), oracle.DivergenceTol{MinCosine: 0.999})
 	if d.First == nil || d.First.Layer != 1 || d.First.Op != model.OpFFNOut {
 		t.Fatalf("the bisect named %+v; want layer 1 op %s (the planted ffn_down)", d.First, model.OpFFNOut)
 	}
