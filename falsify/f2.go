@@ -46,9 +46,24 @@ import (
 // device and no reference forward pass.
 const F2By = "f2"
 
-// F2ProbePrompt is the probe a server validates with before it serves (the
-// contracts' parity probe text; apr run probes with the user's prompt).
-const F2ProbePrompt = "The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,"
+// F2ProbePrompt is the text a server validates with before it serves (apr
+// run probes with the user's prompt): params.prompt of the embedded
+// contracts' <arch>.f2 falsifier.
+func F2ProbePrompt(arch string) (string, error) {
+	set, err := contracts.Embedded()
+	if err != nil {
+		return "", err
+	}
+	fz, ok := set.Falsifier(arch + ".f2")
+	if !ok {
+		return "", refuse.New(F2By, "the contracts have no %s.f2 falsifier to take F2's probe from", arch)
+	}
+	p, _ := fz.Params["prompt"].(string)
+	if p == "" {
+		return "", refuse.New(F2By, "%s.f2 gives no params.prompt", arch)
+	}
+	return p, nil
+}
 
 // F2Options configure one F2 check.
 type F2Options struct {

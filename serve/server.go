@@ -152,10 +152,14 @@ func (s *Server) Load(ctx context.Context) error {
 // Engines on the host are not gated by it.
 func (s *Server) f2(ctx context.Context, m *generate.Model) error {
 	if _, device := m.Eng.(model.Uploader); !device {
-		return nil
+		return nil // F2 gates device engines only; no probe prompt is needed
 	}
 	s.setStatus("validating: F2 on " + s.o.Backend)
-	toks, err := generate.PromptTokens(ctx, m.Tok, nil, falsify.F2ProbePrompt, true)
+	prompt, err := falsify.F2ProbePrompt(m.Spec.Arch)
+	if err != nil {
+		return fmt.Errorf("serve: F2's probe: %w", err)
+	}
+	toks, err := generate.PromptTokens(ctx, m.Tok, nil, prompt, true)
 	if err != nil {
 		return fmt.Errorf("serve: F2's probe prompt: %w", err)
 	}
@@ -163,7 +167,7 @@ func (s *Server) f2(ctx context.Context, m *generate.Model) error {
 	if err != nil {
 		return fmt.Errorf("serve: F2 %s: %w", verdict, err)
 	}
-	s.o.Log.Info("F2 passed", "backend", s.o.Backend)
+	s.o.Log.Info("F2", "backend", s.o.Backend, "verdict", verdict)
 	return nil
 }
 
