@@ -1,43 +1,106 @@
 #!/usr/bin/env bash
-# gpu.sh: everything the CUDA engine needs checked on a GPU machine, in one
-# call (the machine has nvcc and a driver but no Go). Run from the
-# repository root after `make cuda-bundle` put the cross-compiled binaries
-# and the fixtures under .dev/; results go to ${OUT:-/tmp/apr-gpu}:
-#   1. make kernels (nvcc -ptx -arch=sm_90) → kernels.ptx, with the sources' sha256 (commit it)
-#   2. apr devices
-#   3. engine/cuda's tests on the device: every format bit-exact, the products, parity and
-#      greedy on every fixture model, the planted defect named by the bisect and failed by F2
-#   4. apr run / apr qa --backend cuda on stories260K and apr synth's qwen2.5-0.5b at Q8_0
-#   5. apr bench --backend cuda (pp512, tg128) beside cpu on the same shape
-# Every step runs even when an earlier one failed; the exit code is the first failure's.
+# gpu.sh: everything the CUDA engine needs checked on a GPU machine (nvcc and
+# a driver, no Go). Run from the repository root after `make cuda-bundle`
+# put the cross-compiled binaries and the fixtures under .dev/. The device
+# tool carries at most 64 MiB a call, so it runs in two phases:
+#
+#   gpu.sh tests  (carry .dev/cuda.test.xz .dev/fixtures.tar.xz)
+#     1. make kernels (nvcc -ptx -arch=sm_90) → $OUT/kernels.ptx with the
+#        sources' sha256: copy it to engine/cuda/kernels.ptx and commit it
+#     2. engine/cuda's tests on the device: every format bit-exact, the
+#        products, parity and greedy on every fixture model, the planted
+#        defect named by the bisect and failed by F2
+#   gpu.sh apps   (carry .dev/apr.xz .dev/kernels.ptx .dev/stories260K.gguf)
+#     3. apr devices; apr run twice (the second F2 from its cache) and apr qa
+#        --backend cuda on stories260K
+#     4. apr bench --backend cuda (pp512, tg128, 5 reps) on apr synth's
+#        qwen2.5-0.5b at Q4_K, Q8_0 and F16 and qwen3.5-0.8b at Q4_K, cpu beside
+#     5. apr qa --backend cuda on qwen2.5-0.5b at Q8_0 and Q4_K, and with a
+#        planted wrong kernel (must fail)
+#
+# Every step runs even when an earlier one failed, under its own time limit;
+# the exit code is the first failure's (the planted step inverts: it must
+# fail). Logs and the summary go to ${OUT:-/tmp/apr-gpu}.
 set -u
+phase="${1:-}"
 out="${OUT:-/tmp/apr-gpu}"
 mkdir -p "$out"
 rc=0
-step() { echo "== $*" | tee -a "$out/summary.txt"; "$@" 2>&1 | tee -a "$out/log.txt" | tail -40; local s=${PIPESTATUS[0]}; echo "   exit $s" | tee -a "$out/summary.txt"; [ $rc -ne 0 ] || rc=$s; }
-root="$(pwd)"
+# step LIMIT CMD...: run CMD under `timeout LIMIT`, log it, keep the first failure.
+step() {
+	local lim=$1
+	shift
+	local t0=$SECONDS
+	echo "== $*" | tee -a "$out/summary.txt"
+	timeout "$lim" "$@" >"$out/step.txt" 2>&1
+	local s=$?
+	cat "$out/step.txt" >>"$out/log.txt"
+	tail -25 "$out/step.txt"
+	echo "   exit $s in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+	[ $rc -ne 0 ] || rc=$s
+	return $s
+}
+emu=
 if [ -n "${APR_LIBCUDA:-}" ] && ! command -v nvcc >/dev/null; then
-	# A dry run of this script against the host emulator (no nvcc, no GPU).
-	echo "// emulator: not read" >"$out/kernels.ptx"
-else
-	bash engine/cuda/kernels/build.sh "$out/kernels.ptx" 2>&1 | tee -a "$out/log.txt"
+	emu=1 # a dry run against the host emulator (no nvcc, no GPU)
 fi
-export APR_CUDA_PTX="$out/kernels.ptx"
-mkdir -p /tmp/apr-shared && tar -C /tmp/apr-shared -xJf .dev/fixtures.tar.xz
-[ -e "$(dirname "$root")/shared/fixtures" ] || ln -sfn /tmp/apr-shared/shared "$(dirname "$root")/shared"
-for b in apr cuda.test; do xz -dc ".dev/$b.xz" >"/tmp/$b" && chmod +x "/tmp/$b"; done
-fx=/tmp/apr-shared/shared/fixtures
-step /tmp/apr devices
-(cd engine/cuda && step /tmp/cuda.test -test.v -test.run '^(TestKernelsPTXCurrent|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect)$')
-step /tmp/apr run "$fx/models/stories260K.gguf" -p "Once upon a time" --raw -n 32 --backend cuda --json
-step /tmp/apr qa "$fx/models/stories260K.gguf" --backend cpu,cuda
-if [ -n "${APR_LIBCUDA:-}" ]; then
-	echo "== emulator dry run: the qwen2.5-0.5b steps need a GPU; first failure's exit code: $rc" | tee -a "$out/summary.txt"
-	exit $rc
-fi
-/tmp/apr synth --arch qwen2 --preset qwen2.5-0.5b --type Q8_0 -o /tmp/q25-Q8_0.gguf >/dev/null 2>&1
-step /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda
-APR_CUDA_PLANT=blk.3.ffn_down.weight:7:1.5 step /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda --gate f2
-step /tmp/apr bench /tmp/q25-Q8_0.gguf --backend cuda --compare cpu --compare-reps 1 -p 512 -n 128 --reps 5 --threads 16
+unxz() { xz -dc ".dev/$1.xz" >"/tmp/$1" && chmod +x "/tmp/$1"; }
+
+case "$phase" in
+tests)
+	if [ -n "$emu" ]; then
+		echo "// emulator: not read" >"$out/kernels.ptx"
+	else
+		step 300 bash engine/cuda/kernels/build.sh "$out/kernels.ptx" || exit $rc
+	fi
+	export APR_CUDA_PTX="$out/kernels.ptx"
+	root="$(pwd)"
+	mkdir -p /tmp/apr-shared && tar -C /tmp/apr-shared -xJf .dev/fixtures.tar.xz
+	[ -e "$(dirname "$root")/shared/fixtures" ] || ln -sfn /tmp/apr-shared/shared "$(dirname "$root")/shared"
+	unxz cuda.test
+	nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv >>"$out/summary.txt" 2>&1
+	(cd engine/cuda && step 420 /tmp/cuda.test -test.v -test.run '^(TestUnavailableIsRefused|TestKernelsPTXCurrent|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect)$')
+	;;
+apps)
+	export APR_CUDA_PTX="$(pwd)/.dev/kernels.ptx"
+	unxz apr
+	st=.dev/stories260K.gguf
+	step 30 /tmp/apr devices
+	step 30 /tmp/apr devices --json
+	step 60 /tmp/apr run "$st" -p "Once upon a time" --raw -n 32 --backend cuda --json
+	step 60 /tmp/apr run "$st" -p "Once upon a time" --raw -n 32 --backend cuda --json
+	step 120 /tmp/apr qa "$st" --backend cpu,cuda
+	if [ -n "$emu" ]; then
+		echo "== emulator dry run: the qwen2.5-0.5b steps need a GPU; first failure's exit code: $rc" | tee -a "$out/summary.txt"
+		exit $rc
+	fi
+	for ty in Q4_K Q8_0 F16; do
+		/tmp/apr synth --arch qwen2 --preset qwen2.5-0.5b --type $ty -o /tmp/q25-$ty.gguf >/dev/null 2>&1 &
+	done
+	/tmp/apr synth --arch qwen35 --preset qwen3.5-0.8b --type Q4_K -o /tmp/q35-Q4_K.gguf >/dev/null 2>&1 &
+	wait
+	for m in q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K; do
+		step 90 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --reps 5 --json
+		cp "$out/step.txt" "$out/bench-$m.json"
+	done
+	step 120 /tmp/apr bench /tmp/q25-Q8_0.gguf --backend cuda --compare cpu --compare-reps 1 -p 512 -n 128 --reps 3 --threads 16
+	step 150 /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda
+	step 150 /tmp/apr qa /tmp/q25-Q4_K.gguf --backend cuda
+	# The planted wrong kernel must fail F2 (exit 1): a pass here is the failure.
+	before=$rc
+	APR_CUDA_PLANT=blk.3.ffn_down.weight:7:1.5 step 120 /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda --gate f2
+	s=$?
+	rc=$before
+	if [ $s -ne 1 ]; then
+		echo "   the planted defect was not failed (exit $s, want 1)" | tee -a "$out/summary.txt"
+		[ $rc -ne 0 ] || rc=1
+	fi
+	;;
+*)
+	echo "usage: gpu.sh tests|apps" >&2
+	exit 2
+	;;
+esac
+rm -f "$out/step.txt"
 echo "== first failure's exit code: $rc" | tee -a "$out/summary.txt"
 exit $rc
