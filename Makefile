@@ -62,13 +62,15 @@ kernels-check:
 # call: `gpu.sh tests` (kernels, engine/cuda's tests on every fixture model;
 # carries cuda.test.xz and fixtures.tar.xz) and `gpu.sh apps` (apr devices,
 # run, qa and bench; carries apr.xz, the kernels the first call built and
-# stories260K).
+# stories260K). CUDA_BUNDLE_EXCLUDE='*-F32.gguf' leaves out the two F32
+# fixture models (16 MB that do not compress) so that `gpu.sh all` fits one call.
+CUDA_BUNDLE_EXCLUDE ?= /none/
 cuda-bundle:
 	mkdir -p .dev
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o .dev/apr ./cmd/apr
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -ldflags "-s -w" -o .dev/cuda.test ./engine/cuda
 	xz -f -T2 .dev/apr .dev/cuda.test
-	tar -C .. -cf - shared/fixtures/models shared/fixtures/expect shared/fixtures/dequant | xz -T2 -6 > .dev/fixtures.tar.xz
+	tar -C .. --exclude='$(CUDA_BUNDLE_EXCLUDE)' -cf - shared/fixtures/models shared/fixtures/expect shared/fixtures/dequant | xz -T2 -6 > .dev/fixtures.tar.xz
 	cp ../shared/fixtures/models/stories260K.gguf .dev/
 	@du -sh .dev/*
 

@@ -37,15 +37,24 @@ type backend struct {
 	vecs []*vector
 	done bool // weights uploaded
 
-	// scratch: ids and weights uploaded per op, attention scores.
-	ids    devArea
-	floats devArea
+	// scratch: attention scores.
 	scores devArea
 	plant  *Plant
 
 	// held is true while a session's Eval holds the driver on its thread
 	// (cu.Driver.Hold): ops then call the driver directly.
 	held bool
+
+	// The launch path (see flush): ops append their kernels to tape and
+	// the host data they read (ids, positions, weights) to stage; flush
+	// copies stage to stageDev and runs the tape on stream, as a CUDA
+	// graph when the same tape ran before.
+	stream   cu.Stream
+	tape     []tapeOp
+	stage    []byte
+	stageDev devArea
+	pending  []cu.Ptr // frees that wait for the tape that may still read them
+	graphs   *graphCache
 }
 
 // devArea is a growable device allocation.
@@ -60,7 +69,7 @@ func (be *backend) ensure(a *devArea, n uint64) error {
 		return nil
 	}
 	if a.p != 0 {
-		if err := be.d.Free(a.p); err != nil {
+		if err := be.free(a.p); err != nil {
 			return err
 		}
 		a.p, a.cap = 0, 0
@@ -75,24 +84,36 @@ func (be *backend) ensure(a *devArea, n uint64) error {
 }
 
 // do runs fn with the context current unless an earlier op failed; the
-// first failure sticks.
+// first failure sticks. Outside a held Eval the op's kernels run at once
+// (flush); inside one they wait on the tape for the next Read or the end
+// of the Eval.
 func (be *backend) do(fn func() error) error {
 	if be.err != nil {
 		return be.err
 	}
+	run := func() error {
+		if err := fn(); err != nil {
+			return err
+		}
+		if !be.held {
+			return be.flush()
+		}
+		return nil
+	}
 	var err error
 	if be.held {
-		err = fn()
+		err = run()
 	} else {
-		err = be.d.Do(fn)
+		err = be.d.Do(run)
 	}
 	if err != nil {
+		be.tape, be.stage = be.tape[:0], be.stage[:0]
 		be.err = err
 	}
 	return be.err
 }
 
-// launch queues kernel name with n threads' worth of a 1-D grid-stride
+// launch1 queues kernel name with n threads' worth of a 1-D grid-stride
 // loop (256 per block).
 func (be *backend) launch1(name string, n int, args ...any) {
 	if n <= 0 {
@@ -102,13 +123,124 @@ func (be *backend) launch1(name string, n int, args ...any) {
 	be.do(func() error { return be.launch(name, cu.Dim{X: uint32(blocks)}, cu.Dim{X: 256}, 0, args...) })
 }
 
-// launch is called inside do.
+// launch appends a kernel to the tape; inside do.
 func (be *backend) launch(name string, grid, block cu.Dim, shared uint32, args ...any) error {
 	f, ok := be.fn[name]
 	if !ok {
 		return fmt.Errorf("cuda: the module has no kernel %s", name)
 	}
-	return be.d.Launch(f, grid, block, shared, args...)
+	if len(args) > maxKernelArgs {
+		return fmt.Errorf("cuda: %s with %d arguments (at most %d)", name, len(args), maxKernelArgs)
+	}
+	op := tapeOp{f: f, grid: grid, block: block, shared: shared, n: uint8(len(args))}
+	for i, a := range args {
+		v, err := cu.Pack(a)
+		if err != nil {
+			return fmt.Errorf("cuda: %s argument %d: %w", name, i, err)
+		}
+		op.args[i] = v
+	}
+	be.tape = append(be.tape, op)
+	return nil
+}
+
+// stageBytes appends n bytes at src to the host data of the tape and
+// returns the device address the tape's kernels read them at (valid once
+// flush has copied them); inside do.
+func (be *backend) stageBytes(src unsafe.Pointer, n int) (cu.Ptr, error) {
+	off := (len(be.stage) + 15) &^ 15
+	if uint64(off+n) > be.stageDev.cap {
+		// The queued kernels read the current area: run them first.
+		if err := be.flush(); err != nil {
+			return 0, err
+		}
+		off = 0
+		if err := be.ensure(&be.stageDev, max(uint64(2*n), 256<<10)); err != nil {
+			return 0, err
+		}
+	}
+	for len(be.stage) < off {
+		be.stage = append(be.stage, 0)
+	}
+	be.stage = append(be.stage, unsafe.Slice((*byte)(src), n)...)
+	return be.stageDev.p + cu.Ptr(off), nil
+}
+
+// putInts stages ids; inside do.
+func (be *backend) putInts(ids []int32) (cu.Ptr, error) {
+	return be.stageBytes(unsafe.Pointer(unsafe.SliceData(ids)), 4*len(ids))
+}
+
+// putInt stages one int (a position the kernels read from device memory,
+// so that a captured graph replays at the next position); inside do.
+func (be *backend) putInt(v int) (cu.Ptr, error) {
+	x := int32(v)
+	return be.stageBytes(unsafe.Pointer(&x), 4)
+}
+
+// free releases device memory once no queued kernel can read it: after
+// the tape has run and the device has finished it; inside do.
+func (be *backend) free(p cu.Ptr) error {
+	if p == 0 {
+		return nil
+	}
+	if len(be.tape) > 0 {
+		be.pending = append(be.pending, p)
+		return nil
+	}
+	if err := be.d.Sync(); err != nil {
+		return err
+	}
+	return be.d.Free(p)
+}
+
+// flush runs the tape: the staged host data is copied to the device (a
+// synchronous copy, ordered after the work already queued), then the
+// kernels are launched on the stream — inside a held Eval through the
+// graph cache (a tape seen before replays as one CUDA graph launch),
+// otherwise one launch per kernel. Pending frees follow. Inside do.
+func (be *backend) flush() error {
+	tape, stage := be.tape, be.stage
+	be.tape, be.stage = be.tape[:0], be.stage[:0]
+	if len(stage) > 0 {
+		if err := be.d.HtoD(be.stageDev.p, unsafe.Pointer(&stage[0]), uint64(len(stage))); err != nil {
+			return err
+		}
+	}
+	if len(tape) > 0 {
+		var err error
+		if be.held && be.graphs != nil {
+			err = be.graphs.run(be, tape)
+		} else {
+			err = be.direct(tape)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(be.pending) > 0 {
+		if err := be.d.Sync(); err != nil {
+			return err
+		}
+		for _, p := range be.pending {
+			if err := be.d.Free(p); err != nil {
+				return err
+			}
+		}
+		be.pending = be.pending[:0]
+	}
+	return nil
+}
+
+// direct launches every kernel of tape on the stream.
+func (be *backend) direct(tape []tapeOp) error {
+	for i := range tape {
+		op := &tape[i]
+		if err := be.d.LaunchPacked(op.f, op.grid, op.block, op.shared, be.stream, op.args[:op.n]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (be *backend) Name() string { return Name }
@@ -177,7 +309,14 @@ func (be *backend) newBuf(rows, cols int, work bool) *buf {
 	be.Zero(b)
 	if !work {
 		d := be.d
-		runtime.AddCleanup(a, func(p cu.Ptr) { _ = d.Do(func() error { return d.Free(p) }) }, a.p)
+		runtime.AddCleanup(a, func(p cu.Ptr) {
+			_ = d.Do(func() error {
+				if err := d.Sync(); err != nil {
+					return err
+				}
+				return d.Free(p)
+			})
+		}, a.p)
 	}
 	return b
 }
@@ -192,7 +331,7 @@ func (be *backend) Release(g graph.Buf) {
 	}
 	b.a.freed = true
 	p := b.a.p
-	_ = be.do(func() error { return be.d.Free(p) })
+	_ = be.do(func() error { return be.free(p) })
 }
 
 func (be *backend) Zero(g graph.Buf) {
@@ -214,6 +353,9 @@ func (be *backend) Read(g graph.Buf, r int, dst []float32) {
 		panic("cuda: Read: row or dst length")
 	}
 	err := be.do(func() error {
+		if err := be.flush(); err != nil {
+			return err
+		}
 		return be.d.DtoH(unsafe.Pointer(&dst[0]), b.p+cu.Ptr(4*r*b.stride), uint64(4*len(dst)))
 	})
 	if err != nil {
@@ -402,15 +544,6 @@ func vecLen(w graph.Weight) int {
 	return len(w.(*vector).v)
 }
 
-// putInts uploads ids to the ids scratch area; inside do.
-func (be *backend) putInts(ids []int32) (cu.Ptr, error) {
-	n := uint64(4 * len(ids))
-	if err := be.ensure(&be.ids, n); err != nil {
-		return 0, err
-	}
-	return be.ids.p, be.d.HtoD(be.ids.p, unsafe.Pointer(unsafe.SliceData(ids)), n)
-}
-
 // ---- products ----------------------------------------------------------------------
 
 func (be *backend) GetRows(dst graph.Buf, w graph.Weight, ids []int32) error {
@@ -594,15 +727,12 @@ func (be *backend) WeightedSum(dst, y graph.Buf, w []float32, k int) {
 		return
 	}
 	be.do(func() error {
-		n := uint64(4 * len(w))
-		if err := be.ensure(&be.floats, n); err != nil {
-			return err
-		}
-		if err := be.d.HtoD(be.floats.p, unsafe.Pointer(unsafe.SliceData(w)), n); err != nil {
+		wp, err := be.stageBytes(unsafe.Pointer(unsafe.SliceData(w)), 4*len(w))
+		if err != nil {
 			return err
 		}
 		blocks := min((d.rows*d.cols+255)/256, 65535)
-		return be.launch("k_wsum", cu.Dim{X: uint32(blocks)}, cu.Dim{X: 256}, 0, d.p, d.stride, yb.p, yb.stride, be.floats.p, k, d.rows, d.cols)
+		return be.launch("k_wsum", cu.Dim{X: uint32(blocks)}, cu.Dim{X: 256}, 0, d.p, d.stride, yb.p, yb.stride, wp, k, d.rows, d.cols)
 	})
 }
 
@@ -701,9 +831,19 @@ func (be *backend) Rope(x graph.Buf, pos0 int, r *graph.Rope) {
 	if r.Factors != nil {
 		ff = vecPtr(r.Factors)
 	}
-	be.launch1("k_rope", b.rows*heads*(r.NRot/2), b.p, b.stride, b.rows, b.cols, pos0, mode, r.NRot, r.HeadDim,
-		thetaScale, r.FreqScale, r.ExtFactor, r.AttnFactor, corr[0], corr[1], ff, imrope,
-		r.Sections[0], r.Sections[1], r.Sections[2], r.Sections[3])
+	n := b.rows * heads * (r.NRot / 2)
+	if n == 0 {
+		return
+	}
+	be.do(func() error {
+		pp, err := be.putInt(pos0)
+		if err != nil {
+			return err
+		}
+		return be.launch("k_rope", cu.Dim{X: uint32(min((n+255)/256, 65535))}, cu.Dim{X: 256}, 0, b.p, b.stride, b.rows, b.cols,
+			pp, mode, r.NRot, r.HeadDim, thetaScale, r.FreqScale, r.ExtFactor, r.AttnFactor, corr[0], corr[1], ff, imrope,
+			r.Sections[0], r.Sections[1], r.Sections[2], r.Sections[3])
+	})
 }
 
 // ---- attention ------------------------------------------------------------------------------
@@ -755,7 +895,7 @@ func (be *backend) freeKV(c *kvCache) {
 		for _, x := range []*alloc{c.k, c.v} {
 			if x != nil && x.p != 0 && !x.freed {
 				x.freed = true
-				_ = be.d.Free(x.p)
+				_ = be.free(x.p)
 			}
 		}
 		return nil
@@ -780,7 +920,16 @@ func (be *backend) Store(kv graph.KV, k, v graph.Buf, pos0 int) error {
 	if pos0+kb.rows > c.maxCtx {
 		return fmt.Errorf("cuda: %d positions exceed the KV cache of %d", pos0+kb.rows, c.maxCtx)
 	}
-	be.launch1("k_store", kb.rows*max(kb.cols, vb.cols), c.k.p, c.v.p, kb.p, kb.stride, vb.p, vb.stride, kb.rows, pos0, kb.cols, vb.cols)
+	if n := kb.rows * max(kb.cols, vb.cols); n > 0 {
+		be.do(func() error {
+			pp, err := be.putInt(pos0)
+			if err != nil {
+				return err
+			}
+			return be.launch("k_store", cu.Dim{X: uint32(min((n+255)/256, 65535))}, cu.Dim{X: 256}, 0,
+				c.k.p, c.v.p, kb.p, kb.stride, vb.p, vb.stride, kb.rows, pp, kb.cols, vb.cols)
+		})
+	}
 	c.n += kb.rows
 	return be.err
 }
@@ -798,14 +947,21 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 	if n == 0 {
 		return be.err
 	}
-	ctxCap := pos0 + n
+	// The scores' row length grows in steps of 256 positions, so that
+	// consecutive decode steps launch the same kernel arguments (and
+	// replay one captured graph).
+	ctxCap := (pos0 + n + 255) &^ 255
 	scale := a.Scale
 	err := be.do(func() error {
 		if err := be.ensure(&be.scores, uint64(4*n*a.NHead*ctxCap)); err != nil {
 			return err
 		}
+		pp, err := be.putInt(pos0)
+		if err != nil {
+			return err
+		}
 		return be.launch("k_attend", cu.Dim{X: uint32(n * a.NHead)}, cu.Dim{X: 128}, 0, ob.p, ob.stride, qb.p, qb.stride,
-			c.k.p, c.v.p, pos0, a.NHead, a.NKV, a.HK, a.HV, scale, be.scores.p, ctxCap)
+			c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.scores.p, ctxCap)
 	})
 	if err == nil && be.plant != nil {
 		be.plant.after(be, "attend", ob)
@@ -868,9 +1024,12 @@ func (be *backend) close() {
 			_ = be.d.Free(v.p)
 			v.p = 0
 		}
-		for _, a := range []*devArea{&be.ids, &be.floats, &be.scores} {
+		for _, a := range []*devArea{&be.stageDev, &be.scores} {
 			_ = be.d.Free(a.p)
 			*a = devArea{}
+		}
+		if be.graphs != nil {
+			be.graphs.close(be.d)
 		}
 		return nil
 	})

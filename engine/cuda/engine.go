@@ -118,25 +118,7 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 	if err != nil {
 		return nil, refuse.New(ByBackend, "backend %q cannot run here: no usable kernels: %v", Name, err)
 	}
-	be := &backend{d: d, fn: map[string]cu.Func{}, used: map[string]int{}, plant: o.Plant}
-	var info cu.Info
-	err = d.Do(func() error {
-		var err error
-		if info, err = d.Info(); err != nil {
-			return err
-		}
-		if be.mod, err = d.LoadModule(ptx); err != nil {
-			return fmt.Errorf("loading the kernels (%s): %w", origin, err)
-		}
-		for _, name := range kernelNames() {
-			fn, err := d.Function(be.mod, name)
-			if err != nil {
-				return err
-			}
-			be.fn[name] = fn
-		}
-		return nil
-	})
+	be, info, err := newBackend(d, ptx, origin, o.Plant)
 	if err != nil {
 		return nil, refuse.New(By, "%v", err)
 	}
@@ -154,6 +136,32 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 	o.Log.Debug("cuda engine ready", "arch", spec.Arch, "layers", spec.NLayer, "device", info.Name,
 		"weights_bytes", need-workspaceBytes, "kernels", origin)
 	return &Engine{f: f, spec: spec, be: be, m: m, info: info}, nil
+}
+
+// newBackend loads the kernel image, looks up every kernel and creates the
+// stream the backend queues its work on.
+func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backend, cu.Info, error) {
+	be := &backend{d: d, fn: map[string]cu.Func{}, used: map[string]int{}, plant: plant, graphs: newGraphCache()}
+	var info cu.Info
+	err := d.Do(func() error {
+		var err error
+		if info, err = d.Info(); err != nil {
+			return err
+		}
+		if be.mod, err = d.LoadModule(image); err != nil {
+			return fmt.Errorf("loading the kernels (%s): %w", origin, err)
+		}
+		for _, name := range kernelNames() {
+			fn, err := d.Function(be.mod, name)
+			if err != nil {
+				return err
+			}
+			be.fn[name] = fn
+		}
+		be.stream, err = d.NewStream()
+		return err
+	})
+	return be, info, err
 }
 
 // kernelNames lists every kernel the backend looks up.
@@ -180,6 +188,19 @@ func (e *Engine) Device() cu.Info { return e.info }
 
 // Kernels lists the contract ids of the kernels the engine uses, sorted.
 func (e *Engine) Kernels() []string { return e.be.kernels() }
+
+// GraphStats counts how the engine's tapes ran (see graphCache): launched
+// kernel by kernel on a first sighting, captured into a CUDA graph on the
+// second, replayed from then on. All zero when the cache is off
+// (APR_CUDA_GRAPHS=0).
+func (e *Engine) GraphStats() (direct, captured, replayed int) {
+	g := e.be.graphs
+	if g == nil {
+		return 0, 0, 0
+	}
+	e.be.d.Do(func() error { direct, captured, replayed = g.direct, g.captured, g.replayed; return nil })
+	return
+}
 
 // Upload copies the weights to the device (once); Evals before it upload
 // first.
@@ -215,6 +236,13 @@ func (s *session) Eval(tokens []int32, all bool) ([][]float32, error) {
 	}
 	s.be.held = true
 	rows, err := s.Session.Eval(tokens, all)
+	if err == nil {
+		// An Eval without logits (a prompt chunk) ends with kernels still
+		// on the tape.
+		err = s.be.do(s.be.flush)
+	} else {
+		s.be.tape, s.be.stage = s.be.tape[:0], s.be.stage[:0]
+	}
 	s.be.held = false
 	release()
 	if err == nil && s.be.err != nil {

@@ -14,9 +14,11 @@ import (
 	"github.com/aprqa/apr/engine/cuda/internal/cu"
 )
 
-// The kernel sources and the PTX `make kernels` built from them.
+// The kernel sources and what `make kernels` built from them: the PTX (the
+// readable image, checked by the tests) and a fatbin with sm_90 machine
+// code beside the same PTX, whose sources' sha256 kernels.fatbin.sum records.
 //
-//go:embed kernels/*.cu kernels/*.cuh kernels.ptx
+//go:embed kernels/*.cu kernels/*.cuh kernels.ptx kernels.fatbin kernels.fatbin.sum
 var kernelFS embed.FS
 
 // ptxHeader starts the first line of kernels.ptx; the sha256 of the
@@ -73,9 +75,20 @@ const EnvLibrary = cu.EnvLibrary
 // way.
 const EnvPTX = "APR_CUDA_PTX"
 
-// kernelImage returns the PTX to load and where it came from. The embedded
-// PTX must record the embedded sources' sha256: one built from other
-// sources is refused (run make kernels).
+// fatbinSourcesSHA256 returns the sources' sha256 that kernels.fatbin.sum
+// records ("" when it records none).
+func fatbinSourcesSHA256(sum []byte) string {
+	s, ok := strings.CutPrefix(strings.TrimSpace(string(sum)), strings.TrimPrefix(ptxHeader, "// "))
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(s)
+}
+
+// kernelImage returns the image to load and where it came from: the
+// embedded fatbin (sm_90 code, no PTX compilation at load) when it was
+// built, else the embedded PTX. Each must record the embedded sources'
+// sha256: one built from other sources is refused (run make kernels).
 func kernelImage() (ptx []byte, origin string, err error) {
 	if p := os.Getenv(EnvPTX); p != "" {
 		b, err := os.ReadFile(p)
@@ -99,7 +112,21 @@ func kernelImage() (ptx []byte, origin string, err error) {
 	if got != want {
 		return nil, "", fmt.Errorf("the embedded kernels.ptx was built from sources %q, not the embedded sources %s: run make kernels on a CUDA machine", got, want)
 	}
-	return b, "embedded", nil
+	fat, err := kernelFS.ReadFile("kernels.fatbin")
+	if err != nil {
+		return nil, "", err
+	}
+	sum, err := kernelFS.ReadFile("kernels.fatbin.sum")
+	if err != nil {
+		return nil, "", err
+	}
+	switch fs := fatbinSourcesSHA256(sum); {
+	case fs == NotBuilt && len(fat) == 0:
+		return b, "embedded PTX", nil
+	case fs != want || len(fat) == 0:
+		return nil, "", fmt.Errorf("the embedded kernels.fatbin was built from sources %q, not the embedded sources %s: run make kernels on a CUDA machine", fs, want)
+	}
+	return fat, "embedded fatbin (sm_90)", nil
 }
 
 // ModuleSHA256 is the sha256 of the kernel image this process loads (or

@@ -260,7 +260,7 @@ func TestEmulated(t *testing.T) {
 	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals)$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay)$", "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
 		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
 		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
@@ -332,6 +332,68 @@ func TestPlantedDefect(t *testing.T) {
 		t.Fatalf("F2 on the planted engine: %+v; want fail", r)
 	}
 	t.Logf("planted blk.1.ffn_down col 5 ×3: bisect names layer %d %s (cosine %.6f at position %d); F2 %s: %s", d.First.Layer, d.First.Op, d.First.Cosine, d.First.Pos, r.Verdict, r.Reason)
+}
+
+// TestGraphReplay: decoding with the graph cache (tapes captured into CUDA
+// graphs and replayed) gives logits bit-identical to launching every
+// kernel on its own (APR_CUDA_GRAPHS=0), on a model of each layer kind,
+// and decode steps do replay (a cache that never hits would pass the
+// comparison and speed nothing up).
+func TestGraphReplay(t *testing.T) {
+	if _, err := cuda.Available(); err != nil {
+		t.Skipf("SKIP (not a pass): no CUDA device: %v", err)
+	}
+	dir := testutil.Fixtures(t)
+	for _, name := range []string{"stories260K", "synth/qwen35-tiny-Q8_0", "synth/qwen3moe-tiny-Q8_0"} {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			path := filepath.Join(dir, "models", name+".gguf")
+			decode := func(graphs bool) ([][]float32, [3]int) {
+				if !graphs {
+					t.Setenv(cuda.EnvGraphs, "0")
+				}
+				f, err := gguf.Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				spec, err := model.Load(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				eng, err := cuda.New(f, spec, cuda.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer eng.Close()
+				s, err := eng.NewSession(64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out [][]float32
+				rows, err := s.Eval([]int32{1, 5, 9, 13, 17}, false)
+				for step := 0; step < 12 && err == nil; step++ {
+					out = append(out, rows[0])
+					rows, err = s.Eval([]int32{int32(enginetest.Argmax(rows[0]))}, false)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, c, r := eng.GraphStats()
+				return out, [3]int{d, c, r}
+			}
+			on, st := decode(true)
+			off, stOff := decode(false)
+			for i := range on {
+				if !slices.Equal(on[i], off[i]) {
+					t.Fatalf("step %d: logits with graph replay differ from launching each kernel", i)
+				}
+			}
+			if st[2] == 0 || stOff != [3]int{} {
+				t.Fatalf("graph stats (direct, captured, replayed): on %v, off %v; want replays with the cache and none without", st, stOff)
+			}
+			t.Logf("12 decode steps bit-identical with and without graphs; tapes direct %d, captured %d, replayed %d", st[0], st[1], st[2])
+		})
+	}
 }
 
 func mustRead(t *testing.T, p string) []byte {

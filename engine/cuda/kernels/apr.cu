@@ -307,14 +307,20 @@ extern "C" __global__ void k_softmax(float *d, int ds, int cols) {
 
 // ---- RoPE ---------------------------------------------------------------------------
 
+// The position arguments (pos0) are read from device memory so that a
+// decode step captured into a CUDA graph replays at the next position
+// (the host writes the position before launching the graph).
+
 // k_rope rotates pair i of every head of row r by θ = (pos0+r)·thetaScale^i
 // (the power built by repeated float multiplication, as ggml-cpu does),
 // divided by ff[i] when given, mixed by YaRN when extFactor ≠ 0; IMROPE
 // zeroes θ of the pairs whose section is e. mode: 0 norm (2i, 2i+1), else
 // (i, i+nrot/2). One thread per (row, head, pair).
-extern "C" __global__ void k_rope(float *x, int xs, int rows, int cols, int pos0, int mode, int nrot, int headDim,
-                                  float thetaScale, float freqScale, float extFactor, float attnFactor, float corr0,
-                                  float corr1, const float *ff, int imrope, int sec0, int sec1, int sec2, int sec3) {
+extern "C" __global__ void k_rope(float *x, int xs, int rows, int cols, const int *pos0p, int mode, int nrot,
+                                  int headDim, float thetaScale, float freqScale, float extFactor, float attnFactor,
+                                  float corr0, float corr1, const float *ff, int imrope, int sec0, int sec1, int sec2,
+                                  int sec3) {
+  int pos0 = *pos0p;
   int pairs = nrot / 2, heads = cols / headDim;
   EACH(rows, heads * pairs) {
     long long r = i / (heads * pairs);
@@ -354,7 +360,8 @@ extern "C" __global__ void k_rope(float *x, int xs, int rows, int cols, int pos0
 // k_store copies key and value rows to positions pos0… of the cache
 // (K: [ctx][kdim], V: [ctx][vdim]).
 extern "C" __global__ void k_store(float *K, float *V, const float *k, int ks, const float *v, int vs, int rows,
-                                   int pos0, int kdim, int vdim) {
+                                   const int *pos0p, int kdim, int vdim) {
+  int pos0 = *pos0p;
   int w = kdim > vdim ? kdim : vdim;
   EACH(rows, w) {
     long long r = i / w;
@@ -368,8 +375,9 @@ extern "C" __global__ void k_store(float *K, float *V, const float *k, int ks, c
 // scale·q·k_j, a softmax (max, e^(s−max) summed in double), then
 // Σ_j p_j·v_j. S is scratch of ctxCap floats per block.
 extern "C" __global__ void k_attend(float *out, int os, const float *q, int qs, const float *K, const float *V,
-                                    int pos0, int nhead, int nkv, int hk, int hv, float scale, float *S,
+                                    const int *pos0p, int nhead, int nkv, int hk, int hv, float scale, float *S,
                                     int ctxCap) {
+  int pos0 = *pos0p;
   __shared__ double sh[32];
   __shared__ float shf[32];
   int r = blockIdx.x / nhead, h = blockIdx.x % nhead;

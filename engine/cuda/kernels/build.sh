@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Builds engine/cuda/kernels.ptx from the sources beside this script with
-# nvcc (the `make kernels` target; needs the CUDA toolkit). The first line of
-# the output records the sources' sha256 as engine/cuda.SourcesSHA256
-# computes it: for each kernels/*.cu and *.cuh in name order, its name, a
-# newline and its bytes.
+# Builds engine/cuda/kernels.ptx and engine/cuda/kernels.fatbin from the
+# sources beside this script with nvcc (the `make kernels` target; needs the
+# CUDA toolkit). The first line of kernels.ptx, and kernels.fatbin.sum,
+# record the sources' sha256 as engine/cuda.SourcesSHA256 computes it: for
+# each kernels/*.cu and *.cuh in name order, its name, a newline and its
+# bytes. The fatbin holds sm_90 machine code (loaded without the driver's
+# PTX compilation, which costs a few hundred milliseconds per process) and
+# the same PTX for other devices.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/../kernels.ptx}"
+fat="$(dirname "$out")/kernels.fatbin"
 if ! command -v nvcc >/dev/null 2>&1; then
 	echo "make kernels: refused: nvcc (the CUDA toolkit) is not on PATH; build the kernels on a CUDA machine" >&2
 	exit 3
@@ -16,4 +20,6 @@ tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
 nvcc -ptx -arch=sm_90 -O3 -fmad=false -o "$tmp" "$here/apr.cu"
 { printf '// apr-kernels sources-sha256 %s\n' "$sum"; cat "$tmp"; } >"$out"
-echo "wrote $out (sources $sum)" >&2
+nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' -O3 -fmad=false -o "$fat" "$here/apr.cu"
+printf 'apr-kernels sources-sha256 %s\n' "$sum" >"$fat.sum"
+echo "wrote $out, $fat (sources $sum)" >&2

@@ -102,17 +102,19 @@ template <class... A> struct Launcher {
   static void call(void *fn, void **p) { go((void (*)(A...))fn, p, std::index_sequence_for<A...>{}); }
 };
 template <class... A> static Call launcherOf(void (*)(A...)) { return &Launcher<A...>::call; }
+template <class... A> static int nargsOf(void (*)(A...)) { return (int)sizeof...(A); }
 
 struct Kernel {
   void *fn;
   Call call;
   bool fibers;
+  int nargs;
 };
 static std::map<std::string, Kernel> &kernels() {
   static std::map<std::string, Kernel> k;
   return k;
 }
-#define REG(name) kernels()[#name] = Kernel{(void *)&name, launcherOf(&name), needsFibers(#name)};
+#define REG(name) kernels()[#name] = Kernel{(void *)&name, launcherOf(&name), needsFibers(#name), nargsOf(&name)};
 #define REG_T(N, ID) REG(mv_##N) REG(mm_##N) REG(mmid_##N) REG(getrows_##N)
 static void registerAll() {
   if (!kernels().empty()) return;
@@ -238,7 +240,8 @@ CUresult cuDevicePrimaryCtxRetain(void **c, int) {
 }
 CUresult cuDevicePrimaryCtxRelease_v2(int) { return 0; }
 CUresult cuCtxSetCurrent(void *) { return 0; }
-CUresult cuCtxSynchronize() { return 0; }
+static struct Graph *capturingGraph();
+CUresult cuCtxSynchronize() { return capturingGraph() ? 900 : 0; }
 // aprEmuSetMemory sets the emulated device's memory (tests of the
 // engine's refusals when a model or a KV cache does not fit).
 void aprEmuSetMemory(size_t bytes) { capacity = bytes; }
@@ -282,10 +285,12 @@ CUresult cuMemFree_v2(uint64_t p) {
   return 0;
 }
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
+  if (capturingGraph()) return 900;
   memcpy((void *)(uintptr_t)dst, src, n);
   return 0;
 }
 CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) {
+  if (capturingGraph()) return 900;
   memcpy(dst, (void *)(uintptr_t)src, n);
   return 0;
 }
@@ -293,10 +298,8 @@ CUresult cuMemcpyDtoD_v2(uint64_t dst, uint64_t src, size_t n) {
   memmove((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n);
   return 0;
 }
-CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned shared, void *, void **params, void **) {
-  Kernel *k = (Kernel *)f;
-  if (bx * by * bz > 1024 || bx * by * bz == 0) return 1;
+static void runLaunch(Kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                      unsigned shared, void **params) {
   gridDim = dim3_{gx, gy, gz};
   blockDim = dim3_{bx, by, bz};
   dynShared.assign(shared + 16, 0);
@@ -306,11 +309,76 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
         blockIdx = dim3_{x, y, z};
         runBlock(k, params, k->fibers);
       }
+}
+
+// Streams and graphs: the emulator runs every launch at once, in order, so
+// a stream is a token; a stream being captured records its launches (each
+// argument's 8-byte slot copied, as the driver copies the values) instead
+// of running them, and a graph launch runs the recording.
+struct Rec {
+  Kernel *k;
+  unsigned g[3], b[3], shared;
+  std::vector<uint64_t> args;
+};
+struct Graph {
+  std::vector<Rec> recs;
+};
+static Graph *capturing;
+static int streamDummy;
+CUresult cuStreamCreate(void **s, unsigned) {
+  *s = &streamDummy;
   return 0;
 }
+CUresult cuStreamSynchronize(void *) { return capturing ? 900 : 0; } // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+CUresult cuStreamBeginCapture_v2(void *, int) {
+  if (capturing) return 1;
+  capturing = new Graph;
+  return 0;
+}
+CUresult cuStreamEndCapture(void *, void **g) {
+  if (!capturing) return 1;
+  *g = capturing;
+  capturing = nullptr;
+  return 0;
+}
+CUresult cuGraphInstantiateWithFlags(void **e, void *g, unsigned long long) {
+  *e = new Graph(*(Graph *)g);
+  return 0;
+}
+CUresult cuGraphDestroy(void *g) {
+  delete (Graph *)g;
+  return 0;
+}
+CUresult cuGraphExecDestroy(void *e) {
+  delete (Graph *)e;
+  return 0;
+}
+CUresult cuGraphLaunch(void *e, void *) {
+  if (capturing) return 1;
+  for (Rec &r : ((Graph *)e)->recs) {
+    std::vector<void *> p(r.args.size());
+    for (size_t i = 0; i < p.size(); i++) p[i] = &r.args[i];
+    runLaunch(r.k, r.g[0], r.g[1], r.g[2], r.b[0], r.b[1], r.b[2], r.shared, p.data());
+  }
+  return 0;
+}
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, void *, void **params, void **) {
+  Kernel *k = (Kernel *)f;
+  if (bx * by * bz > 1024 || bx * by * bz == 0) return 1;
+  if (capturing) {
+    Rec r{k, {gx, gy, gz}, {bx, by, bz}, shared, std::vector<uint64_t>(k->nargs)};
+    for (int i = 0; i < k->nargs; i++) memcpy(&r.args[i], params[i], 8);
+    capturing->recs.push_back(std::move(r));
+    return 0;
+  }
+  runLaunch(k, gx, gy, gz, bx, by, bz, shared, params);
+  return 0;
+}
+static Graph *capturingGraph() { return capturing; }
 CUresult cuGetErrorName(int r, const char **s) {
   *s = r == 0 ? "CUDA_SUCCESS" : r == 1 ? "CUDA_ERROR_INVALID_VALUE" : r == 2 ? "CUDA_ERROR_OUT_OF_MEMORY"
-       : r == 500 ? "CUDA_ERROR_NOT_FOUND" : "CUDA_ERROR_UNKNOWN";
+       : r == 500 ? "CUDA_ERROR_NOT_FOUND" : r == 900 ? "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED" : "CUDA_ERROR_UNKNOWN";
   return 0;
 }
 }

@@ -102,6 +102,8 @@ var symbols = []string{
 	"cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxSynchronize",
 	"cuMemGetInfo_v2", "cuModuleLoadData", "cuModuleGetFunction", "cuMemAlloc_v2", "cuMemFree_v2",
 	"cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuLaunchKernel", "cuGetErrorName",
+	"cuStreamCreate", "cuStreamSynchronize", "cuStreamBeginCapture_v2", "cuStreamEndCapture",
+	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
 }
 
 // Unavailable is why the driver could not be used: the library is missing,
@@ -352,9 +354,9 @@ func (d *Driver) Function(m Module, name string) (Func, error) {
 // Dim is a grid or block shape.
 type Dim struct{ X, Y, Z uint32 }
 
-// Launch queues f on the default stream with the given arguments, each
-// packed by Pack.
-func (d *Driver) Launch(f Func, grid, block Dim, shared uint32, args ...any) error {
+// Launch queues f on stream s (0: the default stream) with the given
+// arguments, each packed by Pack.
+func (d *Driver) Launch(f Func, grid, block Dim, shared uint32, s Stream, args ...any) error {
 	if len(args) > maxArgs {
 		return fmt.Errorf("cuda: launch with %d arguments (at most %d)", len(args), maxArgs)
 	}
@@ -365,10 +367,73 @@ func (d *Driver) Launch(f Func, grid, block Dim, shared uint32, args ...any) err
 		}
 		d.slots[i] = v
 	}
+	return d.launch(f, grid, block, shared, s)
+}
+
+// LaunchPacked is Launch with the arguments already packed (Pack).
+func (d *Driver) LaunchPacked(f Func, grid, block Dim, shared uint32, s Stream, args []uint64) error {
+	if len(args) > maxArgs {
+		return fmt.Errorf("cuda: launch with %d arguments (at most %d)", len(args), maxArgs)
+	}
+	copy(d.slots[:], args)
+	return d.launch(f, grid, block, shared, s)
+}
+
+func (d *Driver) launch(f Func, grid, block Dim, shared uint32, s Stream) error {
 	one := func(x uint32) uint32 { return max(x, 1) }
 	return d.call("cuLaunchKernel", uintptr(f), uintptr(one(grid.X)), uintptr(one(grid.Y)), uintptr(one(grid.Z)),
-		uintptr(one(block.X)), uintptr(one(block.Y)), uintptr(one(block.Z)), uintptr(shared), 0,
+		uintptr(one(block.X)), uintptr(one(block.Y)), uintptr(one(block.Z)), uintptr(shared), uintptr(s),
 		uintptr(unsafe.Pointer(&d.ptrs[0])), 0)
+}
+
+// Stream is a CUstream.
+type Stream uintptr
+
+// NewStream creates a stream that synchronises with the default stream
+// (CU_STREAM_DEFAULT): the synchronous copies (HtoD, DtoH) stay ordered
+// with the work queued on it, and it can be captured into a graph.
+func (d *Driver) NewStream() (Stream, error) {
+	var s Stream
+	err := d.call("cuStreamCreate", uintptr(unsafe.Pointer(&s)), 0)
+	return s, err
+}
+
+// StreamSync waits for the work queued on s.
+func (d *Driver) StreamSync(s Stream) error { return d.call("cuStreamSynchronize", uintptr(s)) }
+
+// GraphExec is an instantiated CUDA graph (CUgraphExec).
+type GraphExec uintptr
+
+// BeginCapture starts recording the work queued on s into a graph instead
+// of running it (CU_STREAM_CAPTURE_MODE_RELAXED: the driver is held, no
+// other thread calls it meanwhile).
+func (d *Driver) BeginCapture(s Stream) error {
+	return d.call("cuStreamBeginCapture_v2", uintptr(s), 2)
+}
+
+// EndCapture ends the capture that BeginCapture started on s and returns
+// the instantiated graph.
+func (d *Driver) EndCapture(s Stream) (GraphExec, error) {
+	var g uintptr
+	if err := d.call("cuStreamEndCapture", uintptr(s), uintptr(unsafe.Pointer(&g))); err != nil {
+		return 0, err
+	}
+	var e GraphExec
+	err := d.call("cuGraphInstantiateWithFlags", uintptr(unsafe.Pointer(&e)), g, 0)
+	if derr := d.call("cuGraphDestroy", g); err == nil {
+		err = derr
+	}
+	return e, err
+}
+
+// GraphLaunch queues the graph's work on s.
+func (d *Driver) GraphLaunch(e GraphExec, s Stream) error {
+	return d.call("cuGraphLaunch", uintptr(e), uintptr(s))
+}
+
+// GraphExecDestroy releases an instantiated graph.
+func (d *Driver) GraphExecDestroy(e GraphExec) error {
+	return d.call("cuGraphExecDestroy", uintptr(e))
 }
 
 // Pack returns a kernel argument's bytes as the kernel reads them from its

@@ -1,0 +1,162 @@
+package cuda
+
+import (
+	"os"
+
+	"github.com/aprqa/apr/engine/cuda/internal/cu"
+)
+
+// EnvGraphs set to "0" turns the graph cache off: every kernel is launched
+// on its own (a developer bisecting whether replay changes anything; it
+// must not: a replay runs exactly the recorded launches).
+const EnvGraphs = "APR_CUDA_GRAPHS"
+
+// maxKernelArgs is the most arguments a kernel of apr.cu takes (k_rope: 21).
+const maxKernelArgs = 24
+
+// tapeOp is one recorded kernel launch with its arguments packed as the
+// driver reads them (cu.Pack).
+type tapeOp struct {
+	f           cu.Func
+	grid, block cu.Dim
+	shared      uint32
+	n           uint8
+	args        [maxKernelArgs]uint64
+}
+
+// graphCache replays tapes as CUDA graphs. A decode step launches hundreds
+// of small kernels; through purego each launch costs microseconds of host
+// time, inside a graph a fraction of one. Every position-dependent value a
+// kernel reads comes from staged device memory (putInt), so consecutive
+// decode steps of a session record identical tapes: the second sighting of
+// a tape is captured (cuStreamBeginCapture … cuGraphInstantiate), later ones
+// replay it with one cuGraphLaunch. A replay runs exactly the launches the
+// tape recorded — same kernels, grids and argument bytes, compared in full,
+// not by hash alone — so results are bit-identical to launching them one by
+// one (TestGraphReplay checks that).
+type graphCache struct {
+	entries map[uint64]*graphEntry
+	tick    uint64
+	// counters for tests and bench: tapes run directly, captured, replayed
+	direct, captured, replayed int
+}
+
+type graphEntry struct {
+	tape []tapeOp
+	exec cu.GraphExec
+	last uint64
+}
+
+// maxGraphs bounds the cache (a MoE decode step is one tape per layer
+// between its router reads; served sequences each have their own).
+const maxGraphs = 128
+
+func newGraphCache() *graphCache {
+	if os.Getenv(EnvGraphs) == "0" {
+		return nil
+	}
+	return &graphCache{entries: map[uint64]*graphEntry{}}
+}
+
+func hashTape(tape []tapeOp) uint64 {
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) {
+		h ^= v
+		h *= 1099511628211
+	}
+	for i := range tape {
+		op := &tape[i]
+		mix(uint64(op.f))
+		mix(uint64(op.grid.X) | uint64(op.grid.Y)<<32)
+		mix(uint64(op.grid.Z) | uint64(op.block.X)<<32)
+		mix(uint64(op.block.Y) | uint64(op.block.Z)<<32)
+		mix(uint64(op.shared) | uint64(op.n)<<32)
+		for _, a := range op.args[:op.n] {
+			mix(a)
+		}
+	}
+	return h
+}
+
+func sameTape(a, b []tapeOp) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.f != y.f || x.grid != y.grid || x.block != y.block || x.shared != y.shared || x.n != y.n || x.args != y.args {
+			return false
+		}
+	}
+	return true
+}
+
+// run launches tape on be's stream: replayed when captured before,
+// captured on its second sighting, launched directly on its first.
+func (g *graphCache) run(be *backend, tape []tapeOp) error {
+	g.tick++
+	h := hashTape(tape)
+	e := g.entries[h]
+	if e != nil && !sameTape(e.tape, tape) {
+		g.drop(be.d, h) // a hash collision: the newer tape takes the slot
+		e = nil
+	}
+	if e == nil {
+		if len(g.entries) >= maxGraphs {
+			g.evict(be.d)
+		}
+		g.entries[h] = &graphEntry{tape: append([]tapeOp(nil), tape...), last: g.tick}
+		g.direct++
+		return be.direct(tape)
+	}
+	e.last = g.tick
+	if e.exec == 0 {
+		if err := be.d.BeginCapture(be.stream); err != nil {
+			return err
+		}
+		err := be.direct(tape)
+		exec, cerr := be.d.EndCapture(be.stream)
+		if err == nil {
+			err = cerr
+		}
+		if err != nil {
+			if exec != 0 {
+				_ = be.d.GraphExecDestroy(exec)
+			}
+			return err
+		}
+		e.exec = exec
+		g.captured++
+	} else {
+		g.replayed++
+	}
+	return be.d.GraphLaunch(e.exec, be.stream)
+}
+
+func (g *graphCache) drop(d *cu.Driver, h uint64) {
+	if e := g.entries[h]; e != nil && e.exec != 0 {
+		_ = d.GraphExecDestroy(e.exec)
+	}
+	delete(g.entries, h)
+}
+
+// evict drops the least recently run entry.
+func (g *graphCache) evict(d *cu.Driver) {
+	var oldest uint64
+	first := true
+	var key uint64
+	for h, e := range g.entries {
+		if first || e.last < oldest {
+			oldest, key, first = e.last, h, false
+		}
+	}
+	if !first {
+		g.drop(d, key)
+	}
+}
+
+func (g *graphCache) close(d *cu.Driver) {
+	for h := range g.entries {
+		g.drop(d, h)
+	}
+}
