@@ -280,6 +280,7 @@ func TestEmulated(t *testing.T) {
 	if !strings.Contains(string(out), "--- PASS: TestParity") || strings.Contains(string(out), "--- SKIP: TestParity") {
 		t.Fatal("TestParity did not run and pass on the emulator")
 	}
+	runEmuProbes(t, append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx))
 }
 
 // TestPlantedDefect plants a wrong kernel (one output column of layer 1's

@@ -255,6 +255,18 @@ static const Region *regionNear(uintptr_t a, bool *isFreed) {
   return best;
 }
 
+// With APR_CUDA_EMU_FAULT=sticky a fault in a kernel does not abort: the
+// launch returns as a GPU's does (the fault is asynchronous there) and
+// every later call on the context fails with CUDA_ERROR_ILLEGAL_ADDRESS, as
+// on a GPU, where the error is sticky; the report is printed all the same.
+static bool stickyMode, sticky;
+static sigjmp_buf faultJump;
+static bool faultJumpSet;
+#define CHECK_STICKY() \
+  do {                 \
+    if (sticky) return 700; \
+  } while (0)
+
 static void onFault(int sig, siginfo_t *si, void *uc) {
   if (opName && opTid == (pid_t)syscall(SYS_gettid)) {
     static char msg[1024];
@@ -279,6 +291,7 @@ static void onFault(int sig, siginfo_t *si, void *uc) {
       n += snprintf(msg + n, sizeof msg - n, "byte %lu of the allocation of %zu bytes at %#lx (%lu past its end; allocated before launch %llu)\n",
                     (unsigned long)(a - r->p), r->n, (unsigned long)r->p, (unsigned long)(a - r->p - r->n), r->seq);
     if (write(2, msg, n > (int)sizeof msg ? sizeof msg : n) < 0) {}
+    if (stickyMode && opKernel && faultJumpSet) siglongjmp(faultJump, 1);
     abort();
   }
   // not the emulated device's fault (the Go runtime's nil checks, say): the
@@ -298,6 +311,8 @@ static void installFaultHandler() {
   if (done) return;
   done = true;
   pageSize = (size_t)sysconf(_SC_PAGESIZE);
+  const char *mode = getenv("APR_CUDA_EMU_FAULT");
+  stickyMode = mode && strcmp(mode, "sticky") == 0;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_sigaction = onFault;
@@ -363,22 +378,26 @@ CUresult cuDevicePrimaryCtxRetain(void **c, int) {
 }
 CUresult cuDevicePrimaryCtxRelease_v2(int) { return 0; }
 CUresult cuCtxSetCurrent(void *) { return 0; }
-CUresult cuCtxSynchronize() { return 0; }
+CUresult cuCtxSynchronize() {
+  CHECK_STICKY(); return 0; }
 // aprEmuSetMemory sets the emulated device's memory (tests of the
 // engine's refusals when a model or a KV cache does not fit).
 void aprEmuSetMemory(size_t bytes) { capacity = bytes; }
 CUresult cuMemGetInfo_v2(size_t *freeB, size_t *total) {
+  CHECK_STICKY();
   *total = capacity;
   *freeB = *total > allocated ? *total - allocated : 0;
   return 0;
 }
 CUresult cuModuleLoadData(void **m, const void *) {
+  CHECK_STICKY();
   registerAll();
   *m = &kernels();
   return 0;
 }
 CUresult cuModuleUnload(void *) { return 0; }
 CUresult cuModuleGetFunction(void **f, void *, const char *name) {
+  CHECK_STICKY();
   auto it = kernels().find(name);
   if (it == kernels().end()) return 500; // CUDA_ERROR_NOT_FOUND
   *f = &it->second;
@@ -386,6 +405,7 @@ CUresult cuModuleGetFunction(void **f, void *, const char *name) {
 }
 CUresult cuFuncSetAttribute(void *, int, int) { return 0; }
 CUresult cuMemAlloc_v2(uint64_t *p, size_t n) {
+  CHECK_STICKY();
   if (allocated + n > capacity) return 2; // CUDA_ERROR_OUT_OF_MEMORY
   installFaultHandler();
   size_t data = (n + 3) & ~(size_t)3;
@@ -409,6 +429,7 @@ CUresult cuMemAlloc_v2(uint64_t *p, size_t n) {
   return 0;
 }
 CUresult cuMemFree_v2(uint64_t p) {
+  CHECK_STICKY();
   if (!p) return 0;
   auto it = live.find((uintptr_t)p);
   if (it == live.end()) return 1;
@@ -426,18 +447,21 @@ static CUresult badCopy(const char *call, uint64_t p, size_t n) {
   return 1;
 }
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
+  CHECK_STICKY();
   if (!inside(dst, n)) return badCopy("cuMemcpyHtoD", dst, n);
   Op op("cuMemcpyHtoD", false);
   memcpy((void *)(uintptr_t)dst, src, n);
   return 0;
 }
 CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) {
+  CHECK_STICKY();
   if (!inside(src, n)) return badCopy("cuMemcpyDtoH", src, n);
   Op op("cuMemcpyDtoH", false);
   memcpy(dst, (void *)(uintptr_t)src, n);
   return 0;
 }
 CUresult cuMemcpyDtoD_v2(uint64_t dst, uint64_t src, size_t n) {
+  CHECK_STICKY();
   if (!inside(dst, n)) return badCopy("cuMemcpyDtoD (destination)", dst, n);
   if (!inside(src, n)) return badCopy("cuMemcpyDtoD (source)", src, n);
   Op op("cuMemcpyDtoD", false);
@@ -446,6 +470,7 @@ CUresult cuMemcpyDtoD_v2(uint64_t dst, uint64_t src, size_t n) {
 }
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shared, void *, void **params, void **) {
+  CHECK_STICKY();
   Kernel *k = (Kernel *)f;
   if (bx * by * bz > 1024 || bx * by * bz == 0) return 1;
   gridDim = dim3_{gx, gy, gz};
@@ -454,17 +479,27 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
   launches++;
   Op op(k->name, true);
   opGrid = gridDim, opBlock = blockDim;
+  if (sigsetjmp(faultJump, 1)) {
+    // a fault in sticky mode: the block's fibers are abandoned mid-kernel
+    // (their stacks are set up afresh for the next launch)
+    faultJumpSet = false;
+    sticky = true;
+    for (Fiber &fb : fibers) fb.started = false;
+    return 0;
+  }
+  faultJumpSet = true;
   for (unsigned z = 0; z < gz; z++)
     for (unsigned y = 0; y < gy; y++)
       for (unsigned x = 0; x < gx; x++) {
         blockIdx = dim3_{x, y, z};
         runBlock(k, params, k->fibers);
       }
+  faultJumpSet = false;
   return 0;
 }
 CUresult cuGetErrorName(int r, const char **s) {
   *s = r == 0 ? "CUDA_SUCCESS" : r == 1 ? "CUDA_ERROR_INVALID_VALUE" : r == 2 ? "CUDA_ERROR_OUT_OF_MEMORY"
-       : r == 500 ? "CUDA_ERROR_NOT_FOUND" : "CUDA_ERROR_UNKNOWN";
+       : r == 500 ? "CUDA_ERROR_NOT_FOUND" : r == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : "CUDA_ERROR_UNKNOWN";
   return 0;
 }
 }

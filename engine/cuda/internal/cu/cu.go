@@ -305,6 +305,10 @@ func (d *Driver) Alloc(n uint64) (Ptr, error) {
 		n = 1
 	}
 	err := d.call("cuMemAlloc_v2", uintptr(unsafe.Pointer(&p)), uintptr(n))
+	if err == nil && p == 0 {
+		// never a device address; a kernel would fault on it far from here
+		return 0, fmt.Errorf("cuda: cuMemAlloc_v2 of %d bytes succeeded with the address 0", n)
+	}
 	return p, err
 }
 
