@@ -27,7 +27,11 @@ func TestDriverResultsOnMovedStacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const depths = 256 // × ~100 bytes a frame: past the first 8 KiB and 16 KiB growths
+	// Frames of ~250 bytes (finer than the ~1 KiB window of call's and
+	// purego's frames in which a growth loses the write) to ~128 KiB: past
+	// the first growth whatever size new goroutines start with (the runtime
+	// starts them at the average stack use it saw at the last GC).
+	const depths = 512
 	lostAllocs := 0
 	for depth := range depths {
 		var p cu.Ptr
@@ -86,18 +90,18 @@ func onFreshStack(depth int, f func() error) error {
 	return err
 }
 
-// atDepth calls f below n frames of about 100 bytes each.
+// atDepth calls f below n frames of about 250 bytes each.
 //
 //go:noinline
 func atDepth(n int, f func()) {
-	var pad [12]uint64
+	var pad [28]uint64
 	if n == 0 {
 		f()
 		return
 	}
-	pad[n%12] = uint64(n)
+	pad[n%28] = uint64(n)
 	atDepth(n-1, f)
-	if pad[n%12] != uint64(n) {
+	if pad[n%28] != uint64(n) {
 		panic("atDepth")
 	}
 }
