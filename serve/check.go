@@ -125,6 +125,15 @@ func Parity(ctx context.Context, o ParityOptions) (ParityResult, error) {
 		}()
 	}
 	wg.Wait()
+	// A failed request is reported before the solo engine is opened: a
+	// device fault in the server (sticky for the process's CUDA context)
+	// would otherwise surface as that engine's first driver call failing,
+	// far from its cause (issue 11).
+	for i := range reqs {
+		if errs[i] != nil {
+			return ParityResult{Requests: len(reqs)}, fmt.Errorf("serve: parity request %d: %w", i, errs[i])
+		}
+	}
 	if plantParity != nil {
 		for i := range got {
 			got[i] = plantParity(i, got[i])
@@ -140,9 +149,6 @@ func Parity(ctx context.Context, o ParityOptions) (ParityResult, error) {
 		return res, err
 	}
 	for i, r := range reqs {
-		if errs[i] != nil {
-			return res, fmt.Errorf("serve: parity request %d: %w", i, errs[i])
-		}
 		want, err := soloIDs(ctx, m, r.prompt, !r.chat, r.n, r.p)
 		if err != nil {
 			return res, err

@@ -235,9 +235,11 @@ func emuGreedy(name string) bool {
 // TestEmulated runs the CUDA engine's own tests — every format's decoder
 // on the device path (GetRows), the products (mv, mm, mmid) and TestParity
 // on a few fixture models of every layer kind (attention, Gated DeltaNet,
-// MoE) — against the host emulator of the driver (kernels/emu.cpp, built
-// with the host C++ compiler): the engine's launches, arguments, strides
-// and every kernel's arithmetic are checked on machines without a GPU. It
+// MoE), and the binding's results on moved stacks — against the host
+// emulator of the driver (kernels/emu.cpp, built with the host C++
+// compiler): the engine's launches, arguments, strides and every kernel's
+// arithmetic are checked on machines without a GPU, and the emulator's
+// guard pages abort on any access outside a live device allocation. It
 // proves nothing about nvcc's code or speed; a GPU run does that.
 func TestEmulated(t *testing.T) {
 	if os.Getenv(cu.EnvLibrary) != "" {
@@ -260,7 +262,7 @@ func TestEmulated(t *testing.T) {
 	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay)$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestDriverResultsOnMovedStacks)$", "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
 		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
 		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
@@ -278,6 +280,7 @@ func TestEmulated(t *testing.T) {
 	if !strings.Contains(string(out), "--- PASS: TestParity") || strings.Contains(string(out), "--- SKIP: TestParity") {
 		t.Fatal("TestParity did not run and pass on the emulator")
 	}
+	runEmuProbes(t, append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx))
 }
 
 // TestPlantedDefect plants a wrong kernel (one output column of layer 1's

@@ -20,7 +20,11 @@
 #include <utility>
 #include <vector>
 #include <csetjmp>
+#include <csignal>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include "host.h"
 #define __global__
@@ -108,13 +112,14 @@ struct Kernel {
   void *fn;
   Call call;
   bool fibers;
+  const char *name;
   int nargs;
 };
 static std::map<std::string, Kernel> &kernels() {
   static std::map<std::string, Kernel> k;
   return k;
 }
-#define REG(name) kernels()[#name] = Kernel{(void *)&name, launcherOf(&name), needsFibers(#name), nargsOf(&name)};
+#define REG(name) kernels()[#name] = Kernel{(void *)&name, launcherOf(&name), needsFibers(#name), #name, nargsOf(&name)};
 #define REG_T(N, ID) REG(mv_##N) REG(mm_##N) REG(mmid_##N) REG(getrows_##N)
 static void registerAll() {
   if (!kernels().empty()) return;
@@ -202,13 +207,148 @@ static void runBlock(Kernel *k, void **params, bool withFibers) {
   }
 }
 
+// ---- device memory ----------------------------------------------------------------
+// Each allocation is a mapping of its own: a PROT_NONE guard page, the data
+// pages, a PROT_NONE guard page, with the allocation's end (rounded up to 4
+// bytes) at the upper guard page. A kernel that reads or writes past the end
+// of a buffer (or before its start) faults at once, and the fault handler
+// (onFault) names the kernel, its grid, the block and thread, and the
+// allocation, and aborts: what compute-sanitizer's memcheck reports on a GPU,
+// where the same access is an illegal address that surfaces later, at the
+// next driver call. Mappings are placed at increasing addresses and never
+// reused, so memory used after cuMemFree faults too.
+struct Region {
+  uintptr_t base; // the mapping, guard pages included
+  size_t mapLen;
+  uintptr_t p; // the allocation
+  size_t n;
+  unsigned long long seq; // the launch count when it was allocated
+};
+static std::map<uintptr_t, Region> live;  // by p
+static std::map<uintptr_t, Region> freed; // by base, for the fault report
+static uintptr_t nextMap = (uintptr_t)0x200000000000ull;
+static size_t pageSize;
+static unsigned long long launches; // kernels launched so far
+
+// The operation running now (a kernel or a copy), on which thread: a fault
+// on that thread while it runs is the emulated device's.
+static const char *opName;
+static pid_t opTid;
+static dim3_ opGrid, opBlock;
+static bool opKernel;
+static struct sigaction oldSegv, oldBus;
+
+static const Region *regionNear(uintptr_t a, bool *isFreed) {
+  *isFreed = false;
+  auto it = live.upper_bound(a);
+  const Region *best = nullptr;
+  uintptr_t dist = ~(uintptr_t)0;
+  auto consider = [&](const Region &r, bool f) {
+    uintptr_t d = a < r.p ? r.p - a : a >= r.p + r.n ? a - (r.p + r.n) + 1 : 0;
+    if (d < dist) dist = d, best = &r, *isFreed = f;
+  };
+  if (it != live.end()) consider(it->second, false);
+  if (it != live.begin()) consider(std::prev(it)->second, false);
+  auto ft = freed.upper_bound(a);
+  if (ft != freed.begin()) {
+    const Region &r = std::prev(ft)->second;
+    if (a >= r.base && a < r.base + r.mapLen) consider(r, true);
+  }
+  return best;
+}
+
+// With APR_CUDA_EMU_FAULT=sticky a fault in a kernel does not abort: the
+// launch returns as a GPU's does (the fault is asynchronous there) and
+// every later call on the context fails with CUDA_ERROR_ILLEGAL_ADDRESS, as
+// on a GPU, where the error is sticky; the report is printed all the same.
+static bool stickyMode, sticky;
+static sigjmp_buf faultJump;
+static bool faultJumpSet;
+#define CHECK_STICKY() \
+  do {                 \
+    if (sticky) return 700; \
+  } while (0)
+
+static void onFault(int sig, siginfo_t *si, void *uc) {
+  if (opName && opTid == (pid_t)syscall(SYS_gettid)) {
+    static char msg[1024];
+    uintptr_t a = (uintptr_t)si->si_addr;
+    int n = snprintf(msg, sizeof msg, "emu: illegal address %#lx in %s (launch %llu", (unsigned long)a, opName, launches);
+    if (opKernel)
+      n += snprintf(msg + n, sizeof msg - n, ", grid (%u,%u,%u) block (%u,%u,%u), at block (%u,%u,%u) thread (%u,%u,%u)",
+                    opGrid.x, opGrid.y, opGrid.z, opBlock.x, opBlock.y, opBlock.z, blockIdx.x, blockIdx.y, blockIdx.z,
+                    apr_cur ? apr_cur->tid.x : 0, apr_cur ? apr_cur->tid.y : 0, apr_cur ? apr_cur->tid.z : 0);
+    n += snprintf(msg + n, sizeof msg - n, "): ");
+    bool f;
+    const Region *r = regionNear(a, &f);
+    if (!r)
+      n += snprintf(msg + n, sizeof msg - n, "no device allocation near it\n");
+    else if (f)
+      n += snprintf(msg + n, sizeof msg - n, "byte %ld of a FREED allocation of %zu bytes at %#lx (allocated before launch %llu)\n",
+                    (long)(a - r->p), r->n, (unsigned long)r->p, r->seq);
+    else if (a < r->p)
+      n += snprintf(msg + n, sizeof msg - n, "%lu bytes BEFORE the allocation of %zu bytes at %#lx (allocated before launch %llu)\n",
+                    (unsigned long)(r->p - a), r->n, (unsigned long)r->p, r->seq);
+    else
+      n += snprintf(msg + n, sizeof msg - n, "byte %lu of the allocation of %zu bytes at %#lx (%lu past its end; allocated before launch %llu)\n",
+                    (unsigned long)(a - r->p), r->n, (unsigned long)r->p, (unsigned long)(a - r->p - r->n), r->seq);
+    if (write(2, msg, n > (int)sizeof msg ? sizeof msg : n) < 0) {}
+    if (stickyMode && opKernel && faultJumpSet) siglongjmp(faultJump, 1);
+    abort();
+  }
+  // not the emulated device's fault (the Go runtime's nil checks, say): the
+  // handler that was there before ours decides
+  struct sigaction *old = sig == SIGSEGV ? &oldSegv : &oldBus;
+  if (old->sa_flags & SA_SIGINFO) {
+    old->sa_sigaction(sig, si, uc);
+  } else if (old->sa_handler == SIG_DFL || old->sa_handler == SIG_IGN) {
+    signal(sig, SIG_DFL); // the access faults again and kills the process
+  } else {
+    old->sa_handler(sig);
+  }
+}
+
+static void installFaultHandler() {
+  static bool done;
+  if (done) return;
+  done = true;
+  pageSize = (size_t)sysconf(_SC_PAGESIZE);
+  const char *mode = getenv("APR_CUDA_EMU_FAULT");
+  stickyMode = mode && strcmp(mode, "sticky") == 0;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = onFault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigfillset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, &oldSegv);
+  sigaction(SIGBUS, &sa, &oldBus);
+}
+
+struct Op {
+  Op(const char *name, bool kernel) {
+    opName = name, opKernel = kernel, opTid = (pid_t)syscall(SYS_gettid);
+  }
+  ~Op() { opName = nullptr, opTid = 0; }
+};
+
+// inside reports whether [p, p+n) lies in one live allocation.
+static bool inside(uintptr_t p, size_t n) {
+  auto it = live.upper_bound(p);
+  if (it == live.begin()) return false;
+  const Region &r = std::prev(it)->second;
+  return p >= r.p && p + n <= r.p + r.n;
+}
+
 // ---- the driver API -------------------------------------------------------------
 static size_t allocated;
 static size_t capacity = (size_t)16 << 30;
 
 extern "C" {
 typedef int CUresult;
-CUresult cuInit(unsigned) { return 0; }
+CUresult cuInit(unsigned) {
+  installFaultHandler();
+  return 0;
+}
 CUresult cuDriverGetVersion(int *v) {
   *v = 13000;
   return 0;
@@ -241,60 +381,97 @@ CUresult cuDevicePrimaryCtxRetain(void **c, int) {
 CUresult cuDevicePrimaryCtxRelease_v2(int) { return 0; }
 CUresult cuCtxSetCurrent(void *) { return 0; }
 static struct Graph *capturingGraph();
-CUresult cuCtxSynchronize() { return capturingGraph() ? 900 : 0; }
+CUresult cuCtxSynchronize() {
+  CHECK_STICKY();
+  return capturingGraph() ? 900 : 0;
+}
 // aprEmuSetMemory sets the emulated device's memory (tests of the
 // engine's refusals when a model or a KV cache does not fit).
 void aprEmuSetMemory(size_t bytes) { capacity = bytes; }
 CUresult cuMemGetInfo_v2(size_t *freeB, size_t *total) {
+  CHECK_STICKY();
   *total = capacity;
   *freeB = *total > allocated ? *total - allocated : 0;
   return 0;
 }
 CUresult cuModuleLoadData(void **m, const void *) {
+  CHECK_STICKY();
   registerAll();
   *m = &kernels();
   return 0;
 }
 CUresult cuModuleUnload(void *) { return 0; }
 CUresult cuModuleGetFunction(void **f, void *, const char *name) {
+  CHECK_STICKY();
   auto it = kernels().find(name);
   if (it == kernels().end()) return 500; // CUDA_ERROR_NOT_FOUND
   *f = &it->second;
   return 0;
 }
 CUresult cuFuncSetAttribute(void *, int, int) { return 0; }
-static std::map<uintptr_t, size_t> sizes;
 CUresult cuMemAlloc_v2(uint64_t *p, size_t n) {
+  CHECK_STICKY();
   if (allocated + n > capacity) return 2; // CUDA_ERROR_OUT_OF_MEMORY
-  void *m = calloc(1, n + 64);
-  if (!m) return 2;
+  installFaultHandler();
+  size_t data = (n + 3) & ~(size_t)3;
+  size_t dataPages = (data + pageSize - 1) / pageSize;
+  if (dataPages == 0) dataPages = 1;
+  size_t mapLen = (dataPages + 2) * pageSize;
+  void *m = mmap((void *)nextMap, mapLen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) return 2;
+  uintptr_t base = (uintptr_t)m;
+  nextMap = base + mapLen + pageSize; // never reuse an address; keep a hole between mappings
+  if (mprotect((void *)(base + pageSize), dataPages * pageSize, PROT_READ | PROT_WRITE) != 0) {
+    munmap(m, mapLen);
+    return 2;
+  }
+  uintptr_t u = base + pageSize + dataPages * pageSize - data;
   // poison: a kernel that reads memory nothing wrote sees NaN, not zero
-  for (size_t i = 0; i + 4 <= n; i += 4) memcpy((char *)m + i, "\xff\xff\xc0\x7f", 4);
-  *p = (uint64_t)(uintptr_t)m;
-  sizes[(uintptr_t)m] = n;
+  for (size_t i = 0; i + 4 <= n; i += 4) memcpy((char *)u + i, "\xff\xff\xc0\x7f", 4);
+  *p = (uint64_t)u;
+  live[u] = Region{base, mapLen, u, n, launches};
   allocated += n;
   return 0;
 }
 CUresult cuMemFree_v2(uint64_t p) {
+  CHECK_STICKY();
   if (!p) return 0;
-  auto it = sizes.find((uintptr_t)p);
-  if (it == sizes.end()) return 1;
-  allocated -= it->second;
-  sizes.erase(it);
-  free((void *)(uintptr_t)p);
+  auto it = live.find((uintptr_t)p);
+  if (it == live.end()) return 1;
+  Region r = it->second;
+  allocated -= r.n;
+  live.erase(it);
+  munmap((void *)r.base, r.mapLen);
+  freed[r.base] = r;
   return 0;
 }
+// The copies refuse a range outside one live allocation (the driver's
+// CUDA_ERROR_INVALID_VALUE), saying so on stderr.
+static CUresult badCopy(const char *call, uint64_t p, size_t n) {
+  fprintf(stderr, "emu: %s of %zu bytes at %#llx: not inside one live device allocation\n", call, n, (unsigned long long)p);
+  return 1;
+}
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) {
+  CHECK_STICKY();
   if (capturingGraph()) return 900;
+  if (!inside(dst, n)) return badCopy("cuMemcpyHtoD", dst, n);
+  Op op("cuMemcpyHtoD", false);
   memcpy((void *)(uintptr_t)dst, src, n);
   return 0;
 }
 CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) {
+  CHECK_STICKY();
   if (capturingGraph()) return 900;
+  if (!inside(src, n)) return badCopy("cuMemcpyDtoH", src, n);
+  Op op("cuMemcpyDtoH", false);
   memcpy(dst, (void *)(uintptr_t)src, n);
   return 0;
 }
 CUresult cuMemcpyDtoD_v2(uint64_t dst, uint64_t src, size_t n) {
+  CHECK_STICKY();
+  if (!inside(dst, n)) return badCopy("cuMemcpyDtoD (destination)", dst, n);
+  if (!inside(src, n)) return badCopy("cuMemcpyDtoD (source)", src, n);
+  Op op("cuMemcpyDtoD", false);
   memmove((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n);
   return 0;
 }
@@ -303,12 +480,25 @@ static void runLaunch(Kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned
   gridDim = dim3_{gx, gy, gz};
   blockDim = dim3_{bx, by, bz};
   dynShared.assign(shared + 16, 0);
+  launches++;
+  Op op(k->name, true);
+  opGrid = gridDim, opBlock = blockDim;
+  if (sigsetjmp(faultJump, 1)) {
+    // a fault in sticky mode: the block's fibers are abandoned mid-kernel
+    // (their stacks are set up afresh for the next launch)
+    faultJumpSet = false;
+    sticky = true;
+    for (Fiber &fb : fibers) fb.started = false;
+    return;
+  }
+  faultJumpSet = true;
   for (unsigned z = 0; z < gz; z++)
     for (unsigned y = 0; y < gy; y++)
       for (unsigned x = 0; x < gx; x++) {
         blockIdx = dim3_{x, y, z};
         runBlock(k, params, k->fibers);
       }
+  faultJumpSet = false;
 }
 
 // Streams and graphs: the emulator runs every launch at once, in order, so
@@ -329,7 +519,10 @@ CUresult cuStreamCreate(void **s, unsigned) {
   *s = &streamDummy;
   return 0;
 }
-CUresult cuStreamSynchronize(void *) { return capturing ? 900 : 0; } // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+CUresult cuStreamSynchronize(void *) {
+  CHECK_STICKY();
+  return capturing ? 900 : 0;
+} // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
 CUresult cuStreamBeginCapture_v2(void *, int) {
   if (capturing) return 1;
   capturing = new Graph;
@@ -354,6 +547,7 @@ CUresult cuGraphExecDestroy(void *e) {
   return 0;
 }
 CUresult cuGraphLaunch(void *e, void *) {
+  CHECK_STICKY();
   if (capturing) return 1;
   for (Rec &r : ((Graph *)e)->recs) {
     std::vector<void *> p(r.args.size());
@@ -364,6 +558,7 @@ CUresult cuGraphLaunch(void *e, void *) {
 }
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shared, void *, void **params, void **) {
+  CHECK_STICKY();
   Kernel *k = (Kernel *)f;
   if (bx * by * bz > 1024 || bx * by * bz == 0) return 1;
   if (capturing) {
@@ -378,7 +573,8 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
 static Graph *capturingGraph() { return capturing; }
 CUresult cuGetErrorName(int r, const char **s) {
   *s = r == 0 ? "CUDA_SUCCESS" : r == 1 ? "CUDA_ERROR_INVALID_VALUE" : r == 2 ? "CUDA_ERROR_OUT_OF_MEMORY"
-       : r == 500 ? "CUDA_ERROR_NOT_FOUND" : r == 900 ? "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED" : "CUDA_ERROR_UNKNOWN";
+       : r == 500 ? "CUDA_ERROR_NOT_FOUND" : r == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS"
+       : r == 900 ? "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED" : "CUDA_ERROR_UNKNOWN";
   return 0;
 }
 }

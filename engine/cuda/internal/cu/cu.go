@@ -173,6 +173,20 @@ func load(path string) (*Driver, error) {
 }
 
 // call runs the named entry point and turns its CUresult into an error.
+//
+// Callers pass Go pointers as uintptr(unsafe.Pointer(&x)) for the driver to
+// read or write (cuMemAlloc's result, cuMemGetInfo's, …). Without the
+// directive below, such an x may live on the caller's goroutine stack, and
+// the conversion to uintptr hides it from the runtime: when the call grows
+// the stack (its prologue, or purego's), the stack is copied elsewhere and
+// the driver writes to the old copy. cuMemAlloc then "returns" 0, which
+// is how a KV cache came to live at device address 0 and the next kernel
+// to store into it faulted with CUDA_ERROR_ILLEGAL_ADDRESS (H200, apr qa's
+// serving gate, issue 11). uintptrescapes makes the compiler move every
+// such x to the heap and keep it alive until the call returns, as it does
+// for purego.SyscallN's own callers.
+//
+//go:uintptrescapes
 func (d *Driver) call(name string, args ...uintptr) error {
 	r, _, _ := purego.SyscallN(d.syms[name], args...)
 	return d.check(name, Result(int32(r)))
@@ -293,6 +307,10 @@ func (d *Driver) Alloc(n uint64) (Ptr, error) {
 		n = 1
 	}
 	err := d.call("cuMemAlloc_v2", uintptr(unsafe.Pointer(&p)), uintptr(n))
+	if err == nil && p == 0 {
+		// never a device address; a kernel would fault on it far from here
+		return 0, fmt.Errorf("cuda: cuMemAlloc_v2 of %d bytes succeeded with the address 0", n)
+	}
 	return p, err
 }
 
