@@ -55,6 +55,9 @@ type backend struct {
 	stageDev devArea
 	pending  []cu.Ptr // frees that wait for the tape that may still read them
 	graphs   *graphCache
+	prof     *profiler // APR_CUDA_PROFILE=1
+	noFuse   bool      // APR_CUDA_FUSE=0
+	fused    int       // ops folded into a product (fuseBias, fuseResidual)
 }
 
 // devArea is a growable device allocation.
@@ -234,6 +237,14 @@ func (be *backend) flush() error {
 
 // direct launches every kernel of tape on the stream.
 func (be *backend) direct(tape []tapeOp) error {
+	if be.prof != nil {
+		for i := range tape {
+			if err := be.prof.launch(be, &tape[i]); err != nil {
+				return err
+			}
+		}
+		return be.prof.collect(be)
+	}
 	for i := range tape {
 		op := &tape[i]
 		if err := be.d.LaunchPacked(op.f, op.grid, op.block, op.shared, be.stream, op.args[:op.n]); err != nil {
@@ -588,12 +599,25 @@ func (be *backend) MatMul(dst graph.Buf, w graph.Weight, x graph.Buf) error {
 		return nil
 	}
 	nc := (m.cols + 31) / 32
-	kern, nt := "mv_", 1
-	if xb.rows > 1 {
-		kern, nt = "mm_", 8
-	}
 	err := be.do(func() error {
-		return be.launch(kern+m.name, cu.Dim{X: uint32((m.rows + 3) / 4), Y: uint32((xb.rows + nt - 1) / nt)}, cu.Dim{X: 128}, 0,
+		if xb.rows == 1 {
+			// One token: 1, 2 or 4 warps per row by its chunk count.
+			tpr := 32
+			if nc >= 96 {
+				tpr = 128
+			} else if nc >= 48 {
+				tpr = 64
+			}
+			rpb := 128 / tpr
+			err := be.launch("mv_"+m.name, cu.Dim{X: uint32((m.rows + rpb - 1) / rpb)}, cu.Dim{X: 128}, 0,
+				m.p, m.rowBytes, nc, m.cols, xb.p, d.p, m.rows, tpr, cu.Ptr(0), cu.Ptr(0))
+			if err == nil {
+				be.tape[len(be.tape)-1].kind = kindMV
+			}
+			return err
+		}
+		const nt = 8
+		return be.launch("mm_"+m.name, cu.Dim{X: uint32((m.rows + 3) / 4), Y: uint32((xb.rows + nt - 1) / nt)}, cu.Dim{X: 128}, 0,
 			m.p, m.rowBytes, nc, m.cols, xb.p, xb.stride, d.p, d.stride, m.rows, xb.rows)
 	})
 	if err == nil && be.plant != nil {
@@ -663,13 +687,74 @@ func (be *backend) AddVec(dst graph.Buf, v graph.Weight) {
 	if vecLen(v) != d.cols {
 		panic(fmt.Sprintf("cuda: AddVec of %d values to %d columns", vecLen(v), d.cols))
 	}
+	if be.fuseBias(d, vecPtr(v)) {
+		return
+	}
 	be.launch1("k_addvec", d.rows*d.cols, d.p, d.stride, vecPtr(v), d.rows, d.cols)
 }
 
 func (be *backend) Add(dst, x graph.Buf) {
 	d, s := asBuf(dst), asBuf(x)
 	sameShape("Add", d, s)
+	if be.fuseResidual(d, s) {
+		return
+	}
 	be.launch1("k_add", d.rows*d.cols, d.p, d.stride, s.p, s.stride, d.rows, d.cols)
+}
+
+// Folding ops into the one-token product that produced their input saves
+// a launch each in a decode step (the q/k/v biases, the two residual adds
+// of every layer). Only ops still on the tape fold, only into an mv whose
+// output is exactly the op's row, and the kernel does the same float
+// addition the separate kernel would (apr.cu, mv_body): results do not
+// change.
+
+// fuseBias folds AddVec(d, v) into the product that wrote d, looking back
+// over products that neither read nor wrote d (MatMuls of q, k, v, then
+// their three biases).
+func (be *backend) fuseBias(d *buf, v cu.Ptr) bool {
+	if be.noFuse || !be.held || be.err != nil || d.rows != 1 {
+		return false
+	}
+	for i, k := len(be.tape)-1, 0; i >= 0 && k < 4; i, k = i-1, k+1 {
+		op := &be.tape[i]
+		if op.kind != kindMV {
+			return false
+		}
+		if cu.Ptr(op.args[mvY]) == d.p {
+			if op.args[mvBias] != 0 || op.args[mvRes] != 0 || int(op.args[mvNR]) != d.cols {
+				return false
+			}
+			op.args[mvBias] = uint64(v)
+			be.fused++
+			return true
+		}
+		if overlap(cu.Ptr(op.args[mvX]), int(op.args[mvCols]), d.p, d.cols) || overlap(cu.Ptr(op.args[mvY]), int(op.args[mvNR]), d.p, d.cols) {
+			return false
+		}
+	}
+	return false
+}
+
+// fuseResidual folds Add(d, s) (d += s) into the product that just wrote
+// s, when the product does not read d (its blocks would race the writes).
+func (be *backend) fuseResidual(d, s *buf) bool {
+	if be.noFuse || !be.held || be.err != nil || d.rows != 1 || len(be.tape) == 0 {
+		return false
+	}
+	op := &be.tape[len(be.tape)-1]
+	if op.kind != kindMV || cu.Ptr(op.args[mvY]) != s.p || op.args[mvRes] != 0 || int(op.args[mvNR]) != s.cols ||
+		overlap(cu.Ptr(op.args[mvX]), int(op.args[mvCols]), d.p, d.cols) || overlap(s.p, s.cols, d.p, d.cols) {
+		return false
+	}
+	op.args[mvRes] = uint64(d.p)
+	be.fused++
+	return true
+}
+
+// overlap reports whether n floats at a and m floats at b share memory.
+func overlap(a cu.Ptr, n int, b cu.Ptr, m int) bool {
+	return a < b+cu.Ptr(4*m) && b < a+cu.Ptr(4*n)
 }
 
 // rowBlocks launches a one-block-per-(row, group) kernel.

@@ -334,3 +334,92 @@ func check(t *testing.T, what string, got, wf, x []float32, rows, cols, m int) {
 		t.Errorf("%s: %d of %d products off in all", what, bad, m*rows)
 	}
 }
+
+// TestWideProducts: the one-token product (mv) on rows wide enough for two
+// and four warps per row and for more than one shared-memory tile of x,
+// and F16 rows that end in a partial chunk, against the dequantized
+// weights in float64 (quantized with engine/quant's own quantizers).
+func TestWideProducts(t *testing.T) {
+	be := testBackend(t)
+	rng := rand.New(rand.NewSource(7))
+	cases := []struct {
+		typ        quant.Type
+		rows, cols int
+	}{
+		{quant.Q8_0, 37, 2048}, {quant.Q8_0, 9, 4096 + 1024}, {quant.Q4_K, 21, 4352}, {quant.Q6_K, 7, 1792},
+		{quant.F16, 13, 3100}, {quant.F32, 5, 1600}, {quant.Q4_K, 130, 256},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s_%dx%d", c.typ, c.rows, c.cols), func(t *testing.T) {
+			info, err := quant.Lookup(c.typ)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := make([]float32, c.rows*c.cols)
+			for i := range src {
+				src[i] = float32(rng.NormFloat64())
+			}
+			rowBytes := c.cols / info.BlockSize * info.TypeSize
+			data := make([]byte, c.rows*rowBytes)
+			wf := make([]float32, len(src))
+			for r := 0; r < c.rows; r++ {
+				row := data[r*rowBytes : (r+1)*rowBytes]
+				if err := quant.Quantize(c.typ, src[r*c.cols:(r+1)*c.cols], row); err != nil {
+					t.Fatal(err)
+				}
+				if err := quant.Dequantize(c.typ, row, wf[r*c.cols:(r+1)*c.cols]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w, err := be.Matrix(&model.Tensor{Name: "w", Type: c.typ, Shape: []int64{int64(c.cols), int64(c.rows)}, Data: data, RowBytes: rowBytes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.done = false
+			if err := be.upload(); err != nil {
+				t.Fatal(err)
+			}
+			x := make([]float32, c.cols)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			xb := be.Work(1, c.cols).(*buf)
+			be.do(func() error { return be.d.HtoD(xb.p, unsafePtr(x), uint64(4*len(x))) })
+			d := be.Work(1, c.rows).(*buf)
+			if err := be.MatMul(d, w, xb); err != nil {
+				t.Fatal(err)
+			}
+			check(t, "mv", be.readAll(d), wf, x, c.rows, c.cols, 1)
+			be.Release(xb)
+			be.Release(d)
+		})
+	}
+	if be.err != nil {
+		t.Fatal(be.err)
+	}
+}
+
+// TestProfile: with APR_CUDA_PROFILE=1 every launch is timed and counted
+// under its kernel's name, and the graph cache is off.
+func TestProfile(t *testing.T) {
+	t.Setenv(EnvProfile, "1")
+	be := testBackend(t)
+	if be.prof == nil || be.graphs != nil {
+		t.Fatalf("profiler %v, graphs %v: want the profiler on and the graph cache off", be.prof != nil, be.graphs != nil)
+	}
+	x := be.Work(3, 64).(*buf)
+	be.Zero(x)
+	be.Zero(x)
+	if be.err != nil {
+		t.Fatal(be.err)
+	}
+	k := be.prof.stats["k_zero"]
+	if k == nil || k.launches < 3 || k.ms < 0 {
+		t.Fatalf("k_zero: %+v; want 3 launches (Work's and two Zero) timed", k)
+	}
+	var sb strings.Builder
+	be.prof.report(&sb)
+	if !strings.Contains(sb.String(), "k_zero") {
+		t.Fatalf("report:\n%s", sb.String())
+	}
+}

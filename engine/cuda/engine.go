@@ -141,7 +141,8 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 // newBackend loads the kernel image, looks up every kernel and creates the
 // stream the backend queues its work on.
 func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backend, cu.Info, error) {
-	be := &backend{d: d, fn: map[string]cu.Func{}, used: map[string]int{}, plant: plant, graphs: newGraphCache()}
+	be := &backend{d: d, fn: map[string]cu.Func{}, used: map[string]int{}, plant: plant, graphs: newGraphCache(),
+		noFuse: os.Getenv(EnvFuse) == "0"}
 	var info cu.Info
 	err := d.Do(func() error {
 		var err error
@@ -161,6 +162,9 @@ func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backe
 		be.stream, err = d.NewStream()
 		return err
 	})
+	if be.prof = newProfiler(be.fn); be.prof != nil {
+		be.graphs = nil // timed kernel by kernel
+	}
 	return be, info, err
 }
 
@@ -200,6 +204,14 @@ func (e *Engine) GraphStats() (direct, captured, replayed int) {
 	}
 	e.be.d.Do(func() error { direct, captured, replayed = g.direct, g.captured, g.replayed; return nil })
 	return
+}
+
+// Fused counts the ops folded into the product before them (a bias, a
+// residual add); zero with APR_CUDA_FUSE=0.
+func (e *Engine) Fused() int {
+	n := 0
+	e.be.d.Do(func() error { n = e.be.fused; return nil })
+	return n
 }
 
 // Upload copies the weights to the device (once); Evals before it upload
@@ -256,6 +268,9 @@ func (s *session) Eval(tokens []int32, all bool) ([][]float32, error) {
 
 // Close releases the engine's device memory; sessions fail afterwards.
 func (e *Engine) Close() error {
+	if e.be.prof != nil {
+		e.be.prof.report(os.Stderr)
+	}
 	e.m.Close()
 	e.be.close()
 	return nil

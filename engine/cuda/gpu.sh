@@ -64,7 +64,7 @@ tests() {
 	[ -e "$(dirname "$root")/shared/fixtures" ] || ln -sfn /tmp/apr-shared/shared "$(dirname "$root")/shared"
 	unxz cuda.test
 	nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv >>"$out/summary.txt" 2>&1
-	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run '^(TestUnavailableIsRefused|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect|TestGraphReplay)$')
+	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run '^(TestUnavailableIsRefused|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect|TestGraphReplay|TestWideProducts|TestProfile|TestFusion|TestDriverResultsOnMovedStacks)$')
 	export APR_CUDA_PTX="$out/kernels.fatbin"
 	(cd engine/cuda && step 120 /tmp/cuda.test -test.v -test.run '^(TestParity|TestGraphReplay)$')
 }
@@ -77,6 +77,7 @@ apps() {
 	fi
 	unxz apr
 	st=.dev/stories260K.gguf
+	[ -e "$st" ] || st=/tmp/apr-shared/shared/fixtures/models/stories260K.gguf # after tests, in `all`
 	step 30 /tmp/apr devices
 	step 30 /tmp/apr devices --json
 	step 60 /tmp/apr run "$st" -p "Once upon a time" --raw -n 32 --backend cuda --json
@@ -89,13 +90,15 @@ apps() {
 	for ty in Q4_K Q8_0 F16; do
 		/tmp/apr synth --arch qwen2 --preset qwen2.5-0.5b --type $ty -o /tmp/q25-$ty.gguf >/dev/null 2>&1 &
 	done
-	/tmp/apr synth --arch qwen35 --preset qwen3.5-0.8b --type Q4_K -o /tmp/q35-Q4_K.gguf >/dev/null 2>&1 &
-	wait
-	for m in q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K; do
-		step 90 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --reps 5 --json
-		cp "$out/step.txt" "$out/bench-$m.json"
+	for ty in Q4_K Q8_0; do
+		/tmp/apr synth --arch qwen35 --preset qwen3.5-0.8b --type $ty -o /tmp/q35-$ty.gguf >/dev/null 2>&1 &
 	done
-	APR_CUDA_GRAPHS=0 step 90 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 512 -n 128 --reps 3
+	wait
+	APR_CUDA_PROFILE=1 step 60 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 32 --reps 1 --warmup 0
+	for m in q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0; do
+		step 90 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --reps 5 --json
+	done
+	APR_CUDA_GRAPHS=0 APR_CUDA_FUSE=0 step 90 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 128 --reps 3
 	step 120 /tmp/apr bench /tmp/q25-Q8_0.gguf --backend cuda --compare cpu --compare-reps 1 -p 512 -n 128 --reps 3 --threads 16
 	step 150 /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda
 	step 150 /tmp/apr qa /tmp/q25-Q4_K.gguf --backend cuda

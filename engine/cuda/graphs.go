@@ -11,6 +11,11 @@ import (
 // must not: a replay runs exactly the recorded launches).
 const EnvGraphs = "APR_CUDA_GRAPHS"
 
+// EnvFuse set to "0" keeps every op its own kernel (no bias or residual
+// folded into the product before it): for bisecting; results must not
+// change (TestFusion).
+const EnvFuse = "APR_CUDA_FUSE"
+
 // maxKernelArgs is the most arguments a kernel of apr.cu takes (k_rope: 21).
 const maxKernelArgs = 24
 
@@ -21,8 +26,20 @@ type tapeOp struct {
 	grid, block cu.Dim
 	shared      uint32
 	n           uint8
+	kind        uint8 // kindMV: a one-token product whose bias and res arguments fuse may fill
 	args        [maxKernelArgs]uint64
 }
+
+// The one-token product's arguments (mv_<type> in apr.cu).
+const (
+	kindMV = 1
+	mvX    = 4
+	mvY    = 5
+	mvNR   = 6
+	mvCols = 3
+	mvBias = 8
+	mvRes  = 9
+)
 
 // graphCache replays tapes as CUDA graphs. A decode step launches hundreds
 // of small kernels; through purego each launch costs microseconds of host

@@ -262,7 +262,7 @@ func TestEmulated(t *testing.T) {
 	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestDriverResultsOnMovedStacks)$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion)$", "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
 		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
 		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
@@ -397,6 +397,74 @@ func TestGraphReplay(t *testing.T) {
 			t.Logf("12 decode steps bit-identical with and without graphs; tapes direct %d, captured %d, replayed %d", st[0], st[1], st[2])
 		})
 	}
+}
+
+// TestFusion: folding the biases and residual adds into the products
+// (decode steps) gives logits bit-identical to launching them on their own
+// (APR_CUDA_FUSE=0), and does fold.
+func TestFusion(t *testing.T) {
+	if _, err := cuda.Available(); err != nil {
+		t.Skipf("SKIP (not a pass): no CUDA device: %v", err)
+	}
+	path := filepath.Join(testutil.Fixtures(t), "models", "synth", "qwen2-tiny-Q8_0.gguf")
+	decode := func(fuse bool) ([][]float32, int) {
+		if !fuse {
+			t.Setenv(cuda.EnvFuse, "0")
+		}
+		f, err := gguf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		spec, err := model.Load(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng, err := cuda.New(f, spec, cuda.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer eng.Close()
+		s, err := eng.NewSession(32)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [][]float32
+		rows, err := s.Eval([]int32{1, 5, 9}, false)
+		for step := 0; step < 6 && err == nil; step++ {
+			out = append(out, rows[0])
+			rows, err = s.Eval([]int32{int32(enginetest.Argmax(rows[0]))}, false)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out, eng.Fused()
+	}
+	on, n := decode(true)
+	off, nOff := decode(false)
+	for i := range on {
+		if !slices.Equal(on[i], off[i]) {
+			t.Fatalf("step %d: logits with fused ops differ from separate kernels", i)
+		}
+	}
+	// qwen2: per layer q, k, v biases and two residual adds, per decode step
+	if n < 6*5*spec2Layers(t, path) || nOff != 0 {
+		t.Fatalf("fused %d ops (off: %d); want ≥ 5 per layer and decode step", n, nOff)
+	}
+	t.Logf("6 decode steps bit-identical with and without fusion; %d ops folded", n)
+}
+
+func spec2Layers(t *testing.T, path string) int {
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	spec, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec.NLayer
 }
 
 func mustRead(t *testing.T, p string) []byte {

@@ -112,6 +112,75 @@ __device__ void mm_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
   }
 }
 
+// mv: Y[0][r] = Σ_c W[r][c]·X[0][c] for rows r < nrows and one token (a
+// decode step). tpr threads (32, 64 or 128: one to four warps of the
+// block) share a row and take its 32-value chunks in turn, so that rows of
+// many chunks (ffn_down) still spread over enough warps. X is staged in
+// shared memory MV_TILE chunks at a time, each chunk's 32 values padded to
+// 33 floats: the lanes, each reading its own chunk, hit 32 different banks
+// (read from global memory, 32 lanes 128 bytes apart touch 32 lines per
+// load). Grid: ceil(nrows / (128/tpr)).
+#define MV_TILE 128
+//
+// The host folds the ops that follow a product into it (backend.go, fuse):
+// bias (AddVec: y += bias[r]) and res (Add: res[r] += y), each the same
+// float addition the separate kernel does.
+template <class T>
+__device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, float *Y, int nrows,
+                        int tpr, const float *bias, float *res) {
+  const int CPB = T::QK / 32;
+  __shared__ float xs[MV_TILE * 33];
+  __shared__ float part[4];
+  int sub = threadIdx.x % tpr, rl = threadIdx.x / tpr;
+  int row = blockIdx.x * (128 / tpr) + rl;
+  bool live = row < nrows;
+  const u8 *wr = W + (long long)(live ? row : 0) * rowBytes;
+  float acc = 0.f;
+  for (int c0 = 0; c0 < nchunk; c0 += MV_TILE) {
+    int nct = nchunk - c0 < MV_TILE ? nchunk - c0 : MV_TILE;
+    __syncthreads();
+    for (int i = threadIdx.x; i < nct * 32; i += blockDim.x) {
+      int col = c0 * 32 + i;
+      xs[(i >> 5) * 33 + (i & 31)] = col < cols ? X[col] : 0.f;
+    }
+    __syncthreads();
+    if (live) {
+      for (int c = sub; c < nct; c += tpr) {
+        int cc = c0 + c;
+        float v[32];
+        if constexpr (Elem<T>::value) {
+          int lim = cols - 32 * cc;
+          if (lim < 32) {
+            for (int j = 0; j < 32; j++) v[j] = j < lim ? T::elem(wr + (long long)cc * T::TS, j) : 0.f;
+          } else {
+            T::deq(wr + (long long)cc * T::TS, 0, v);
+          }
+        } else {
+          T::deq(wr + (long long)(cc / CPB) * T::TS, cc % CPB, v);
+        }
+        const float *x = xs + c * 33;
+        float s = 0.f;
+#pragma unroll
+        for (int j = 0; j < 32; j++) s += v[j] * x[j];
+        acc += s;
+      }
+    }
+  }
+  acc = warp_sum(acc);
+  if (tpr > 32) {
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    int wpr = tpr / 32;
+    acc = 0.f;
+    for (int w = 0; w < wpr; w++) acc += part[rl * wpr + w];
+  }
+  if (sub == 0 && live) {
+    if (bias) acc = acc + bias[row];
+    Y[row] = acc;
+    if (res) res[row] = res[row] + acc;
+  }
+}
+
 // mmid: ggml's mul_mat_id. Output slot s (grid.y) multiplies expert ids[s]
 // (its matrix at W + ids[s]·expBytes) by X row xrow = s / xdiv.
 template <class T>
@@ -145,8 +214,9 @@ __device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, int co
 
 #define APR_PRODUCTS(N, ID)                                                                                    \
   extern "C" __global__ void __launch_bounds__(128)                                                            \
-      mv_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt) { \
-    mm_body<N, 1>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, blockIdx.y);                                                      \
+      mv_##N(const u8 *W, long long rb, int nc, int cols, const float *X, float *Y, int nr, int tpr,          \
+             const float *bias, float *res) {                                                                  \
+    mv_body<N>(W, rb, nc, cols, X, Y, nr, tpr, bias, res);                                                     \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(128)                                                            \
       mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt) { \

@@ -26,6 +26,22 @@ __device__ __forceinline__ u32 ld32(const u8 *p) {
 }
 __device__ __forceinline__ float sgn(float v, u32 neg) { return neg ? -v : v; }
 
+// ld128 loads 16 bytes at a 16-byte aligned p in one instruction (the
+// element formats' chunks, when their rows are aligned).
+struct alignas(16) u32x4 {
+  u32 x, y, z, w;
+};
+#ifdef APR_HOST
+__device__ __forceinline__ u32x4 ld128(const u8 *p) {
+  u32x4 v;
+  __builtin_memcpy(&v, p, 16);
+  return v;
+}
+#else
+__device__ __forceinline__ u32x4 ld128(const u8 *p) { return *(const u32x4 *)p; }
+#endif
+__device__ __forceinline__ bool aligned16(const u8 *p) { return ((unsigned long long)p & 15) == 0; }
+
 __device__ __constant__ signed char kv_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                                     1,    13,   25,  38,  53,  69,  89,  113};
 __device__ __constant__ signed char kv_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
@@ -51,6 +67,15 @@ struct F32 {
   static const bool ELEM = true;
   __device__ static float elem(const u8 *b, int j) { return ((const float *)b)[j]; }
   __device__ static void deq(const u8 *b, int, float *v) {
+    if (aligned16(b)) {
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        u32x4 w = ld128(b + 16 * k);
+        v[4 * k] = __uint_as_float(w.x), v[4 * k + 1] = __uint_as_float(w.y);
+        v[4 * k + 2] = __uint_as_float(w.z), v[4 * k + 3] = __uint_as_float(w.w);
+      }
+      return;
+    }
     const float *f = (const float *)b;
 #pragma unroll
     for (int j = 0; j < 32; j++) v[j] = f[j];
@@ -61,6 +86,19 @@ struct F16 {
   static const bool ELEM = true;
   __device__ static float elem(const u8 *b, int j) { return h2f(((const u16 *)b)[j]); }
   __device__ static void deq(const u8 *b, int, float *v) {
+    if (aligned16(b)) {
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        u32x4 w = ld128(b + 16 * k);
+        u32 a[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          v[8 * k + 2 * i] = h2f((u16)(a[i] & 0xffffu));
+          v[8 * k + 2 * i + 1] = h2f((u16)(a[i] >> 16));
+        }
+      }
+      return;
+    }
     const u16 *h = (const u16 *)b;
 #pragma unroll
     for (int j = 0; j < 32; j++) v[j] = h2f(h[j]);
@@ -71,6 +109,19 @@ struct BF16 {
   static const bool ELEM = true;
   __device__ static float elem(const u8 *b, int j) { return __uint_as_float((u32)((const u16 *)b)[j] << 16); }
   __device__ static void deq(const u8 *b, int, float *v) {
+    if (aligned16(b)) {
+#pragma unroll
+      for (int k = 0; k < 4; k++) {
+        u32x4 w = ld128(b + 16 * k);
+        u32 a[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+          v[8 * k + 2 * i] = __uint_as_float(a[i] << 16);
+          v[8 * k + 2 * i + 1] = __uint_as_float(a[i] & 0xffff0000u);
+        }
+      }
+      return;
+    }
     const u16 *h = (const u16 *)b;
 #pragma unroll
     for (int j = 0; j < 32; j++) v[j] = __uint_as_float((u32)h[j] << 16);
@@ -131,6 +182,17 @@ struct Q5_1 {
 struct Q8_0 {
   static const int QK = 32, TS = 34;
   __device__ static void deq(const u8 *b, int, float *v) {
+    if (((unsigned long long)b & 1) == 0) { // blocks of 34 bytes in rows of whole blocks: 2-aligned
+      const u16 *h = (const u16 *)b;
+      float d = h2f(h[0]);
+#pragma unroll
+      for (int j = 0; j < 16; j++) {
+        u16 w = h[1 + j];
+        v[2 * j] = (float)(signed char)(w & 0xff) * d;
+        v[2 * j + 1] = (float)(signed char)(w >> 8) * d;
+      }
+      return;
+    }
     float d = h2f(ld16(b));
 #pragma unroll
     for (int j = 0; j < 32; j++) v[j] = (float)(signed char)b[2 + j] * d;

@@ -186,9 +186,20 @@ func load(path string) (*Driver, error) {
 // such x to the heap and keep it alive until the call returns, as it does
 // for purego.SyscallN's own callers.
 //
+// Entry points outside symbols (the optional ones: events) are looked up
+// on first use, and a missing one is an error naming it.
+//
 //go:uintptrescapes
 func (d *Driver) call(name string, args ...uintptr) error {
-	r, _, _ := purego.SyscallN(d.syms[name], args...)
+	fn := d.syms[name]
+	if fn == 0 {
+		a, err := purego.Dlsym(d.lib, name)
+		if err != nil || a == 0 {
+			return fmt.Errorf("cuda: the driver has no entry point %s", name)
+		}
+		d.syms[name], fn = a, a
+	}
+	r, _, _ := purego.SyscallN(fn, args...)
 	return d.check(name, Result(int32(r)))
 }
 
@@ -447,6 +458,29 @@ func (d *Driver) EndCapture(s Stream) (GraphExec, error) {
 // GraphLaunch queues the graph's work on s.
 func (d *Driver) GraphLaunch(e GraphExec, s Stream) error {
 	return d.call("cuGraphLaunch", uintptr(e), uintptr(s))
+}
+
+// Event is a CUevent (timing on the device).
+type Event uintptr
+
+// NewEvent creates an event that records time.
+func (d *Driver) NewEvent() (Event, error) {
+	var e Event
+	err := d.call("cuEventCreate", uintptr(unsafe.Pointer(&e)), 0)
+	return e, err
+}
+
+// Record queues e on s.
+func (d *Driver) Record(e Event, s Stream) error { return d.call("cuEventRecord", uintptr(e), uintptr(s)) }
+
+// Elapsed waits for b and returns the milliseconds between a and b.
+func (d *Driver) Elapsed(a, b Event) (float32, error) {
+	if err := d.call("cuEventSynchronize", uintptr(b)); err != nil {
+		return 0, err
+	}
+	var ms float32
+	err := d.call("cuEventElapsedTime_v2", uintptr(unsafe.Pointer(&ms)), uintptr(a), uintptr(b))
+	return ms, err
 }
 
 // GraphExecDestroy releases an instantiated graph.

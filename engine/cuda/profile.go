@@ -1,0 +1,105 @@
+package cuda
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/aprqa/apr/engine/cuda/internal/cu"
+)
+
+// EnvProfile set to "1" times every kernel launch with CUDA events (the
+// graph cache off: kernels are launched one by one) and prints a table per
+// kernel to stderr when the engine closes: where a decode step's device
+// time goes.
+const EnvProfile = "APR_CUDA_PROFILE"
+
+type profiler struct {
+	names  map[cu.Func]string
+	events []cu.Event
+	marks  []profMark
+	stats  map[string]*kernelTime
+}
+
+type profMark struct {
+	name string
+	ev   int // events[ev], events[ev+1]: before and after the launch
+}
+
+type kernelTime struct {
+	launches int
+	ms       float64
+}
+
+func newProfiler(fn map[string]cu.Func) *profiler {
+	if os.Getenv(EnvProfile) != "1" {
+		return nil
+	}
+	p := &profiler{names: map[cu.Func]string{}, stats: map[string]*kernelTime{}}
+	for n, f := range fn {
+		p.names[f] = n
+	}
+	return p
+}
+
+// launch runs op between two events; inside do.
+func (p *profiler) launch(be *backend, op *tapeOp) error {
+	i := 2 * len(p.marks)
+	for len(p.events) < i+2 {
+		e, err := be.d.NewEvent()
+		if err != nil {
+			return err
+		}
+		p.events = append(p.events, e)
+	}
+	if err := be.d.Record(p.events[i], be.stream); err != nil {
+		return err
+	}
+	if err := be.d.LaunchPacked(op.f, op.grid, op.block, op.shared, be.stream, op.args[:op.n]); err != nil {
+		return err
+	}
+	if err := be.d.Record(p.events[i+1], be.stream); err != nil {
+		return err
+	}
+	p.marks = append(p.marks, profMark{name: p.names[op.f], ev: i})
+	return nil
+}
+
+// collect waits for the recorded launches and adds their times; inside do.
+func (p *profiler) collect(be *backend) error {
+	for _, m := range p.marks {
+		ms, err := be.d.Elapsed(p.events[m.ev], p.events[m.ev+1])
+		if err != nil {
+			return err
+		}
+		k := p.stats[m.name]
+		if k == nil {
+			k = &kernelTime{}
+			p.stats[m.name] = k
+		}
+		k.launches++
+		k.ms += float64(ms)
+	}
+	p.marks = p.marks[:0]
+	return nil
+}
+
+func (p *profiler) report(w io.Writer) {
+	type row struct {
+		name string
+		kernelTime
+	}
+	var rows []row
+	total := 0.0
+	for n, k := range p.stats {
+		rows = append(rows, row{n, *k})
+		total += k.ms
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].ms > rows[j].ms })
+	fmt.Fprintf(w, "cuda profile (%s=1: each kernel timed with CUDA events, launched one by one): %.3f ms in %d kernels\n", EnvProfile, total, len(rows))
+	fmt.Fprintf(w, "%-22s %9s %11s %10s %6s\n", "kernel", "launches", "total ms", "mean µs", "share")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%-22s %9d %11.3f %10.2f %5.1f%%\n", r.name, r.launches, r.ms, 1000*r.ms/float64(r.launches), 100*r.ms/max(total, 1e-9))
+	}
+}
