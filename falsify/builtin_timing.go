@@ -22,9 +22,11 @@ type TimedRun func(ctx context.Context, plant map[string]time.Duration) (map[str
 // CheckTiming is the timing kind: for each stage, a run with delay planted
 // in it must move that stage's field by at least the delay (less the
 // shortfall threshold) and no other stage's field by more than the leak
-// threshold, against a baseline run. Every configuration runs samples times
-// and each field keeps its fastest value, so a one-off stall of a loaded
-// machine does not count, while a misplaced delay (in every run) does. It
+// threshold, against a baseline run. Every configuration runs samples times,
+// the configurations taking turns (a slow drift of the machine reaches them
+// all alike), and each field keeps its fastest value, so a one-off stall of
+// a loaded machine does not count, while a misplaced delay (in every run)
+// does. It
 // measures max_leak_ms, max_shortfall_ms and max_excess_ms (a planted
 // stage's field moving by more than the delay) over all stages; attempts > 1
 // repeats the whole measurement when noise pushed it over a threshold, and
@@ -48,36 +50,39 @@ func CheckTiming(ctx context.Context, c *Check, run TimedRun, stages map[string]
 		if err := ctx.Err(); err != nil {
 			return refuse.Wrap(c.By(), err)
 		}
-		// fastest runs plant samples times; each field keeps its fastest value.
-		fastest := func(plant map[string]time.Duration) (map[string]float64, error) {
-			best := map[string]float64{}
-			for i := 0; i < max(1, samples); i++ {
+		// Every configuration (the baseline, then one per planted stage)
+		// runs samples times, round-robin, so that a drift of the machine
+		// over the attempt (caches, clocks, a neighbour's load) reaches all
+		// of them alike; each field keeps its fastest value.
+		plants := []map[string]time.Duration{nil}
+		for _, s := range names {
+			plants = append(plants, map[string]time.Duration{s: delay})
+		}
+		best := make([]map[string]float64, len(plants))
+		for i := range best {
+			best[i] = map[string]float64{}
+		}
+		for i := 0; i < max(1, samples); i++ {
+			for k, plant := range plants {
 				r, err := run(ctx, plant)
 				if err != nil {
-					return nil, refuse.Wrap(c.By(), fmt.Errorf("run with %v planted: %w", plant, err))
+					return refuse.Wrap(c.By(), fmt.Errorf("run with %v planted: %w", plant, err))
 				}
 				for _, s := range names {
 					v, ok := r[stages[s]]
 					if !ok {
-						return nil, Fail("the output has no field %s for stage %s", stages[s], s)
+						return Fail("the output has no field %s for stage %s", stages[s], s)
 					}
-					if old, seen := best[stages[s]]; !seen || v < old {
-						best[stages[s]] = v
+					if old, seen := best[k][stages[s]]; !seen || v < old {
+						best[k][stages[s]] = v
 					}
 				}
 			}
-			return best, nil
 		}
-		base, err := fastest(nil)
-		if err != nil {
-			return err
-		}
+		base := best[0]
 		leak, short, excess, notes = 0, 0, 0, nil
-		for _, s := range names {
-			r, err := fastest(map[string]time.Duration{s: delay})
-			if err != nil {
-				return err
-			}
+		for k, s := range names {
+			r := best[k+1]
 			var moves []string
 			for _, o := range names {
 				f := stages[o]
