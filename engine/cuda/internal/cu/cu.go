@@ -471,7 +471,9 @@ func (d *Driver) NewEvent() (Event, error) {
 }
 
 // Record queues e on s.
-func (d *Driver) Record(e Event, s Stream) error { return d.call("cuEventRecord", uintptr(e), uintptr(s)) }
+func (d *Driver) Record(e Event, s Stream) error {
+	return d.call("cuEventRecord", uintptr(e), uintptr(s))
+}
 
 // Elapsed waits for b and returns the milliseconds between a and b.
 func (d *Driver) Elapsed(a, b Event) (float32, error) {
