@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/aprqa/apr/engine/gguf"
@@ -78,6 +79,26 @@ func (e *Engine) Kernels() []string { return e.be.kernels() }
 func (e *Engine) NewSession(maxCtx int) (model.Session, error) {
 	return e.m.NewSession(maxCtx)
 }
+
+// DecodeBatch feeds tokens[i] to sessions[i] (sessions of this engine) in
+// one pass; see graph.Model.DecodeBatch. The cpu kernels treat rows
+// independently, so each row equals the session's own Eval of its token.
+func (e *Engine) DecodeBatch(sessions []model.Session, tokens []int32) ([][]float32, error) {
+	if !e.m.CanDecodeBatch() {
+		return nil, fmt.Errorf("cpu: the backend's products are not row-exact; decode the sessions one by one")
+	}
+	gs := make([]*graph.Session, len(sessions))
+	for i, s := range sessions {
+		g, ok := s.(*graph.Session)
+		if !ok {
+			return nil, fmt.Errorf("cpu: DecodeBatch: session %d (%T) is not this engine's", i, s)
+		}
+		gs[i] = g
+	}
+	return e.m.DecodeBatch(gs, tokens)
+}
+
+var _ model.BatchDecoder = (*Engine)(nil)
 
 // Close stops the engine's threads and releases its work buffers; sessions
 // fail with graph.ErrClosed afterwards. The caller closes the file after it.

@@ -144,11 +144,43 @@ func (st *attnState) Forward(c *Ctx, x, out Buf) error {
 	if c.Pos+c.N > st.maxCtx {
 		return fmt.Errorf("%d positions exceed the context of %d", c.Pos+c.N, st.maxCtx)
 	}
-	var q, k, v Buf
+	q, k, v, err := at.project(c, x)
+	if err != nil {
+		return err
+	}
+	if at.rope.Mode != model.RopeNone {
+		b.Rope(q, c.Pos, at.rope)
+		b.Rope(k, c.Pos, at.rope)
+	}
+	c.Emit(model.OpQRope, q)
+	c.Emit(model.OpKRope, k)
+	if err := b.Store(st.kv, k, v, c.Pos); err != nil {
+		return err
+	}
+	o := c.Buf("attn.o", at.a.NHead*at.a.HV)
+	if f := c.OutFrom; f > 0 {
+		// Only rows f… of the output are read: attend with their queries.
+		o, q, out = b.View(o, f, c.N, 0, o.Cols()), b.View(q, f, c.N, 0, q.Cols()), b.View(out, f, c.N, 0, out.Cols())
+	}
+	if err := b.Attend(o, q, st.kv, c.Pos+c.OutFrom); err != nil {
+		return err
+	}
+	if err := at.output(c, o, out); err != nil {
+		return err
+	}
+	c.EmitAt(model.OpAttnOut, c.Pos+c.OutFrom, out)
+	st.pos += c.N
+	return nil
+}
+
+// project computes the queries, keys and values of the rows of x (the
+// projections, their biases, the per-head q/k norms).
+func (at *attention) project(c *Ctx, x Buf) (q, k, v Buf, err error) {
+	b := c.B
 	if at.wqkv != nil {
 		qkv := c.Buf("attn.qkv", at.nq+at.nk+at.nv)
 		if err := b.MatMul(qkv, at.wqkv, x); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 		if at.bqkv != nil {
 			b.AddVec(qkv, at.bqkv)
@@ -159,7 +191,7 @@ func (st *attnState) Forward(c *Ctx, x, out Buf) error {
 	} else {
 		q, k, v = c.Buf("attn.q", at.nq), c.Buf("attn.k", at.nk), c.Buf("attn.v", at.nv)
 		if err := b.MatMuls(x, []Buf{q, k, v}, []Weight{at.wq, at.wk, at.wv}); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 		for _, p := range []struct {
 			dst Buf
@@ -178,30 +210,50 @@ func (st *attnState) Forward(c *Ctx, x, out Buf) error {
 	c.Emit(model.OpQ, q)
 	c.Emit(model.OpK, k)
 	c.Emit(model.OpV, v)
-	if at.rope.Mode != model.RopeNone {
-		b.Rope(q, c.Pos, at.rope)
-		b.Rope(k, c.Pos, at.rope)
-	}
-	c.Emit(model.OpQRope, q)
-	c.Emit(model.OpKRope, k)
-	if err := b.Store(st.kv, k, v, c.Pos); err != nil {
-		return err
-	}
-	o := c.Buf("attn.o", at.a.NHead*at.a.HV)
-	if f := c.OutFrom; f > 0 {
-		// Only rows f… of the output are read: attend with their queries.
-		o, q, out = b.View(o, f, c.N, 0, o.Cols()), b.View(q, f, c.N, 0, q.Cols()), b.View(out, f, c.N, 0, out.Cols())
-	}
-	if err := b.Attend(o, q, st.kv, c.Pos+c.OutFrom); err != nil {
-		return err
-	}
+	return q, k, v, nil
+}
+
+// output is the output projection of the attention rows o into out.
+func (at *attention) output(c *Ctx, o, out Buf) error {
+	b := c.B
 	if err := b.MatMul(out, at.wo, o); err != nil {
 		return err
 	}
 	if at.bo != nil {
 		b.AddVec(out, at.bo)
 	}
-	c.EmitAt(model.OpAttnOut, c.Pos+c.OutFrom, out)
-	st.pos += c.N
 	return nil
+}
+
+// forwardRows is Forward for a decode batch: row r of x is one token of
+// the sequence whose state is sts[r], at that state's position. The
+// projections take every row at once; RoPE, the cache and attention go row
+// by row, each in its own sequence.
+func (at *attention) forwardRows(c *Ctx, sts []*attnState, x, out Buf) error {
+	b := c.B
+	for _, st := range sts {
+		if st.pos+1 > st.maxCtx {
+			return fmt.Errorf("%d positions exceed the context of %d", st.pos+1, st.maxCtx)
+		}
+	}
+	q, k, v, err := at.project(c, x)
+	if err != nil {
+		return err
+	}
+	o := c.Buf("attn.o", at.a.NHead*at.a.HV)
+	for r, st := range sts {
+		qr, kr, vr := b.View(q, r, r+1, 0, q.Cols()), b.View(k, r, r+1, 0, k.Cols()), b.View(v, r, r+1, 0, v.Cols())
+		if at.rope.Mode != model.RopeNone {
+			b.Rope(qr, st.pos, at.rope)
+			b.Rope(kr, st.pos, at.rope)
+		}
+		if err := b.Store(st.kv, kr, vr, st.pos); err != nil {
+			return err
+		}
+		if err := b.Attend(b.View(o, r, r+1, 0, o.Cols()), qr, st.kv, st.pos); err != nil {
+			return err
+		}
+		st.pos++
+	}
+	return at.output(c, o, out)
 }

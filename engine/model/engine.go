@@ -14,6 +14,14 @@ type Engine interface {
 	Close() error
 }
 
+// BatchDecoder is an Engine that can feed one token to each of several of
+// its sessions in one pass (a server's decode step: the products read each
+// weight once for all the sequences), each row equal, bit for bit, to the
+// session's own Eval of that token.
+type BatchDecoder interface {
+	DecodeBatch(sessions []Session, tokens []int32) ([][]float32, error)
+}
+
 // Session is one sequence's state: its KV cache (and recurrent state for
 // hybrid architectures) and the next position.
 type Session interface {
