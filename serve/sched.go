@@ -235,10 +235,14 @@ func (s *sched) admit() {
 	s.met.active.Set(float64(n))
 }
 
-// step advances every active sequence by one forward pass. A sequence
-// whose client has gone is stopped before its pass.
+// step advances every active sequence by one forward pass: those feeding
+// a prompt chunk one by one, those decoding together in one batched pass
+// when the engine has one (generate.AdvanceBatch; every stream still gets
+// the logits of its solo run). A sequence whose client has gone is
+// stopped before its pass.
 func (s *sched) step() {
 	n := 0
+	var dec []int
 	for i, j := range s.active {
 		if j == nil {
 			continue
@@ -250,6 +254,10 @@ func (s *sched) step() {
 			continue
 		}
 		n++
+		if !j.q.Prefilling() {
+			dec = append(dec, i)
+			continue
+		}
 		sampled, err := advance(j.q, s.chunk)
 		if err != nil {
 			s.finish(i, j, event{Err: err})
@@ -257,6 +265,23 @@ func (s *sched) step() {
 		}
 		if sampled {
 			s.token(i, j)
+		}
+	}
+	if len(dec) > 0 {
+		seqs := make([]*generate.Seq, len(dec))
+		for k, i := range dec {
+			seqs[k] = s.active[i].q
+		}
+		sampled, errs := advanceBatch(seqs, s.chunk)
+		for k, i := range dec {
+			j := s.active[i]
+			if errs[k] != nil {
+				s.finish(i, j, event{Err: errs[k]})
+				continue
+			}
+			if sampled[k] {
+				s.token(i, j)
+			}
 		}
 	}
 	if n > 0 {
@@ -281,6 +306,21 @@ func advance(q *generate.Seq, chunk int) (sampled bool, err error) {
 		}
 	}()
 	return q.Advance(chunk)
+}
+
+// advanceBatch is generate.AdvanceBatch with an engine panic turned into
+// the error of every sequence of the pass (they shared it); the server and
+// the sequences outside it go on.
+func advanceBatch(seqs []*generate.Seq, chunk int) (sampled []bool, errs []error) {
+	defer func() {
+		if p := recover(); p != nil {
+			sampled, errs = make([]bool, len(seqs)), make([]error, len(seqs))
+			for k, q := range seqs {
+				errs[k] = q.Abort(fmt.Errorf("serve: the engine panicked: %v", p))
+			}
+		}
+	}()
+	return generate.AdvanceBatch(seqs, chunk)
 }
 
 // token handles a freshly sampled token: latency metrics, logprobs, the

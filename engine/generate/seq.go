@@ -314,6 +314,51 @@ func (q *Seq) Advance(chunk int) (bool, error) {
 	return true, q.sample(rows[0])
 }
 
+// AdvanceBatch does one forward pass for each of seqs, as Advance(chunk)
+// does for each: sequences still feeding their prompt go one by one, and
+// the ones decoding (their pass is their last sampled token) go together
+// through one DecodeBatch when their engine is a model.BatchDecoder (its
+// rows equal each session's own Eval, so every sequence samples what it
+// would alone). sampled[i] and errs[i] are what Advance would return for
+// seqs[i]; a failed DecodeBatch fails every sequence in it.
+func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
+	sampled, errs = make([]bool, len(seqs)), make([]error, len(seqs))
+	var dec []int
+	for i, q := range seqs {
+		if q.err == nil && !q.Done() && !q.Prefilling() && q.slot.sess != nil {
+			if _, ok := q.slot.m.Eng.(model.BatchDecoder); ok && (len(dec) == 0 || seqs[dec[0]].slot.m == q.slot.m) {
+				dec = append(dec, i)
+				continue
+			}
+		}
+		sampled[i], errs[i] = q.Advance(chunk)
+	}
+	switch len(dec) {
+	case 0:
+		return sampled, errs
+	case 1:
+		i := dec[0]
+		sampled[i], errs[i] = seqs[i].Advance(chunk)
+		return sampled, errs
+	}
+	sessions, tokens := make([]model.Session, len(dec)), make([]int32, len(dec))
+	for k, i := range dec {
+		q := seqs[i]
+		sessions[k], tokens[k] = q.slot.sess, q.history[len(q.history)-1]
+	}
+	rows, err := seqs[dec[0]].slot.m.Eng.(model.BatchDecoder).DecodeBatch(sessions, tokens)
+	for k, i := range dec {
+		q := seqs[i]
+		if err != nil {
+			errs[i] = q.fail(err)
+			continue
+		}
+		q.slot.fed = append(q.slot.fed, tokens[k])
+		sampled[i], errs[i] = true, q.sample(rows[k])
+	}
+	return sampled, errs
+}
+
 // Abort ends the sequence with err after a failure outside Advance's own
 // error path (a caller that recovered an engine panic): the slot's session
 // is dropped, since its state is unknown, and the slot is free again.
