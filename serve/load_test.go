@@ -24,7 +24,9 @@ func envInt(name string, def int) int {
 }
 
 // TestLoad is the bounded loopback load test, run only when APR_SERVE_LOAD
-// names a model: APR_SERVE_CLIENTS clients (default 8) each send
+// names a model (with APR_SERVE_LOAD_URL, the same clients against another
+// server already listening there, e.g. llama-server on the same file, for
+// a side-by-side figure; --parallel is then that server's): APR_SERVE_CLIENTS clients (default 8) each send
 // APR_SERVE_REQUESTS (2) streamed greedy /v1/completions requests of
 // APR_SERVE_TOKENS (64) tokens, for each --parallel in APR_SERVE_PARALLEL
 // ("1,8"). It stops by itself, fails on any error or incomplete stream, and
@@ -48,7 +50,10 @@ func TestLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Run(fmt.Sprintf("parallel=%d", n), func(t *testing.T) {
-			_, url := start(t, serve.Options{Model: model, Parallel: n, Threads: threads, Ctx: 512})
+			url := os.Getenv("APR_SERVE_LOAD_URL")
+			if url == "" {
+				_, url = start(t, serve.Options{Model: model, Parallel: n, Threads: threads, Ctx: 512})
+			}
 			var mu sync.Mutex
 			var ttft, itl []float64
 			total := 0
@@ -83,7 +88,8 @@ func TestLoad(t *testing.T) {
 							}
 							var ch struct {
 								Choices []struct {
-									IDs []int32 `json:"token_ids"`
+									IDs  []int32 `json:"token_ids"`
+									Text string  `json:"text"`
 								} `json:"choices"`
 							}
 							if err := json.Unmarshal([]byte(d), &ch); err != nil {
@@ -92,6 +98,10 @@ func TestLoad(t *testing.T) {
 							}
 							now := time.Now()
 							for _, x := range ch.Choices {
+								if len(x.IDs) == 0 && x.Text != "" && os.Getenv("APR_SERVE_LOAD_URL") != "" {
+									// another server (llama-server): one chunk per token, no ids
+									x.IDs = []int32{-1}
+								}
 								if len(x.IDs) == 0 {
 									continue
 								}
@@ -127,7 +137,15 @@ func TestLoad(t *testing.T) {
 				return s[min(len(s)-1, int(p*float64(len(s))))]
 			}
 			t.Logf("parallel %d: %d clients × %d requests × %d tokens: %d tokens in %.1f s = %.1f tok/s aggregate; TTFT p50 %.2f s p99 %.2f s; inter-token p50 %.1f ms p99 %.1f ms; max batch %v",
-				n, clients, perClient, tokens, total, wall, float64(total)/wall, pct(ttft, 0.5), pct(ttft, 0.99), 1e3*pct(itl, 0.5), 1e3*pct(itl, 0.99), metric(t, url, "apr_serve_batch_size_max"))
+				n, clients, perClient, tokens, total, wall, float64(total)/wall, pct(ttft, 0.5), pct(ttft, 0.99), 1e3*pct(itl, 0.5), 1e3*pct(itl, 0.99), maxBatch(t, url))
 		})
 	}
+}
+
+// maxBatch is apr serve's own max-batch gauge ("-" for another server).
+func maxBatch(t *testing.T, url string) any {
+	if os.Getenv("APR_SERVE_LOAD_URL") != "" {
+		return "-"
+	}
+	return metric(t, url, "apr_serve_batch_size_max")
 }

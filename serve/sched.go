@@ -235,11 +235,10 @@ func (s *sched) admit() {
 	s.met.active.Set(float64(n))
 }
 
-// step advances every active sequence by one forward pass: those feeding
-// a prompt chunk one by one, those decoding together in one batched pass
-// when the engine has one (generate.AdvanceBatch; every stream still gets
-// the logits of its solo run). A sequence whose client has gone is
-// stopped before its pass.
+// step advances every active sequence by one forward pass — a prompt chunk
+// or a decode token — sharing passes when the engine can
+// (generate.AdvanceBatch; every stream still gets the logits of its solo
+// run). A sequence whose client has gone is stopped before its pass.
 func (s *sched) step() {
 	n := 0
 	var dec []int
@@ -254,18 +253,7 @@ func (s *sched) step() {
 			continue
 		}
 		n++
-		if !j.q.Prefilling() {
-			dec = append(dec, i)
-			continue
-		}
-		sampled, err := advance(j.q, s.chunk)
-		if err != nil {
-			s.finish(i, j, event{Err: err})
-			continue
-		}
-		if sampled {
-			s.token(i, j)
-		}
+		dec = append(dec, i)
 	}
 	if len(dec) > 0 {
 		seqs := make([]*generate.Seq, len(dec))
@@ -294,18 +282,6 @@ func (s *sched) step() {
 		}
 		s.mu.Unlock()
 	}
-}
-
-// advance is Seq.Advance with an engine panic turned into that sequence's
-// error: one bad sequence must not take the server and the other streams
-// down.
-func advance(q *generate.Seq, chunk int) (sampled bool, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = q.Abort(fmt.Errorf("serve: the engine panicked: %v", p))
-		}
-	}()
-	return q.Advance(chunk)
 }
 
 // advanceBatch is generate.AdvanceBatch with an engine panic turned into

@@ -9,11 +9,12 @@ import (
 	"github.com/aprqa/apr/internal/testutil"
 )
 
-// TestDecodeBatch: one token to each of three sessions (prompts of
-// different lengths, so different positions) in one DecodeBatch gives
-// every session the logits of its own Eval of that token, bit for bit, step
-// after step, on a model of every layer kind (attention with and without
-// biases and q/k norms, MoE, Gated DeltaNet with gated attention).
+// TestDecodeBatch: one pass over three sessions (prompts of different
+// lengths, so different positions) — a decode token each, or a prompt chunk
+// for one of them — gives every session the logits of its own Eval of its
+// part, bit for bit, step after step, on a model of every layer kind
+// (attention with and without biases and q/k norms, MoE, Gated DeltaNet
+// with gated attention).
 func TestDecodeBatch(t *testing.T) {
 	dir := testutil.Fixtures(t)
 	for _, name := range []string{"stories260K", "synth/qwen2-tiny-Q4_K_M", "synth/qwen3-tiny-F16", "synth/qwen3moe-tiny-Q8_0", "synth/qwen35-tiny-Q8_0"} {
@@ -42,13 +43,16 @@ func TestDecodeBatch(t *testing.T) {
 				}
 			}
 			for step := 0; step < 4; step++ {
-				toks := []int32{tok(7 * step), tok(7*step + 1), tok(7*step + 2)}
-				got, err := bd.DecodeBatch(batch, toks)
+				parts := [][]int32{{tok(7 * step)}, {tok(7*step + 1)}, {tok(7*step + 2)}}
+				if step == 1 { // a prompt chunk beside two decode tokens
+					parts[1] = []int32{tok(50), tok(51), tok(52), tok(53), tok(54)}
+				}
+				got, err := bd.EvalBatch(batch, parts)
 				if err != nil {
 					t.Fatal(err)
 				}
 				for k, s := range solo {
-					want, err := s.Eval(toks[k:k+1], false)
+					want, err := s.Eval(parts[k], false)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -80,23 +80,26 @@ func (e *Engine) NewSession(maxCtx int) (model.Session, error) {
 	return e.m.NewSession(maxCtx)
 }
 
-// DecodeBatch feeds tokens[i] to sessions[i] (sessions of this engine) in
-// one pass; see graph.Model.DecodeBatch. The cpu kernels treat rows
-// independently, so each row equals the session's own Eval of its token.
-func (e *Engine) DecodeBatch(sessions []model.Session, tokens []int32) ([][]float32, error) {
+// EvalBatch feeds parts[i] to sessions[i] (sessions of this engine) in one
+// pass; see graph.Model.EvalBatch. The cpu kernels treat rows independently,
+// so each session's rows equal its own Eval of its part.
+func (e *Engine) EvalBatch(sessions []model.Session, parts [][]int32) ([][]float32, error) {
 	if !e.m.CanDecodeBatch() {
-		return nil, fmt.Errorf("cpu: the backend's products are not row-exact; decode the sessions one by one")
+		return nil, fmt.Errorf("cpu: the backend's products are not row-exact; evaluate the sessions one by one")
 	}
 	gs := make([]*graph.Session, len(sessions))
 	for i, s := range sessions {
 		g, ok := s.(*graph.Session)
 		if !ok {
-			return nil, fmt.Errorf("cpu: DecodeBatch: session %d (%T) is not this engine's", i, s)
+			return nil, fmt.Errorf("cpu: EvalBatch: session %d (%T) is not this engine's", i, s)
 		}
 		gs[i] = g
 	}
-	return e.m.DecodeBatch(gs, tokens)
+	return e.m.EvalBatch(gs, parts)
 }
+
+// MaxBatchRows is graph.MaxBatchRows.
+func (e *Engine) MaxBatchRows() int { return graph.MaxBatchRows }
 
 var _ model.BatchDecoder = (*Engine)(nil)
 

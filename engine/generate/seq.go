@@ -294,15 +294,7 @@ func (q *Seq) Advance(chunk int) (bool, error) {
 		return false, errors.New("generate: Advance of a finished sequence")
 	}
 	s := q.slot
-	var feed []int32
-	if n := q.Pending(); n > 0 {
-		if chunk > 0 && chunk < n {
-			n = chunk
-		}
-		feed = q.history[len(s.fed) : len(s.fed)+n]
-	} else {
-		feed = q.history[len(q.history)-1:]
-	}
+	feed := q.next(chunk)
 	rows, err := s.sess.Eval(feed, false)
 	if err != nil {
 		return false, q.fail(err)
@@ -315,48 +307,78 @@ func (q *Seq) Advance(chunk int) (bool, error) {
 }
 
 // AdvanceBatch does one forward pass for each of seqs, as Advance(chunk)
-// does for each: sequences still feeding their prompt go one by one, and
-// the ones decoding (their pass is their last sampled token) go together
-// through one DecodeBatch when their engine is a model.BatchDecoder (its
-// rows equal each session's own Eval, so every sequence samples what it
-// would alone). sampled[i] and errs[i] are what Advance would return for
-// seqs[i]; a failed DecodeBatch fails every sequence in it.
+// does for each (a prompt chunk of at most chunk tokens, or the last
+// sampled token), but together: when their engine is a model.BatchDecoder
+// the sequences share passes of at most MaxBatchRows tokens (its rows equal
+// each session's own Eval, so every sequence samples what it would alone);
+// otherwise one after another. sampled[i] and errs[i] are what Advance
+// would return for seqs[i]; a failed pass fails every sequence in it.
 func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 	sampled, errs = make([]bool, len(seqs)), make([]error, len(seqs))
-	var dec []int
-	for i, q := range seqs {
-		if q.err == nil && !q.Done() && !q.Prefilling() && q.slot.sess != nil {
-			if _, ok := q.slot.m.Eng.(model.BatchDecoder); ok && (len(dec) == 0 || seqs[dec[0]].slot.m == q.slot.m) {
-				dec = append(dec, i)
-				continue
+	type item struct {
+		i    int
+		feed []int32
+	}
+	var batch []item
+	var bd model.BatchDecoder
+	rows := 0
+	run := func() {
+		if len(batch) == 1 {
+			i := batch[0].i
+			sampled[i], errs[i] = seqs[i].Advance(chunk)
+		} else if len(batch) > 1 {
+			sessions, parts := make([]model.Session, len(batch)), make([][]int32, len(batch))
+			for k, it := range batch {
+				sessions[k], parts[k] = seqs[it.i].slot.sess, it.feed
+			}
+			out, err := bd.EvalBatch(sessions, parts)
+			for k, it := range batch {
+				q := seqs[it.i]
+				if err != nil {
+					errs[it.i] = q.fail(err)
+					continue
+				}
+				q.slot.fed = append(q.slot.fed, it.feed...)
+				if !q.Prefilling() {
+					sampled[it.i], errs[it.i] = true, q.sample(out[k])
+				}
 			}
 		}
-		sampled[i], errs[i] = q.Advance(chunk)
+		batch, rows = batch[:0], 0
 	}
-	switch len(dec) {
-	case 0:
-		return sampled, errs
-	case 1:
-		i := dec[0]
-		sampled[i], errs[i] = seqs[i].Advance(chunk)
-		return sampled, errs
-	}
-	sessions, tokens := make([]model.Session, len(dec)), make([]int32, len(dec))
-	for k, i := range dec {
-		q := seqs[i]
-		sessions[k], tokens[k] = q.slot.sess, q.history[len(q.history)-1]
-	}
-	rows, err := seqs[dec[0]].slot.m.Eng.(model.BatchDecoder).DecodeBatch(sessions, tokens)
-	for k, i := range dec {
-		q := seqs[i]
-		if err != nil {
-			errs[i] = q.fail(err)
+	for i, q := range seqs {
+		b, ok := q.slot.m.Eng.(model.BatchDecoder)
+		if !ok || q.err != nil || q.Done() || q.slot.sess == nil || (bd != nil && b != bd) {
+			sampled[i], errs[i] = q.Advance(chunk)
 			continue
 		}
-		q.slot.fed = append(q.slot.fed, tokens[k])
-		sampled[i], errs[i] = true, q.sample(rows[k])
+		feed := q.next(chunk)
+		if len(feed) > b.MaxBatchRows() { // a whole long prompt: Eval takes it in pieces
+			sampled[i], errs[i] = q.Advance(chunk)
+			continue
+		}
+		if rows+len(feed) > b.MaxBatchRows() {
+			run()
+		}
+		bd = b
+		batch = append(batch, item{i, feed})
+		rows += len(feed)
 	}
+	run()
 	return sampled, errs
+}
+
+// next is the tokens of the sequence's next pass: a prompt chunk of at
+// most chunk tokens (0: all the rest), or the last sampled token.
+func (q *Seq) next(chunk int) []int32 {
+	s := q.slot
+	if n := q.Pending(); n > 0 {
+		if chunk > 0 && chunk < n {
+			n = chunk
+		}
+		return q.history[len(s.fed) : len(s.fed)+n]
+	}
+	return q.history[len(q.history)-1:]
 }
 
 // Abort ends the sequence with err after a failure outside Advance's own

@@ -225,15 +225,14 @@ func (at *attention) output(c *Ctx, o, out Buf) error {
 	return nil
 }
 
-// forwardRows is Forward for a decode batch: row r of x is one token of
-// the sequence whose state is sts[r], at that state's position. The
-// projections take every row at once; RoPE, the cache and attention go row
-// by row, each in its own sequence.
-func (at *attention) forwardRows(c *Ctx, sts []*attnState, x, out Buf) error {
+// forwardRows is Forward for a batch of several sessions' rows (bt): the
+// projections take every row at once; RoPE, the cache and attention go part
+// by part, each in its own sequence at its own position.
+func (at *attention) forwardRows(c *Ctx, sts []*attnState, bt batchRows, x, out Buf) error {
 	b := c.B
-	for _, st := range sts {
-		if st.pos+1 > st.maxCtx {
-			return fmt.Errorf("%d positions exceed the context of %d", st.pos+1, st.maxCtx)
+	for k, st := range sts {
+		if n := len(bt.parts[k]); st.pos+n > st.maxCtx {
+			return fmt.Errorf("%d positions exceed the context of %d", st.pos+n, st.maxCtx)
 		}
 	}
 	q, k, v, err := at.project(c, x)
@@ -241,8 +240,9 @@ func (at *attention) forwardRows(c *Ctx, sts []*attnState, x, out Buf) error {
 		return err
 	}
 	o := c.Buf("attn.o", at.a.NHead*at.a.HV)
-	for r, st := range sts {
-		qr, kr, vr := b.View(q, r, r+1, 0, q.Cols()), b.View(k, r, r+1, 0, k.Cols()), b.View(v, r, r+1, 0, v.Cols())
+	for p, st := range sts {
+		r0, r1 := bt.first[p], bt.first[p]+len(bt.parts[p])
+		qr, kr, vr := b.View(q, r0, r1, 0, q.Cols()), b.View(k, r0, r1, 0, k.Cols()), b.View(v, r0, r1, 0, v.Cols())
 		if at.rope.Mode != model.RopeNone {
 			b.Rope(qr, st.pos, at.rope)
 			b.Rope(kr, st.pos, at.rope)
@@ -250,10 +250,10 @@ func (at *attention) forwardRows(c *Ctx, sts []*attnState, x, out Buf) error {
 		if err := b.Store(st.kv, kr, vr, st.pos); err != nil {
 			return err
 		}
-		if err := b.Attend(b.View(o, r, r+1, 0, o.Cols()), qr, st.kv, st.pos); err != nil {
+		if err := b.Attend(b.View(o, r0, r1, 0, o.Cols()), qr, st.kv, st.pos); err != nil {
 			return err
 		}
-		st.pos++
+		st.pos += r1 - r0
 	}
 	return at.output(c, o, out)
 }

@@ -5,45 +5,70 @@ import (
 	"fmt"
 )
 
+// MaxBatchRows is the most rows (tokens of all sessions together) one
+// EvalBatch takes.
+const MaxBatchRows = 4 * UBatch
+
 // DecodeBatch feeds tokens[i] to sessions[i] — one token to each of several
 // sessions of this model — in one pass, and returns each session's logits
-// row for it. The rows go through every matrix product together (each
-// weight is read once for all of them: what makes serving several
-// sequences cheaper than serving them one after another), and through
-// attention (RoPE, KV cache, scores) each in its own sequence; a layer
-// whose mixer has no batched form (Gated DeltaNet, gated attention) runs
-// its mixer row by row. Each row equals the session's own Eval of that
-// token bit for bit on a backend whose products treat rows independently
-// (RowExact); the caller checks that. Tracing is not supported here.
+// row for it: EvalBatch with one token per session.
+func (m *Model) DecodeBatch(sessions []*Session, tokens []int32) ([][]float32, error) {
+	parts := make([][]int32, len(tokens))
+	for i := range tokens {
+		parts[i] = tokens[i : i+1]
+	}
+	return m.EvalBatch(sessions, parts)
+}
+
+// EvalBatch feeds parts[i] (a prompt chunk, or one decode token) to
+// sessions[i], for several sessions of this model in one pass, and returns
+// each session's logits row for the last token of its part. The rows of
+// every part go through every matrix product together (each weight is
+// read once for all of them: what makes serving several sequences cheaper
+// than serving them one after another), and through attention (RoPE, KV
+// cache, scores) each in its own sequence; a layer whose mixer has no
+// batched form (Gated DeltaNet, gated attention) runs its mixer part by
+// part. Each row equals the session's own Eval of its part bit for bit on a
+// backend whose products treat rows independently (RowExact); the caller
+// checks that. Tracing is not supported here.
 //
 // On failure every session of the batch is left unusable (its state may
 // have advanced in some layers only).
-func (m *Model) DecodeBatch(sessions []*Session, tokens []int32) ([][]float32, error) {
+func (m *Model) EvalBatch(sessions []*Session, parts [][]int32) ([][]float32, error) {
 	n := len(sessions)
 	switch {
 	case n == 0:
-		return nil, errors.New("graph: DecodeBatch of no sessions")
-	case len(tokens) != n:
-		return nil, fmt.Errorf("graph: DecodeBatch of %d sessions with %d tokens", n, len(tokens))
-	case n > UBatch:
-		return nil, fmt.Errorf("graph: DecodeBatch of %d sessions (at most %d)", n, UBatch)
+		return nil, errors.New("graph: EvalBatch of no sessions")
+	case len(parts) != n:
+		return nil, fmt.Errorf("graph: EvalBatch of %d sessions with %d parts", n, len(parts))
+	}
+	rows := 0
+	first := make([]int, n) // first row of each part
+	var tokens []int32
+	for i, p := range parts {
+		first[i] = rows
+		rows += len(p)
+		tokens = append(tokens, p...)
+	}
+	if rows > MaxBatchRows {
+		return nil, fmt.Errorf("graph: EvalBatch of %d rows (at most %d)", rows, MaxBatchRows)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	seen := map[*Session]bool{}
 	for i, s := range sessions {
 		if s.m != m {
-			return nil, fmt.Errorf("graph: DecodeBatch: session %d belongs to another model", i)
+			return nil, fmt.Errorf("graph: EvalBatch: session %d belongs to another model", i)
 		}
 		if seen[s] {
-			return nil, fmt.Errorf("graph: DecodeBatch: session %d appears twice", i)
+			return nil, fmt.Errorf("graph: EvalBatch: session %d appears twice", i)
 		}
 		seen[s] = true
 		if s.ctx.trace != nil {
-			return nil, fmt.Errorf("graph: DecodeBatch: session %d is traced; trace its own Eval", i)
+			return nil, fmt.Errorf("graph: EvalBatch: session %d is traced; trace its own Eval", i)
 		}
-		if err := s.checkLocked(tokens[i : i+1]); err != nil {
-			return nil, fmt.Errorf("graph: DecodeBatch: session %d: %w", i, err)
+		if err := s.checkLocked(parts[i]); err != nil {
+			return nil, fmt.Errorf("graph: EvalBatch: session %d: %w", i, err)
 		}
 	}
 	fail := func(err error) ([][]float32, error) {
@@ -53,15 +78,16 @@ func (m *Model) DecodeBatch(sessions []*Session, tokens []int32) ([][]float32, e
 		return nil, err
 	}
 	sp, b := m.Spec, m.B
-	c := &Ctx{B: b, Layer: -1, N: n, arena: m.arena}
+	c := &Ctx{B: b, Layer: -1, N: rows, arena: m.arena}
 	x, h, out := c.Buf("x", sp.NEmbd), c.Buf("h", sp.NEmbd), c.Buf("out", sp.NEmbd)
 	if err := b.GetRows(x, m.embd, tokens); err != nil {
 		return fail(err)
 	}
+	bt := batchRows{sessions: sessions, parts: parts, first: first}
 	for i, ly := range m.layers {
 		c.Layer = i
 		b.RMSNorm(h, x, ly.attnNorm, sp.NEmbd, m.Eps)
-		if err := m.mixRows(c, i, sessions, h, out); err != nil {
+		if err := m.mixRows(c, i, bt, h, out); err != nil {
 			return fail(fmt.Errorf("graph: layer %d: %w", i, err))
 		}
 		b.Add(x, out)
@@ -71,29 +97,42 @@ func (m *Model) DecodeBatch(sessions []*Session, tokens []int32) ([][]float32, e
 		}
 		b.Add(x, out)
 	}
-	b.RMSNorm(h, x, m.outNorm, sp.NEmbd, m.Eps)
+	// The last row of each part, normalised into consecutive rows, then one
+	// product for all their logits.
+	hl := c.BufRows("h.last", n, sp.NEmbd)
+	for i := range parts {
+		r := first[i] + len(parts[i]) - 1
+		b.RMSNorm(b.View(hl, i, i+1, 0, sp.NEmbd), b.View(x, r, r+1, 0, sp.NEmbd), m.outNorm, sp.NEmbd, m.Eps)
+	}
 	logits := c.BufRows("logits.batch", n, sp.NVocab)
-	if err := b.MatMul(logits, m.output, h); err != nil {
+	if err := b.MatMul(logits, m.output, hl); err != nil {
 		return fail(err)
 	}
-	rows := make([][]float32, n)
+	out2 := make([][]float32, n)
 	flat := make([]float32, n*sp.NVocab)
-	for r := range rows {
-		rows[r] = flat[r*sp.NVocab : (r+1)*sp.NVocab : (r+1)*sp.NVocab]
-		b.Read(logits, r, rows[r])
+	for r := range out2 {
+		out2[r] = flat[r*sp.NVocab : (r+1)*sp.NVocab : (r+1)*sp.NVocab]
+		b.Read(logits, r, out2[r])
 	}
-	for _, s := range sessions {
-		s.pos++
+	for i, s := range sessions {
+		s.pos += len(parts[i])
 	}
-	return rows, nil
+	return out2, nil
+}
+
+// batchRows says which rows of a batch belong to which session.
+type batchRows struct {
+	sessions []*Session
+	parts    [][]int32
+	first    []int
 }
 
 // mixRows runs layer i's mixer over the batch: batched when every state is
-// plain attention, else row by row through each state's own Forward.
-func (m *Model) mixRows(c *Ctx, i int, sessions []*Session, h, out Buf) error {
-	sts := make([]*attnState, len(sessions))
+// plain attention, else part by part through each state's own Forward.
+func (m *Model) mixRows(c *Ctx, i int, bt batchRows, h, out Buf) error {
+	sts := make([]*attnState, len(bt.sessions))
 	batched := true
-	for r, s := range sessions {
+	for r, s := range bt.sessions {
 		st, ok := s.states[i].(*attnState)
 		if !ok {
 			batched = false
@@ -102,12 +141,13 @@ func (m *Model) mixRows(c *Ctx, i int, sessions []*Session, h, out Buf) error {
 		sts[r] = st
 	}
 	if batched {
-		return sts[0].at.forwardRows(c, sts, h, out)
+		return sts[0].at.forwardRows(c, sts, bt, h, out)
 	}
 	b := c.B
-	for r, s := range sessions {
-		rc := &Ctx{B: b, Layer: i, Pos: s.pos, N: 1, arena: m.arena}
-		if err := s.states[i].Forward(rc, b.View(h, r, r+1, 0, h.Cols()), b.View(out, r, r+1, 0, out.Cols())); err != nil {
+	for k, s := range bt.sessions {
+		r0, r1 := bt.first[k], bt.first[k]+len(bt.parts[k])
+		rc := &Ctx{B: b, Layer: i, Pos: s.pos, N: r1 - r0, arena: m.arena}
+		if err := s.states[i].Forward(rc, b.View(h, r0, r1, 0, h.Cols()), b.View(out, r0, r1, 0, out.Cols())); err != nil {
 			return err
 		}
 	}

@@ -14,12 +14,16 @@ type Engine interface {
 	Close() error
 }
 
-// BatchDecoder is an Engine that can feed one token to each of several of
-// its sessions in one pass (a server's decode step: the products read each
-// weight once for all the sequences), each row equal, bit for bit, to the
-// session's own Eval of that token.
+// BatchDecoder is an Engine that can feed several of its sessions in one
+// pass (a server's step: each session's prompt chunk or decode token; the
+// products read each weight once for all of them), each session's rows
+// equal, bit for bit, to its own Eval of its part.
 type BatchDecoder interface {
-	DecodeBatch(sessions []Session, tokens []int32) ([][]float32, error)
+	// EvalBatch feeds parts[i] to sessions[i] and returns, for each, the
+	// logits row of its part's last token.
+	EvalBatch(sessions []Session, parts [][]int32) ([][]float32, error)
+	// MaxBatchRows is the most tokens (all parts together) one EvalBatch takes.
+	MaxBatchRows() int
 }
 
 // Session is one sequence's state: its KV cache (and recurrent state for
