@@ -293,8 +293,13 @@ func (q *Seq) Advance(chunk int) (bool, error) {
 	if q.Done() {
 		return false, errors.New("generate: Advance of a finished sequence")
 	}
+	return q.pass(q.next(chunk))
+}
+
+// pass feeds feed (the sequence's next tokens) in one Eval and samples
+// when the prompt is complete.
+func (q *Seq) pass(feed []int32) (bool, error) {
 	s := q.slot
-	feed := q.next(chunk)
 	rows, err := s.sess.Eval(feed, false)
 	if err != nil {
 		return false, q.fail(err)
@@ -306,13 +311,18 @@ func (q *Seq) Advance(chunk int) (bool, error) {
 	return true, q.sample(rows[0])
 }
 
-// AdvanceBatch does one forward pass for each of seqs, as Advance(chunk)
-// does for each (a prompt chunk of at most chunk tokens, or the last
-// sampled token), but together: when their engine is a model.BatchDecoder
-// the sequences share passes of at most MaxBatchRows tokens (its rows equal
-// each session's own Eval, so every sequence samples what it would alone);
-// otherwise one after another. sampled[i] and errs[i] are what Advance
-// would return for seqs[i]; a failed pass fails every sequence in it.
+// AdvanceBatch is a server's step over seqs. When their engine is a
+// model.BatchDecoder they share one pass (passes of at most MaxBatchRows
+// tokens; its rows equal each session's own Eval, so every sequence samples
+// what it would alone): every decoding sequence feeds its last sampled
+// token, and the sequences still feeding their prompt share a budget of
+// chunk prompt tokens (0: no limit), in order — the first ones take what
+// they need, the later ones may wait for the next step, so that a burst of
+// new prompts does not stall the streams already decoding. Without a
+// BatchDecoder each sequence does Advance(chunk), one after another.
+// sampled[i] and errs[i] are what Advance would return for seqs[i] (false
+// and nil for a sequence that waited); a failed pass fails every sequence
+// in it.
 func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 	sampled, errs = make([]bool, len(seqs)), make([]error, len(seqs))
 	type item struct {
@@ -321,11 +331,11 @@ func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 	}
 	var batch []item
 	var bd model.BatchDecoder
-	rows := 0
+	rows, budget := 0, chunk
 	run := func() {
 		if len(batch) == 1 {
-			i := batch[0].i
-			sampled[i], errs[i] = seqs[i].Advance(chunk)
+			it := batch[0]
+			sampled[it.i], errs[it.i] = seqs[it.i].pass(it.feed)
 		} else if len(batch) > 1 {
 			sessions, parts := make([]model.Session, len(batch)), make([][]int32, len(batch))
 			for k, it := range batch {
@@ -352,7 +362,14 @@ func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 			sampled[i], errs[i] = q.Advance(chunk)
 			continue
 		}
-		feed := q.next(chunk)
+		feed := q.next(0)
+		if q.Prefilling() && chunk > 0 {
+			if budget <= 0 {
+				continue // waits for the next step
+			}
+			feed = feed[:min(len(feed), budget)]
+			budget -= len(feed)
+		}
 		if len(feed) > b.MaxBatchRows() { // a whole long prompt: Eval takes it in pieces
 			sampled[i], errs[i] = q.Advance(chunk)
 			continue
