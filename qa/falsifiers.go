@@ -51,8 +51,10 @@ func Register(reg *falsify.Registry) {
 		falsify.Doc("the model's chat template keeps every message of a two-turn conversation; its output tokenizes with chat markers intact"))
 	reg.Register(FalsifierGoldenOutput, falsify.KindGolden, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.goldenGate(ctx, c, backendParam(c, "ref"))
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches"), falsify.Refs("golden file", "reference engine"),
-		falsify.Doc("a backend's greedy output equals the reviewed golden (or the reference's) up to the first step within numerical noise"))
+	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_logit_delta"), falsify.Params("tier", "logit_noise"),
+		falsify.Refs("golden file", "reference engine"),
+		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
+		falsify.Doc("a backend's greedy output equals the reviewed golden (or the reference's) up to the first step within the contract's numerical noise of the model's weight tier (params.logit_noise); a backend further than that from the reference fails"))
 	reg.Register(FalsifierEngineParity, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.opts.hooks.parity(ctx, c, m, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),

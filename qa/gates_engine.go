@@ -428,9 +428,28 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 		}
 		judge = "the reference " + m.opts.Reference + " (no reviewed golden for this model)"
 	}
+	// The numerical noise the gate allows is the contract's (params.
+	// logit_noise of the model's weight tier), never measured on the judged
+	// backend: a step is decided where the judge's top-1 margin is at least
+	// twice it (or the floor noise_margin), since a backend within noise of
+	// the reference can flip only a smaller margin; a backend further than
+	// noise from the reference at any step of the judge's sequences fails
+	// (max_logit_delta), so a broken backend cannot widen its own tolerance.
+	//
+	// Two comparisons: the backend's own greedy run against the judge's
+	// tokens up to the first step below the cut (its sequence then may part
+	// from the judge's on noise alone), and, on the judge's sequence, the
+	// backend's top token at every step whose judge margin reaches the cut
+	// (forced steps: each has the judge's prefix, so no earlier noisy step
+	// ends the comparison).
 	floor := paramFloat(fz, "noise_margin", 1e-3)
-	var diffs []string
-	compared, noisy := 0, 0
+	noise := paramFloat(fz, "logit_noise", math.NaN())
+	if math.IsNaN(noise) || noise < 0 {
+		return refused(CodeNoContract, By, nil, "falsifier %s gives no params.logit_noise (the numerical noise the gate allows): the gate cannot decide a step without one", fz.ID)
+	}
+	cut := math.Max(floor, 2*noise)
+	var diffs, far []string
+	compared, forced, noisy := 0, 0, 0
 	maxDelta := 0.0
 	for i, gc := range cases {
 		n := len(gc.TokenIDs)
@@ -443,17 +462,18 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 			diffs = append(diffs, fmt.Sprintf("case %d %q: the prompt is %d tokens, %s has %d", i, gc.Prompt, res.PromptTokens, judge, len(gc.PromptIDs)))
 			continue
 		}
-		// How far the backend's logits may be from the reference's at each
-		// step, measured on the judge's sequence: a step whose judge margin
-		// is below twice that (or the floor) can flip on numerical noise
-		// alone, so the comparison stops there.
+		seq := append(append([]int32(nil), gc.PromptIDs...), gc.TokenIDs[:n-1]...)
+		got, err := m.logits(ctx, backend, seq)
+		if err != nil {
+			return fromError(CodeBackend, err, "backend %s, case %d", backend, i)
+		}
+		if len(got.Logits) != len(seq) {
+			return failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(seq))
+		}
+		// How far the backend's logits are from the reference's at each step
+		// of the judge's sequence: held to the contract's noise, reported.
 		delta := make([]float64, n)
 		if backend != m.opts.Reference {
-			seq := append(append([]int32(nil), gc.PromptIDs...), gc.TokenIDs[:n-1]...)
-			got, err := m.logits(ctx, backend, seq)
-			if err != nil {
-				return fromError(CodeBackend, err, "backend %s, case %d", backend, i)
-			}
 			var want generate.LogitsResult
 			if err := c.CallRef("reference engine", func() error {
 				var err error
@@ -462,11 +482,9 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 				}
 				return usable(want, len(seq))
 			}); err != nil {
-				return refused(CodeReference, c.By(), nil, "the reference %s cannot measure the numerical noise of %s: %v", m.opts.Reference, backend, err)
+				return refused(CodeReference, c.By(), nil, "the reference %s cannot measure how far %s is from it: %v", m.opts.Reference, backend, err)
 			}
-			if len(got.Logits) != len(seq) {
-				return failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(seq))
-			}
+			worst, at := 0.0, 0
 			for k := range n {
 				p := len(gc.PromptIDs) - 1 + k
 				d, _, err := oracle.MaxAbs(got.Logits[p], want.Logits[p])
@@ -474,11 +492,17 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 					return failed(nil, "backend %s, case %d, step %d: %v", backend, i, k, err)
 				}
 				delta[k] = d
-				maxDelta = math.Max(maxDelta, d)
+				if d > worst {
+					worst, at = d, k
+				}
+			}
+			maxDelta = math.Max(maxDelta, worst)
+			if worst > noise {
+				far = append(far, fmt.Sprintf("case %d %q: at step %d the logits are %.3g from the reference's, beyond the contract's noise %g", i, gc.Prompt, at, worst, noise))
 			}
 		}
 		for k, want := range gc.TokenIDs {
-			if gc.Margins[k] < math.Max(floor, 2*delta[k]) {
+			if gc.Margins[k] < cut {
 				noisy++
 				break
 			}
@@ -487,22 +511,37 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 				break
 			}
 			if res.TokenIDs[k] != want {
-				diffs = append(diffs, fmt.Sprintf("case %d %q: step %d is token %d, %s has %d (judge margin %.3g, backend within %.3g of the reference there)", i, gc.Prompt, k, res.TokenIDs[k], judge, want, gc.Margins[k], delta[k]))
+				diffs = append(diffs, fmt.Sprintf("case %d %q: step %d is token %d, %s has %d (judge margin %.3g, backend %.3g from the reference there)", i, gc.Prompt, k, res.TokenIDs[k], judge, want, gc.Margins[k], delta[k]))
 				break
 			}
 			compared++
+		}
+		for k, want := range gc.TokenIDs {
+			if gc.Margins[k] < cut {
+				continue
+			}
+			top, err := oracle.Argmax(got.Logits[len(gc.PromptIDs)-1+k])
+			if err != nil {
+				return failed(nil, "backend %s, case %d, step %d: %v", backend, i, k, err)
+			}
+			forced++
+			if int32(top) != want {
+				diffs = append(diffs, fmt.Sprintf("case %d %q: after the judge's first %d tokens, step %d's top token is %d, %s has %d (judge margin %.3g, backend %.3g from the reference there)", i, gc.Prompt, k, k, top, judge, want, gc.Margins[k], delta[k]))
+			}
 		}
 	}
 	k := newCheck(fz)
 	k.note("cases", float64(len(cases)), "count")
 	k.note("compared_tokens", float64(compared), "tokens")
+	k.note("forced_steps", float64(forced), "tokens")
 	k.note("cases_cut_at_noise", float64(noisy), "count")
-	k.note("max_logit_delta", maxDelta, "")
+	k.note("noise_cut", cut, "")
 	k.hold("mismatches", float64(len(diffs)), "count")
-	out := k.outcome(firstN(diffs))
-	out.details = diffs
-	if out.verdict == Pass && compared == 0 {
-		return refused(CodeUndecided, c.By(), k.values, "undecided: no step could be compared; every case's first judge margin is within the numerical noise of %s (twice its largest logit difference from the reference, %.3g, or the floor %g)", backend, 2*maxDelta, floor)
+	k.hold("max_logit_delta", maxDelta, "")
+	out := k.outcome(firstN(append(append([]string(nil), diffs...), far...)))
+	out.details = append(diffs, far...)
+	if out.verdict == Pass && compared+forced == 0 {
+		return refused(CodeUndecided, c.By(), k.values, "undecided: no step could be decided; every judge margin is below %.3g (twice the contract's numerical noise %g, or the floor %g), and %s is within that noise of the reference", cut, noise, floor, backend)
 	}
 	return out
 }
