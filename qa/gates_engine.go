@@ -22,7 +22,13 @@ type logitsFunc func(ctx context.Context, backend string, tokens []int32) (gener
 // logits runs backend over tokens through engine/generate, once per
 // (backend, tokens) within a model's gating.
 func (m *modelRun) logits(ctx context.Context, backend string, tokens []int32) (generate.LogitsResult, error) {
-	key := fmt.Sprint(backend, tokens)
+	return m.logitsIn(ctx, backend, "", tokens)
+}
+
+// logitsIn is logits with the backend in a declared numerics (the
+// reference's params.numerics; "": its default).
+func (m *modelRun) logitsIn(ctx context.Context, backend, numerics string, tokens []int32) (generate.LogitsResult, error) {
+	key := fmt.Sprint(backend, "/", numerics, tokens)
 	m.mu.Lock()
 	e, ok := m.logitsCache[key]
 	m.mu.Unlock()
@@ -30,7 +36,7 @@ func (m *modelRun) logits(ctx context.Context, backend string, tokens []int32) (
 		return e.res, e.err
 	}
 	res, err := m.opts.hooks.logits(ctx, generate.LogitsOptions{Model: m.path, Backend: backend, Tokens: tokens,
-		Threads: m.opts.Threads, Log: m.opts.Log})
+		Threads: m.opts.Threads, Log: m.opts.Log, Numerics: numerics})
 	if ctx.Err() == nil {
 		m.mu.Lock()
 		m.logitsCache[key] = logitsEntry{res, err}
@@ -39,13 +45,44 @@ func (m *modelRun) logits(ctx context.Context, backend string, tokens []int32) (
 	return res, err
 }
 
-// refLogits is the reference's logits over tokens (or the failclosed
-// probe's answer in its place).
-func (m *modelRun) refLogits(ctx context.Context, tokens []int32) (generate.LogitsResult, error) {
+// refLogits is the reference's logits over tokens in numerics (or the
+// failclosed probe's answer in its place).
+func (m *modelRun) refLogits(ctx context.Context, numerics string, tokens []int32) (generate.LogitsResult, error) {
 	if s, ok := ctx.Value(stateKey{}).(*state); ok && s.refOverride != nil {
 		return s.refOverride(ctx, m.opts.Reference, tokens)
 	}
-	return m.logits(ctx, m.opts.Reference, tokens)
+	return m.logitsIn(ctx, m.opts.Reference, numerics, tokens)
+}
+
+// router is the RouterFunc the gates trace routers with: the test hook when
+// one is set, else falsify's, with the reference opened in numerics.
+func (m *modelRun) router(numerics string) falsify.RouterFunc {
+	if r := m.opts.hooks.router; r != nil {
+		return r
+	}
+	if numerics == "" {
+		return falsify.RouterProbs
+	}
+	return falsify.RouterProbsIn(m.opts.Reference, numerics)
+}
+
+// inNumerics names a numerics mode in a sentence ("" for the default).
+func inNumerics(numerics string) string {
+	if numerics == "" {
+		return ""
+	}
+	return " in " + numerics + " numerics"
+}
+
+// refNumerics is the numerics a falsifier holds the engines to
+// (params.numerics): "" for the reference's default (plain), or a declared
+// mode such as "ggml" (engine/ref's NumericsGGML: activations rounded to
+// the blocks each weight type's kernel consumes, as ggml-cpu does).
+func refNumerics(fz schema.Falsifier) string {
+	if n := paramString(fz, "numerics", ""); n != "plain" {
+		return n
+	}
+	return ""
 }
 
 // Defaults of the gates' parameters when the falsifier gives none.
@@ -107,7 +144,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	err = c.CallRef("reference engine", func() error {
 		var err error
 		if judge == m.opts.Reference {
-			want, err = m.refLogits(ctx, toks)
+			want, err = m.refLogits(ctx, refNumerics(fz), toks)
 		} else {
 			want, err = m.logits(ctx, judge, toks)
 		}
@@ -124,7 +161,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	}
 	// A mixture of experts: the positions where the reference's router is
 	// near a tie are left out of the aggregates (and reported).
-	ties, judgeRecs, used, err := falsify.NearTiesTrace(ctx, c, toks, m.opts.hooks.router)
+	ties, judgeRecs, used, err := falsify.NearTiesTrace(ctx, c, toks, m.router(refNumerics(fz)))
 	if err != nil {
 		return refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced, so its near-ties are unknown: %v", m.opts.Reference, err)
 	}
@@ -173,7 +210,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	o := k.outcome(firstN(mismatches))
 	o.details = append(mismatches, falsify.NearTieNotes(ties, rep, paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
 	if o.verdict == Fail {
-		o.details = append(o.details, m.firstDivergence(ctx, backend, toks, paramThreshold(fz, "min_cosine", 0.999)))
+		o.details = append(o.details, m.firstDivergence(ctx, backend, refNumerics(fz), toks, paramThreshold(fz, "min_cosine", 0.999)))
 	}
 	for _, f := range flips {
 		s := rep.Positions[f.Pos]
@@ -210,10 +247,7 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 	if math.IsNaN(noise) || noise < 0 || math.IsNaN(eps) || eps < 0 {
 		return end(refused(CodeNoContract, c.By(), nil, "params.%s %v and params.%s %v: want numbers ≥ 0", falsify.ParamRouterNoise, noise, falsify.ParamNearTieEps, eps))
 	}
-	router := m.opts.hooks.router
-	if router == nil {
-		router = falsify.RouterProbs
-	}
+	router := m.router(refNumerics(fz))
 	w := append([][]float32(nil), want...)
 	g := append([][]float32(nil), got...)
 	var allTies []oracle.NearTie
@@ -226,7 +260,7 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 			if jr, _, err = router(ctx, m.path, m.opts.Reference, seg); err != nil {
 				return end(refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced: %v", m.opts.Reference, err))
 			}
-			sw, err := m.refLogits(ctx, seg)
+			sw, err := m.refLogits(ctx, refNumerics(fz), seg)
 			if err == nil {
 				err = usable(sw, len(seg))
 			}
@@ -346,17 +380,17 @@ func Greedy(ctx context.Context, model, backend string, prompts []string, n int)
 	}
 	h := &hooks{}
 	h.defaults()
-	return greedy(ctx, h, model, tok, backend, prompts, n, 0)
+	return greedy(ctx, h, model, tok, backend, "", prompts, n, 0)
 }
 
-func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenizer, backend string, prompts []string, n, threads int) ([]golden.Case, error) {
+func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenizer, backend, numerics string, prompts []string, n, threads int) ([]golden.Case, error) {
 	var out []golden.Case
 	for _, p := range prompts {
 		ids, err := generate.PromptTokens(ctx, tok, nil, p, true)
 		if err != nil {
 			return nil, err
 		}
-		res, err := h.run(ctx, generate.Options{Model: model, Backend: backend, Prompt: p, Raw: true, MaxTokens: n,
+		res, err := h.run(ctx, generate.Options{Model: model, Backend: backend, Numerics: numerics, Prompt: p, Raw: true, MaxTokens: n,
 			IgnoreEOS: true, Threads: threads})
 		if err != nil {
 			return nil, err
@@ -365,7 +399,7 @@ func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenize
 			return nil, fmt.Errorf("qa: %s: generate fed %d prompt tokens and produced %d, expected %d and %d", backend, res.PromptTokens, len(res.TokenIDs), len(ids), n)
 		}
 		seq := append(append([]int32(nil), ids...), res.TokenIDs[:n-1]...)
-		lg, err := h.logits(ctx, generate.LogitsOptions{Model: model, Backend: backend, Tokens: seq, Threads: threads})
+		lg, err := h.logits(ctx, generate.LogitsOptions{Model: model, Backend: backend, Numerics: numerics, Tokens: seq, Threads: threads})
 		if err != nil {
 			return nil, err
 		}
@@ -388,6 +422,7 @@ func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenize
 // numerical noise. Both are references, consulted through c.CallRef.
 func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend string) outcome {
 	fz := c.F
+	numerics := refNumerics(fz) // the reference's, as judge and as the measure of the backend's distance
 	var gf *golden.File
 	var ok bool
 	if err := c.CallRef("golden file", func() (err error) { gf, ok, err = m.opts.hooks.golden(m.sha); return err }); err != nil {
@@ -405,7 +440,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 			return tokErrOutcome(m.tokErr)
 		}
 		err := c.CallRef("reference engine", func() error {
-			key := m.opts.Reference
+			key := m.opts.Reference + "/" + numerics
 			m.mu.Lock()
 			cached, hit := m.greedyCache[key]
 			m.mu.Unlock()
@@ -414,7 +449,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 				return nil
 			}
 			var err error
-			cases, err = greedy(ctx, m.opts.hooks, m.path, m.tok, m.opts.Reference,
+			cases, err = greedy(ctx, m.opts.hooks, m.path, m.tok, m.opts.Reference, numerics,
 				paramStrings(fz, "prompts", defaultGreedyPrompts), paramInt(fz, "tokens", defaultGreedyN), m.opts.Threads)
 			if err == nil {
 				m.mu.Lock()
@@ -426,7 +461,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 		if err != nil {
 			return refused(CodeReference, c.By(), nil, "the reference %s could not produce the output to compare with: %v", m.opts.Reference, err)
 		}
-		judge = "the reference " + m.opts.Reference + " (no reviewed golden for this model)"
+		judge = "the reference " + m.opts.Reference + inNumerics(numerics) + " (no reviewed golden for this model)"
 	}
 	// The numerical noise the gate allows is the contract's (params.
 	// logit_noise of the model's weight tier), never measured on the judged
@@ -477,7 +512,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 			var want generate.LogitsResult
 			if err := c.CallRef("reference engine", func() error {
 				var err error
-				if want, err = m.refLogits(ctx, seq); err != nil {
+				if want, err = m.refLogits(ctx, numerics, seq); err != nil {
 					return err
 				}
 				return usable(want, len(seq))
@@ -551,18 +586,18 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 // position) whose cosine falls below minCos is named, with the command that
 // shows every op. It is a detail for whoever investigates, not part of the
 // verdict: a trace that cannot be taken says so.
-func (m *modelRun) firstDivergence(ctx context.Context, backend string, toks []int32, minCos float64) string {
-	traced := func(b string) ([]oracle.Record, error) {
+func (m *modelRun) firstDivergence(ctx context.Context, backend, numerics string, toks []int32, minCos float64) string {
+	traced := func(b, num string) ([]oracle.Record, error) {
 		var rec oracle.Recording
 		_, err := m.opts.hooks.logits(ctx, generate.LogitsOptions{Model: m.path, Backend: b, Tokens: toks,
-			Threads: m.opts.Threads, Log: m.opts.Log, Trace: rec.Trace()})
+			Threads: m.opts.Threads, Log: m.opts.Log, Trace: rec.Trace(), Numerics: num})
 		return rec.Records, err
 	}
-	want, err := traced(m.opts.Reference)
+	want, err := traced(m.opts.Reference, numerics)
 	if err != nil {
 		return fmt.Sprintf("first divergent op: not traced (%s: %v)", m.opts.Reference, err)
 	}
-	got, err := traced(backend)
+	got, err := traced(backend, "")
 	if err != nil {
 		return fmt.Sprintf("first divergent op: not traced (%s: %v)", backend, err)
 	}
