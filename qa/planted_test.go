@@ -2,6 +2,7 @@ package qa_test
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,16 +16,20 @@ import (
 // model of that type.
 type plantedDefect struct {
 	model, plant string
+	parityOnly   bool // too small to move greedy output: only parity must fail
 }
 
 // The table, every row of which the parity and golden_output gates
-// must fail (not refuse, not pass).
+// must fail (not refuse, not pass); its first row (one block's scale ×
+// (1 + 2⁻⁸), which the plain-FP32 tier of 0.998 let through) parity alone,
+// since it moves the logits by less than golden_output's noise allowance.
 var plantedDefects = []plantedDefect{
-	{"qwen2-tiny-Q8_0", "Q8_0:scale:1:1.05"},
-	{"qwen2-tiny-Q8_0", "Q8_0:drop_last"},
-	{"qwen2-tiny-Q4_K_M", "Q4_K:min_sign:3"},
-	{"qwen2-tiny-Q6_K", "Q6_K:scale_from:15:14"},
-	{"qwen2-tiny-Q4_K_M", "Q4_K:nibble:5"},
+	{"qwen2-tiny-Q8_0", "Q8_0:scale:1:1.00390625", true},
+	{"qwen2-tiny-Q8_0", "Q8_0:scale:1:1.05", false},
+	{"qwen2-tiny-Q8_0", "Q8_0:drop_last", false},
+	{"qwen2-tiny-Q4_K_M", "Q4_K:min_sign:3", false},
+	{"qwen2-tiny-Q6_K", "Q6_K:scale_from:15:14", false},
+	{"qwen2-tiny-Q4_K_M", "Q4_K:nibble:5", false},
 }
 
 // envLongMutation runs the longer matrix of TestPlantedDefectsFailTheGates:
@@ -39,24 +44,19 @@ func plantedMatrix() []plantedDefect {
 	}
 	for _, m := range []string{"qwen2-tiny-Q4_K_M", "llama-tiny-Q4_K_M", "qwen3-tiny-Q4_K_M"} {
 		for sb := range 8 {
-			rows = append(rows, plantedDefect{m, "Q4_K:min_sign:" + string(rune('0'+sb))}, plantedDefect{m, "Q4_K:nibble:" + string(rune('0'+sb))})
+			rows = append(rows, plantedDefect{m, "Q4_K:min_sign:" + itoa(sb), false}, plantedDefect{m, "Q4_K:nibble:" + itoa(sb), false})
 		}
 	}
 	for sb := 1; sb < 16; sb++ {
-		rows = append(rows, plantedDefect{"qwen2-tiny-Q6_K", "Q6_K:scale_from:" + itoa(sb) + ":" + itoa(sb-1)})
+		rows = append(rows, plantedDefect{"qwen2-tiny-Q6_K", "Q6_K:scale_from:" + itoa(sb) + ":" + itoa(sb-1), false})
 	}
 	for b := range 8 {
-		rows = append(rows, plantedDefect{"qwen2-tiny-Q8_0", "Q8_0:scale:" + itoa(b) + ":1.05"})
+		rows = append(rows, plantedDefect{"qwen2-tiny-Q8_0", "Q8_0:scale:" + itoa(b) + ":1.05", false}, plantedDefect{"qwen2-tiny-Q8_0", "Q8_0:scale:" + itoa(b) + ":1.00390625", true})
 	}
 	return rows
 }
 
-func itoa(i int) string {
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return string(rune('0'+i/10)) + string(rune('0'+i%10))
-}
+func itoa(i int) string { return strconv.Itoa(i) }
 
 // TestPlantedDefectsFailTheGates is the mutation test of the engine gates:
 // with each defect of the table planted in the CPU engine's kernel of its
@@ -82,13 +82,17 @@ func TestPlantedDefectsFailTheGates(t *testing.T) {
 		rep := run(d.model, d.plant)
 		for _, name := range []string{qa.GateGolden, qa.GateParity} {
 			g := gate(t, rep, name, "cpu")
+			if name == qa.GateGolden && d.parityOnly {
+				t.Logf("%s planted %s: %s[cpu] %s (not asserted: below its noise allowance)", d.model, d.plant, name, g.Status)
+				continue
+			}
 			if g.Status != "fail" {
 				t.Errorf("%s planted %s: %s[cpu] = %s (%s), want fail", d.model, d.plant, name, g.Status, g.Reason)
 				continue
 			}
 			t.Logf("%s planted %s: %s[cpu] fail: %.200s", d.model, d.plant, name, g.Reason)
 		}
-		if g := gate(t, rep, qa.GateGolden, "cpu"); g.Status == "fail" && !strings.Contains(g.Reason, "max_logit_delta") && !strings.Contains(g.Reason, "mismatches") {
+		if g := gate(t, rep, qa.GateGolden, "cpu"); !d.parityOnly && g.Status == "fail" && !strings.Contains(g.Reason, "max_logit_delta") && !strings.Contains(g.Reason, "mismatches") {
 			t.Errorf("%s planted %s: golden_output fails for another reason: %s", d.model, d.plant, g.Reason)
 		}
 	}

@@ -95,3 +95,20 @@ func TestParsePlantRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestActFormatsAreTheFormatLayers: every kernel converts its activations to
+// the format quant.VecDotType names for its weight type — the table the
+// reference's ggml numerics rounds by — so the judge and the engine cannot
+// drift apart on what a product's activations are.
+func TestActFormatsAreTheFormatLayers(t *testing.T) {
+	for _, e := range kern.List() {
+		want, err := quant.VecDotType(e.Key.Type)
+		if err != nil {
+			t.Errorf("%s: %v", e.Contract, err)
+			continue
+		}
+		if e.Act != want.String() {
+			t.Errorf("%s converts activations to %s, quant.VecDotType says %s", e.Contract, e.Act, want)
+		}
+	}
+}
