@@ -602,7 +602,11 @@ func (m *modelRun) firstDivergence(ctx context.Context, backend, numerics string
 		return fmt.Sprintf("first divergent op: not traced (%s: %v)", backend, err)
 	}
 	d := oracle.FirstDivergence(want, got, oracle.DivergenceTol{MinCosine: minCos})
-	how := fmt.Sprintf("apr diff %s --backend %s --against %s --tokens %s --min-cosine %g shows every op", m.path, backend, m.opts.Reference, joinTokens(toks), minCos)
+	num := ""
+	if numerics != "" {
+		num = " --numerics " + numerics
+	}
+	how := fmt.Sprintf("apr diff %s --backend %s --against %s%s --tokens %s --min-cosine %g shows every op", m.path, backend, m.opts.Reference, num, joinTokens(toks), minCos)
 	if d.First == nil {
 		return fmt.Sprintf("first divergent op: none below cosine %g among %d traced records (the logits alone part); %s", minCos, d.Compared, how)
 	}
