@@ -15,7 +15,7 @@ import (
 // TestParityTiersOfReducedPrecision: the cpu engine rounds the activations
 // of F16 and BF16 products as ggml does, and so does the reference in ggml
 // numerics that judges it: a BF16 model is held to the deployed quantized
-// tier (0.9995; measured 1−min ≤ 6e-6) and an F16 one to engine_float
+// tier (0.999; measured 1−min ≤ 6e-6) and an F16 one to engine_float
 // (0.9999; qwen35's gated norm amplifies F16 rounding to 1−min 7.6e-6
 // against the plain reference, 2.2e-7 against the ggml one); both pass,
 // each with its tier's thresholds named.
@@ -25,8 +25,8 @@ func TestParityTiersOfReducedPrecision(t *testing.T) {
 		typ  quant.Type
 		min  string // the min_cosine threshold the gate must show
 	}{
-		{"llama", quant.BF16, "0.9995"},
-		{"qwen35", quant.BF16, "0.9995"},
+		{"llama", quant.BF16, "0.999"},
+		{"qwen35", quant.BF16, "0.999"},
 		{"qwen35", quant.F16, "0.9999"},
 	} {
 		t.Run(c.arch+"-"+c.typ.String(), func(t *testing.T) {

