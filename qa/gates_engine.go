@@ -74,15 +74,26 @@ func inNumerics(numerics string) string {
 	return " in " + numerics + " numerics"
 }
 
-// refNumerics is the numerics a falsifier holds the engines to
-// (params.numerics): "" for the reference's default (plain), or a declared
-// mode such as "ggml" (engine/ref's NumericsGGML: activations rounded to
-// the blocks each weight type's kernel consumes, as ggml-cpu does).
-func refNumerics(fz schema.Falsifier) string {
-	if n := paramString(fz, "numerics", ""); n != "plain" {
-		return n
+// refNumerics is the numerics in which the reference judges backend under
+// a falsifier (params.numerics: one name for every backend, or a map from
+// backend to name; a backend the map does not name is judged by the plain
+// reference): "" for the reference's default (plain), or a declared mode
+// such as "ggml" (engine/ref's NumericsGGML: activations rounded to the
+// blocks each weight type's kernel consumes, as ggml-cpu does). The cpu
+// engine computes in ggml's numerics; the CUDA engine multiplies F32
+// activations, the plain reference's.
+func refNumerics(fz schema.Falsifier, backend string) string {
+	var n string
+	switch v := fz.Params["numerics"].(type) {
+	case string:
+		n = v
+	case map[string]any:
+		n, _ = v[backend].(string)
 	}
-	return ""
+	if n == "plain" {
+		return ""
+	}
+	return n
 }
 
 // Defaults of the gates' parameters when the falsifier gives none.
@@ -144,7 +155,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	err = c.CallRef("reference engine", func() error {
 		var err error
 		if judge == m.opts.Reference {
-			want, err = m.refLogits(ctx, refNumerics(fz), toks)
+			want, err = m.refLogits(ctx, refNumerics(fz, backend), toks)
 		} else {
 			want, err = m.logits(ctx, judge, toks)
 		}
@@ -161,7 +172,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	}
 	// A mixture of experts: the positions where the reference's router is
 	// near a tie are left out of the aggregates (and reported).
-	ties, judgeRecs, used, err := falsify.NearTiesTrace(ctx, c, toks, m.router(refNumerics(fz)))
+	ties, judgeRecs, used, err := falsify.NearTiesTrace(ctx, c, toks, m.router(refNumerics(fz, backend)))
 	if err != nil {
 		return refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced, so its near-ties are unknown: %v", m.opts.Reference, err)
 	}
@@ -210,7 +221,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	o := k.outcome(firstN(mismatches))
 	o.details = append(mismatches, falsify.NearTieNotes(ties, rep, paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
 	if o.verdict == Fail {
-		o.details = append(o.details, m.firstDivergence(ctx, backend, refNumerics(fz), toks, paramThreshold(fz, "min_cosine", 0.999)))
+		o.details = append(o.details, m.firstDivergence(ctx, backend, refNumerics(fz, backend), toks, paramThreshold(fz, "min_cosine", 0.999)))
 	}
 	for _, f := range flips {
 		s := rep.Positions[f.Pos]
@@ -247,7 +258,7 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 	if math.IsNaN(noise) || noise < 0 || math.IsNaN(eps) || eps < 0 {
 		return end(refused(CodeNoContract, c.By(), nil, "params.%s %v and params.%s %v: want numbers ≥ 0", falsify.ParamRouterNoise, noise, falsify.ParamNearTieEps, eps))
 	}
-	router := m.router(refNumerics(fz))
+	router := m.router(refNumerics(fz, backend))
 	w := append([][]float32(nil), want...)
 	g := append([][]float32(nil), got...)
 	var allTies []oracle.NearTie
@@ -260,7 +271,7 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 			if jr, _, err = router(ctx, m.path, m.opts.Reference, seg); err != nil {
 				return end(refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced: %v", m.opts.Reference, err))
 			}
-			sw, err := m.refLogits(ctx, refNumerics(fz), seg)
+			sw, err := m.refLogits(ctx, refNumerics(fz, backend), seg)
 			if err == nil {
 				err = usable(sw, len(seg))
 			}
@@ -422,7 +433,7 @@ func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenize
 // numerical noise. Both are references, consulted through c.CallRef.
 func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend string) outcome {
 	fz := c.F
-	numerics := refNumerics(fz) // the reference's, as judge and as the measure of the backend's distance
+	numerics := refNumerics(fz, backend) // the reference's, as judge and as the measure of the backend's distance
 	var gf *golden.File
 	var ok bool
 	if err := c.CallRef("golden file", func() (err error) { gf, ok, err = m.opts.hooks.golden(m.sha); return err }); err != nil {
