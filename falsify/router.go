@@ -22,6 +22,22 @@ type RouterFunc func(ctx context.Context, modelPath, backend string, tokens []in
 // layer of a position) with a trace hook that keeps model.OpRouter, and
 // returns what the hook saw. A model without experts runs nothing.
 func RouterProbs(ctx context.Context, modelPath, backend string, tokens []int32) ([]oracle.Record, int, error) {
+	return routerProbs(ctx, modelPath, backend, "", tokens)
+}
+
+// RouterProbsIn is RouterProbs with backend reference (only) opened in a
+// declared numerics (model.OpenOptions.Numerics), so that the router a
+// judge traces is the one whose logits it compares.
+func RouterProbsIn(reference, numerics string) RouterFunc {
+	return func(ctx context.Context, modelPath, backend string, tokens []int32) ([]oracle.Record, int, error) {
+		if backend != reference {
+			return routerProbs(ctx, modelPath, backend, "", tokens)
+		}
+		return routerProbs(ctx, modelPath, backend, numerics, tokens)
+	}
+}
+
+func routerProbs(ctx context.Context, modelPath, backend, numerics string, tokens []int32) ([]oracle.Record, int, error) {
 	f, err := gguf.Open(modelPath)
 	if err != nil {
 		return nil, 0, err
@@ -34,7 +50,7 @@ func RouterProbs(ctx context.Context, modelPath, backend string, tokens []int32)
 	if spec.NExpert == 0 {
 		return nil, 0, nil
 	}
-	eng, err := model.OpenBackend(backend, f, spec, model.OpenOptions{})
+	eng, err := model.OpenBackend(backend, f, spec, model.OpenOptions{Numerics: numerics})
 	if err != nil {
 		return nil, 0, err
 	}

@@ -51,14 +51,16 @@ func Register(reg *falsify.Registry) {
 		falsify.Doc("the model's chat template keeps every message of a two-turn conversation; its output tokenizes with chat markers intact"))
 	reg.Register(FalsifierGoldenOutput, falsify.KindGolden, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.goldenGate(ctx, c, backendParam(c, "ref"))
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches"), falsify.Refs("golden file", "reference engine"),
-		falsify.Doc("a backend's greedy output equals the reviewed golden (or the reference's) up to the first step within numerical noise"))
+	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_logit_delta"), falsify.Params("tier", "logit_noise"),
+		falsify.Refs("golden file", "reference engine"),
+		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
+		falsify.Doc("a backend's greedy output equals the reviewed golden (or the reference's, in the numerics params.numerics names for the backend) at every step whose judge margin reaches twice the contract's numerical noise for the model's weight tier (params.logit_noise); a backend further than that noise from the reference fails"))
 	reg.Register(FalsifierEngineParity, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return m.opts.hooks.parity(ctx, c, m, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
 		falsify.Params("tier", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
 		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
-		falsify.Doc("a backend's logits against the reference engine's at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
+		falsify.Doc("a backend's logits against the reference engine's (in the numerics params.numerics names for the backend: plain, or ggml's activation rounding) at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
 	reg.Register(FalsifierGPUCPU, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
 		return gpuCPU(ctx, c, m, backendParam(c, "cuda"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),

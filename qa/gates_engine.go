@@ -22,7 +22,13 @@ type logitsFunc func(ctx context.Context, backend string, tokens []int32) (gener
 // logits runs backend over tokens through engine/generate, once per
 // (backend, tokens) within a model's gating.
 func (m *modelRun) logits(ctx context.Context, backend string, tokens []int32) (generate.LogitsResult, error) {
-	key := fmt.Sprint(backend, tokens)
+	return m.logitsIn(ctx, backend, "", tokens)
+}
+
+// logitsIn is logits with the backend in a declared numerics (the
+// reference's params.numerics; "": its default).
+func (m *modelRun) logitsIn(ctx context.Context, backend, numerics string, tokens []int32) (generate.LogitsResult, error) {
+	key := fmt.Sprint(backend, "/", numerics, tokens)
 	m.mu.Lock()
 	e, ok := m.logitsCache[key]
 	m.mu.Unlock()
@@ -30,7 +36,7 @@ func (m *modelRun) logits(ctx context.Context, backend string, tokens []int32) (
 		return e.res, e.err
 	}
 	res, err := m.opts.hooks.logits(ctx, generate.LogitsOptions{Model: m.path, Backend: backend, Tokens: tokens,
-		Threads: m.opts.Threads, Log: m.opts.Log})
+		Threads: m.opts.Threads, Log: m.opts.Log, Numerics: numerics})
 	if ctx.Err() == nil {
 		m.mu.Lock()
 		m.logitsCache[key] = logitsEntry{res, err}
@@ -39,13 +45,55 @@ func (m *modelRun) logits(ctx context.Context, backend string, tokens []int32) (
 	return res, err
 }
 
-// refLogits is the reference's logits over tokens (or the failclosed
-// probe's answer in its place).
-func (m *modelRun) refLogits(ctx context.Context, tokens []int32) (generate.LogitsResult, error) {
+// refLogits is the reference's logits over tokens in numerics (or the
+// failclosed probe's answer in its place).
+func (m *modelRun) refLogits(ctx context.Context, numerics string, tokens []int32) (generate.LogitsResult, error) {
 	if s, ok := ctx.Value(stateKey{}).(*state); ok && s.refOverride != nil {
 		return s.refOverride(ctx, m.opts.Reference, tokens)
 	}
-	return m.logits(ctx, m.opts.Reference, tokens)
+	return m.logitsIn(ctx, m.opts.Reference, numerics, tokens)
+}
+
+// router is the RouterFunc the gates trace routers with: the test hook when
+// one is set, else falsify's, with the reference opened in numerics.
+func (m *modelRun) router(numerics string) falsify.RouterFunc {
+	if r := m.opts.hooks.router; r != nil {
+		return r
+	}
+	if numerics == "" {
+		return falsify.RouterProbs
+	}
+	return falsify.RouterProbsIn(m.opts.Reference, numerics)
+}
+
+// inNumerics names a numerics mode in a sentence ("" for the default).
+func inNumerics(numerics string) string {
+	if numerics == "" {
+		return ""
+	}
+	return " in " + numerics + " numerics"
+}
+
+// refNumerics is the numerics in which the reference judges backend under
+// a falsifier (params.numerics: one name for every backend, or a map from
+// backend to name; a backend the map does not name is judged by the plain
+// reference): "" for the reference's default (plain), or a declared mode
+// such as "ggml" (engine/ref's NumericsGGML: activations rounded to the
+// blocks each weight type's kernel consumes, as ggml-cpu does). The cpu
+// engine computes in ggml's numerics; the CUDA engine multiplies F32
+// activations, the plain reference's.
+func refNumerics(fz schema.Falsifier, backend string) string {
+	var n string
+	switch v := fz.Params["numerics"].(type) {
+	case string:
+		n = v
+	case map[string]any:
+		n, _ = v[backend].(string)
+	}
+	if n == "plain" {
+		return ""
+	}
+	return n
 }
 
 // Defaults of the gates' parameters when the falsifier gives none.
@@ -107,7 +155,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	err = c.CallRef("reference engine", func() error {
 		var err error
 		if judge == m.opts.Reference {
-			want, err = m.refLogits(ctx, toks)
+			want, err = m.refLogits(ctx, refNumerics(fz, backend), toks)
 		} else {
 			want, err = m.logits(ctx, judge, toks)
 		}
@@ -124,7 +172,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	}
 	// A mixture of experts: the positions where the reference's router is
 	// near a tie are left out of the aggregates (and reported).
-	ties, judgeRecs, used, err := falsify.NearTiesTrace(ctx, c, toks, m.opts.hooks.router)
+	ties, judgeRecs, used, err := falsify.NearTiesTrace(ctx, c, toks, m.router(refNumerics(fz, backend)))
 	if err != nil {
 		return refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced, so its near-ties are unknown: %v", m.opts.Reference, err)
 	}
@@ -173,7 +221,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	o := k.outcome(firstN(mismatches))
 	o.details = append(mismatches, falsify.NearTieNotes(ties, rep, paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
 	if o.verdict == Fail {
-		o.details = append(o.details, m.firstDivergence(ctx, backend, toks, paramThreshold(fz, "min_cosine", 0.999)))
+		o.details = append(o.details, m.firstDivergence(ctx, backend, refNumerics(fz, backend), toks, paramThreshold(fz, "min_cosine", 0.999)))
 	}
 	for _, f := range flips {
 		s := rep.Positions[f.Pos]
@@ -210,10 +258,7 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 	if math.IsNaN(noise) || noise < 0 || math.IsNaN(eps) || eps < 0 {
 		return end(refused(CodeNoContract, c.By(), nil, "params.%s %v and params.%s %v: want numbers ≥ 0", falsify.ParamRouterNoise, noise, falsify.ParamNearTieEps, eps))
 	}
-	router := m.opts.hooks.router
-	if router == nil {
-		router = falsify.RouterProbs
-	}
+	router := m.router(refNumerics(fz, backend))
 	w := append([][]float32(nil), want...)
 	g := append([][]float32(nil), got...)
 	var allTies []oracle.NearTie
@@ -226,7 +271,7 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 			if jr, _, err = router(ctx, m.path, m.opts.Reference, seg); err != nil {
 				return end(refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced: %v", m.opts.Reference, err))
 			}
-			sw, err := m.refLogits(ctx, seg)
+			sw, err := m.refLogits(ctx, refNumerics(fz, backend), seg)
 			if err == nil {
 				err = usable(sw, len(seg))
 			}
@@ -346,17 +391,17 @@ func Greedy(ctx context.Context, model, backend string, prompts []string, n int)
 	}
 	h := &hooks{}
 	h.defaults()
-	return greedy(ctx, h, model, tok, backend, prompts, n, 0)
+	return greedy(ctx, h, model, tok, backend, "", prompts, n, 0)
 }
 
-func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenizer, backend string, prompts []string, n, threads int) ([]golden.Case, error) {
+func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenizer, backend, numerics string, prompts []string, n, threads int) ([]golden.Case, error) {
 	var out []golden.Case
 	for _, p := range prompts {
 		ids, err := generate.PromptTokens(ctx, tok, nil, p, true)
 		if err != nil {
 			return nil, err
 		}
-		res, err := h.run(ctx, generate.Options{Model: model, Backend: backend, Prompt: p, Raw: true, MaxTokens: n,
+		res, err := h.run(ctx, generate.Options{Model: model, Backend: backend, Numerics: numerics, Prompt: p, Raw: true, MaxTokens: n,
 			IgnoreEOS: true, Threads: threads})
 		if err != nil {
 			return nil, err
@@ -365,7 +410,7 @@ func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenize
 			return nil, fmt.Errorf("qa: %s: generate fed %d prompt tokens and produced %d, expected %d and %d", backend, res.PromptTokens, len(res.TokenIDs), len(ids), n)
 		}
 		seq := append(append([]int32(nil), ids...), res.TokenIDs[:n-1]...)
-		lg, err := h.logits(ctx, generate.LogitsOptions{Model: model, Backend: backend, Tokens: seq, Threads: threads})
+		lg, err := h.logits(ctx, generate.LogitsOptions{Model: model, Backend: backend, Numerics: numerics, Tokens: seq, Threads: threads})
 		if err != nil {
 			return nil, err
 		}
@@ -388,6 +433,7 @@ func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenize
 // numerical noise. Both are references, consulted through c.CallRef.
 func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend string) outcome {
 	fz := c.F
+	numerics := refNumerics(fz, backend) // the reference's, as judge and as the measure of the backend's distance
 	var gf *golden.File
 	var ok bool
 	if err := c.CallRef("golden file", func() (err error) { gf, ok, err = m.opts.hooks.golden(m.sha); return err }); err != nil {
@@ -405,7 +451,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 			return tokErrOutcome(m.tokErr)
 		}
 		err := c.CallRef("reference engine", func() error {
-			key := m.opts.Reference
+			key := m.opts.Reference + "/" + numerics
 			m.mu.Lock()
 			cached, hit := m.greedyCache[key]
 			m.mu.Unlock()
@@ -414,7 +460,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 				return nil
 			}
 			var err error
-			cases, err = greedy(ctx, m.opts.hooks, m.path, m.tok, m.opts.Reference,
+			cases, err = greedy(ctx, m.opts.hooks, m.path, m.tok, m.opts.Reference, numerics,
 				paramStrings(fz, "prompts", defaultGreedyPrompts), paramInt(fz, "tokens", defaultGreedyN), m.opts.Threads)
 			if err == nil {
 				m.mu.Lock()
@@ -426,11 +472,30 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 		if err != nil {
 			return refused(CodeReference, c.By(), nil, "the reference %s could not produce the output to compare with: %v", m.opts.Reference, err)
 		}
-		judge = "the reference " + m.opts.Reference + " (no reviewed golden for this model)"
+		judge = "the reference " + m.opts.Reference + inNumerics(numerics) + " (no reviewed golden for this model)"
 	}
+	// The numerical noise the gate allows is the contract's (params.
+	// logit_noise of the model's weight tier), never measured on the judged
+	// backend: a step is decided where the judge's top-1 margin is at least
+	// twice it (or the floor noise_margin), since a backend within noise of
+	// the reference can flip only a smaller margin; a backend further than
+	// noise from the reference at any step of the judge's sequences fails
+	// (max_logit_delta), so a broken backend cannot widen its own tolerance.
+	//
+	// Two comparisons: the backend's own greedy run against the judge's
+	// tokens up to the first step below the cut (its sequence then may part
+	// from the judge's on noise alone), and, on the judge's sequence, the
+	// backend's top token at every step whose judge margin reaches the cut
+	// (forced steps: each has the judge's prefix, so no earlier noisy step
+	// ends the comparison).
 	floor := paramFloat(fz, "noise_margin", 1e-3)
-	var diffs []string
-	compared, noisy := 0, 0
+	noise := paramFloat(fz, "logit_noise", math.NaN())
+	if math.IsNaN(noise) || noise < 0 {
+		return refused(CodeNoContract, By, nil, "falsifier %s gives no params.logit_noise (the numerical noise the gate allows): the gate cannot decide a step without one", fz.ID)
+	}
+	cut := math.Max(floor, 2*noise)
+	var diffs, far []string
+	compared, forced, noisy := 0, 0, 0
 	maxDelta := 0.0
 	for i, gc := range cases {
 		n := len(gc.TokenIDs)
@@ -443,30 +508,29 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 			diffs = append(diffs, fmt.Sprintf("case %d %q: the prompt is %d tokens, %s has %d", i, gc.Prompt, res.PromptTokens, judge, len(gc.PromptIDs)))
 			continue
 		}
-		// How far the backend's logits may be from the reference's at each
-		// step, measured on the judge's sequence: a step whose judge margin
-		// is below twice that (or the floor) can flip on numerical noise
-		// alone, so the comparison stops there.
+		seq := append(append([]int32(nil), gc.PromptIDs...), gc.TokenIDs[:n-1]...)
+		got, err := m.logits(ctx, backend, seq)
+		if err != nil {
+			return fromError(CodeBackend, err, "backend %s, case %d", backend, i)
+		}
+		if len(got.Logits) != len(seq) {
+			return failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(seq))
+		}
+		// How far the backend's logits are from the reference's at each step
+		// of the judge's sequence: held to the contract's noise, reported.
 		delta := make([]float64, n)
 		if backend != m.opts.Reference {
-			seq := append(append([]int32(nil), gc.PromptIDs...), gc.TokenIDs[:n-1]...)
-			got, err := m.logits(ctx, backend, seq)
-			if err != nil {
-				return fromError(CodeBackend, err, "backend %s, case %d", backend, i)
-			}
 			var want generate.LogitsResult
 			if err := c.CallRef("reference engine", func() error {
 				var err error
-				if want, err = m.refLogits(ctx, seq); err != nil {
+				if want, err = m.refLogits(ctx, numerics, seq); err != nil {
 					return err
 				}
 				return usable(want, len(seq))
 			}); err != nil {
-				return refused(CodeReference, c.By(), nil, "the reference %s cannot measure the numerical noise of %s: %v", m.opts.Reference, backend, err)
+				return refused(CodeReference, c.By(), nil, "the reference %s cannot measure how far %s is from it: %v", m.opts.Reference, backend, err)
 			}
-			if len(got.Logits) != len(seq) {
-				return failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(seq))
-			}
+			worst, at := 0.0, 0
 			for k := range n {
 				p := len(gc.PromptIDs) - 1 + k
 				d, _, err := oracle.MaxAbs(got.Logits[p], want.Logits[p])
@@ -474,11 +538,17 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 					return failed(nil, "backend %s, case %d, step %d: %v", backend, i, k, err)
 				}
 				delta[k] = d
-				maxDelta = math.Max(maxDelta, d)
+				if d > worst {
+					worst, at = d, k
+				}
+			}
+			maxDelta = math.Max(maxDelta, worst)
+			if worst > noise {
+				far = append(far, fmt.Sprintf("case %d %q: at step %d the logits are %.3g from the reference's, beyond the contract's noise %g", i, gc.Prompt, at, worst, noise))
 			}
 		}
 		for k, want := range gc.TokenIDs {
-			if gc.Margins[k] < math.Max(floor, 2*delta[k]) {
+			if gc.Margins[k] < cut {
 				noisy++
 				break
 			}
@@ -487,22 +557,37 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 				break
 			}
 			if res.TokenIDs[k] != want {
-				diffs = append(diffs, fmt.Sprintf("case %d %q: step %d is token %d, %s has %d (judge margin %.3g, backend within %.3g of the reference there)", i, gc.Prompt, k, res.TokenIDs[k], judge, want, gc.Margins[k], delta[k]))
+				diffs = append(diffs, fmt.Sprintf("case %d %q: step %d is token %d, %s has %d (judge margin %.3g, backend %.3g from the reference there)", i, gc.Prompt, k, res.TokenIDs[k], judge, want, gc.Margins[k], delta[k]))
 				break
 			}
 			compared++
+		}
+		for k, want := range gc.TokenIDs {
+			if gc.Margins[k] < cut {
+				continue
+			}
+			top, err := oracle.Argmax(got.Logits[len(gc.PromptIDs)-1+k])
+			if err != nil {
+				return failed(nil, "backend %s, case %d, step %d: %v", backend, i, k, err)
+			}
+			forced++
+			if int32(top) != want {
+				diffs = append(diffs, fmt.Sprintf("case %d %q: after the judge's first %d tokens, step %d's top token is %d, %s has %d (judge margin %.3g, backend %.3g from the reference there)", i, gc.Prompt, k, k, top, judge, want, gc.Margins[k], delta[k]))
+			}
 		}
 	}
 	k := newCheck(fz)
 	k.note("cases", float64(len(cases)), "count")
 	k.note("compared_tokens", float64(compared), "tokens")
+	k.note("forced_steps", float64(forced), "tokens")
 	k.note("cases_cut_at_noise", float64(noisy), "count")
-	k.note("max_logit_delta", maxDelta, "")
+	k.note("noise_cut", cut, "")
 	k.hold("mismatches", float64(len(diffs)), "count")
-	out := k.outcome(firstN(diffs))
-	out.details = diffs
-	if out.verdict == Pass && compared == 0 {
-		return refused(CodeUndecided, c.By(), k.values, "undecided: no step could be compared; every case's first judge margin is within the numerical noise of %s (twice its largest logit difference from the reference, %.3g, or the floor %g)", backend, 2*maxDelta, floor)
+	k.hold("max_logit_delta", maxDelta, "")
+	out := k.outcome(firstN(append(append([]string(nil), diffs...), far...)))
+	out.details = append(diffs, far...)
+	if out.verdict == Pass && compared+forced == 0 {
+		return refused(CodeUndecided, c.By(), k.values, "undecided: no step could be decided; every judge margin is below %.3g (twice the contract's numerical noise %g, or the floor %g), and %s is within that noise of the reference", cut, noise, floor, backend)
 	}
 	return out
 }
@@ -512,23 +597,27 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 // position) whose cosine falls below minCos is named, with the command that
 // shows every op. It is a detail for whoever investigates, not part of the
 // verdict: a trace that cannot be taken says so.
-func (m *modelRun) firstDivergence(ctx context.Context, backend string, toks []int32, minCos float64) string {
-	traced := func(b string) ([]oracle.Record, error) {
+func (m *modelRun) firstDivergence(ctx context.Context, backend, numerics string, toks []int32, minCos float64) string {
+	traced := func(b, num string) ([]oracle.Record, error) {
 		var rec oracle.Recording
 		_, err := m.opts.hooks.logits(ctx, generate.LogitsOptions{Model: m.path, Backend: b, Tokens: toks,
-			Threads: m.opts.Threads, Log: m.opts.Log, Trace: rec.Trace()})
+			Threads: m.opts.Threads, Log: m.opts.Log, Trace: rec.Trace(), Numerics: num})
 		return rec.Records, err
 	}
-	want, err := traced(m.opts.Reference)
+	want, err := traced(m.opts.Reference, numerics)
 	if err != nil {
 		return fmt.Sprintf("first divergent op: not traced (%s: %v)", m.opts.Reference, err)
 	}
-	got, err := traced(backend)
+	got, err := traced(backend, "")
 	if err != nil {
 		return fmt.Sprintf("first divergent op: not traced (%s: %v)", backend, err)
 	}
 	d := oracle.FirstDivergence(want, got, oracle.DivergenceTol{MinCosine: minCos})
-	how := fmt.Sprintf("apr diff %s --backend %s --against %s --tokens %s --min-cosine %g shows every op", m.path, backend, m.opts.Reference, joinTokens(toks), minCos)
+	num := ""
+	if numerics != "" {
+		num = " --numerics " + numerics
+	}
+	how := fmt.Sprintf("apr diff %s --backend %s --against %s%s --tokens %s --min-cosine %g shows every op", m.path, backend, m.opts.Reference, num, joinTokens(toks), minCos)
 	if d.First == nil {
 		return fmt.Sprintf("first divergent op: none below cosine %g among %d traced records (the logits alone part); %s", minCos, d.Compared, how)
 	}

@@ -2,9 +2,14 @@ package qa_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/internal/testutil"
 
 	"github.com/aprqa/apr/qa"
 	"github.com/aprqa/apr/qa/qatest"
@@ -60,4 +65,42 @@ func wantStatus(t *testing.T, g qa.Gate, status string) {
 	if status != "pass" && g.Passed() && g.Status != qa.StatusRefusedOptional {
 		t.Errorf("gate %s[%s] is %s but counts as passed", g.Name, g.Backend, g.Status)
 	}
+}
+
+// plainNumerics returns the embedded contracts with the engine gates held
+// to the plain reference at the plain-numerics tiers (params.numerics
+// "plain", _parity_tiers.quantized) as they were before the reference had a
+// ggml numerics: the near-tie and routing-flip rules are exercised there,
+// where the engines' routers really differ (they still judge gpu_cpu, a
+// plain-numerics engine against cpu).
+func plainNumerics(t *testing.T) *contracts.Set {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(testutil.RepoRoot(t), "contracts")
+	files, err := filepath.Glob(filepath.Join(src, "*.cue"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no contracts under %s: %v", src, err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		if filepath.Base(f) == "common.cue" {
+			if !strings.Contains(s, `_engine_numerics: {cpu: "ggml", cuda: "plain"}`) || !strings.Contains(s, "_parity_tiers.deployed[_arch]") {
+				t.Fatal(`common.cue no longer holds _engine_numerics: {cpu: "ggml", cuda: "plain"} and _parity_tiers.deployed[_arch]`)
+			}
+			s = strings.ReplaceAll(s, `_engine_numerics: {cpu: "ggml", cuda: "plain"}`, `_engine_numerics: {cpu: "plain", cuda: "plain"}`)
+			s = strings.ReplaceAll(s, "_parity_tiers.deployed[_arch]", "_parity_tiers.quantized[_arch]")
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := contracts.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
 }

@@ -272,6 +272,15 @@ func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *outcome) {
 			return nil, o
 		}
 		return []schema.Falsifier{a, b}, nil
+	case GateGolden:
+		f, o := find(fmt.Sprintf("falsifier with code %s for %s weights", FalsifierGoldenOutput, tier(m.f)), func(f schema.Falsifier) bool {
+			t, _ := f.Params["tier"].(string)
+			return f.Code == FalsifierGoldenOutput && t == tier(m.f)
+		})
+		if o != nil {
+			return nil, o
+		}
+		return []schema.Falsifier{f}, nil
 	case GateGPUCPU:
 		f, o := find(fmt.Sprintf("falsifier with code %s for %s weights", FalsifierGPUCPU, tier(m.f)), func(f schema.Falsifier) bool {
 			t, _ := f.Params["tier"].(string)

@@ -13,19 +13,20 @@ import (
 )
 
 // TestParityTiersOfReducedPrecision: the cpu engine rounds the activations
-// of F16 and BF16 products as ggml does, so a BF16 model is held to the
-// quantized tier (bf16 keeps 8 significant bits: llama 1−min ~1e-4) and an
-// F16 one to engine_float (qwen35's gated norm amplifies the F16 rounding
-// to 1−mean 1.9e-6, beyond the float tier's 1e-6); both pass, each with
-// its tier's thresholds named.
+// of F16 and BF16 products as ggml does, and so does the reference in ggml
+// numerics that judges it: a BF16 model is held to the deployed quantized
+// tier (0.999; measured 1−min ≤ 6e-6) and an F16 one to engine_float
+// (0.9999; qwen35's gated norm amplifies F16 rounding to 1−min 7.6e-6
+// against the plain reference, 2.2e-7 against the ggml one); both pass,
+// each with its tier's thresholds named.
 func TestParityTiersOfReducedPrecision(t *testing.T) {
 	for _, c := range []struct {
 		arch string
 		typ  quant.Type
 		min  string // the min_cosine threshold the gate must show
 	}{
-		{"llama", quant.BF16, "0.998"},
-		{"qwen35", quant.BF16, "0.95"},
+		{"llama", quant.BF16, "0.999"},
+		{"qwen35", quant.BF16, "0.999"},
 		{"qwen35", quant.F16, "0.9999"},
 	} {
 		t.Run(c.arch+"-"+c.typ.String(), func(t *testing.T) {

@@ -30,6 +30,7 @@ type backend struct {
 	workers chan *worker // per-thread resources for nested work (attention)
 
 	f32mv, f32mm *kern.Kernel // attention's products on the F32 cache
+	plant        *kern.Plant  // a planted defect (Options.Plant); nil: none
 
 	stageX, stageD []float32   // contiguous copies of strided operands
 	stageDs        [][]float32 // MatMuls' stand-ins for strided destinations
@@ -234,11 +235,15 @@ func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
 	if len(t.Shape) < 2 || len(t.Shape) > 3 {
 		return nil, refuse.New(By, "tensor %q has %d dimensions; a matrix needs 2 or 3", t.Name, len(t.Shape))
 	}
-	mv, err := kern.Select(kern.OpMatVec, t.Type)
+	sel := kern.Select
+	if be.plant != nil && be.plant.Type == t.Type {
+		sel = func(op kern.Op, _ quant.Type) (*kern.Kernel, error) { return be.plant.Kernel(op) }
+	}
+	mv, err := sel(kern.OpMatVec, t.Type)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: tensor %q: %w", t.Name, err) // the kernel contract refused
 	}
-	mm, err := kern.Select(kern.OpMatMul, t.Type)
+	mm, err := sel(kern.OpMatMul, t.Type)
 	if err != nil {
 		return nil, fmt.Errorf("cpu: tensor %q: %w", t.Name, err) // the kernel contract refused
 	}

@@ -3,7 +3,9 @@ package cpu
 import (
 	"fmt"
 	"log/slog"
+	"os"
 
+	"github.com/aprqa/apr/engine/cpu/internal/kern"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/graph"
 	"github.com/aprqa/apr/engine/model"
@@ -17,14 +19,35 @@ const By = "engine/cpu"
 
 func init() {
 	model.RegisterBackend(Name, func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
-		return New(f, spec, Options{Threads: o.Threads, Log: o.Log})
+		opts := Options{Threads: o.Threads, Log: o.Log, Plant: os.Getenv(EnvPlant)}
+		if opts.Plant != "" && o.Log != nil {
+			o.Log.Warn("cpu: a defect is planted in a kernel (falsifier hook)", "env", EnvPlant, "plant", opts.Plant)
+		}
+		return New(f, spec, opts)
 	})
 }
+
+// EnvPlant plants a defect in one weight type's kernel for every engine the
+// registry opens ("TYPE:DEFECT[:ARGS]", e.g. "Q8_0:scale:1:1.05"; the
+// defects are listed at Options.Plant): the hook with which tests and people
+// prove that apr qa's gates catch a wrong CPU kernel. Never set it otherwise.
+const EnvPlant = "APR_CPU_PLANT"
 
 // Options configure an Engine.
 type Options struct {
 	Threads int          // worker threads; 0: every CPU (runtime.NumCPU)
 	Log     *slog.Logger // nil: discard
+	// Plant, when set, plants a defect in one weight type's kernel: every
+	// product of that type goes through its pure-Go kernel with the defect
+	// written in, and Kernels names it ("…+plant(SPEC)"). The defects:
+	//   Q8_0:scale:B:F        block B's scale of every row × F
+	//   Q8_0:drop_last        every row's last block left out
+	//   Q4_K:min_sign:SB      sub-block SB's min with the wrong sign
+	//   Q4_K:nibble:SB        sub-block SB reads the other nibble
+	//   Q6_K:scale_from:SB:S  sub-block SB's scale read from sub-block S
+	// An unknown defect is an error. Never set it outside tests and
+	// falsifiers.
+	Plant string
 }
 
 // Engine is the optimized CPU engine over one loaded model: the shared
@@ -49,6 +72,12 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 	be, err := newBackend(o.Threads)
 	if err != nil {
 		return nil, err
+	}
+	if o.Plant != "" {
+		if be.plant, err = kern.ParsePlant(o.Plant); err != nil {
+			be.close()
+			return nil, fmt.Errorf("cpu: %w", err)
+		}
 	}
 	m, err := graph.Build(spec, be)
 	if err != nil {

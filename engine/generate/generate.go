@@ -73,6 +73,9 @@ type Options struct {
 	IgnoreEOS bool // keep generating past end-of-generation tokens
 	Sampling  sample.Params
 	Threads   int // passed to the backend; 0: its choice
+	// Numerics asks the reference for a declared numerics mode
+	// (model.OpenOptions.Numerics); "": its default.
+	Numerics string
 
 	// PlantDelay sleeps for the given time inside a stage: the timing
 	// falsifier's hook, to prove each field measures its own stage.
@@ -163,7 +166,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	wall := time.Now()
 
 	st := o.begin(StageLoad)
-	m, err := Load(ctx, LoadOptions{Model: o.Model, Backend: o.Backend, Threads: o.Threads, NoTemplate: o.Raw, Log: o.Log})
+	m, err := Load(ctx, LoadOptions{Model: o.Model, Backend: o.Backend, Threads: o.Threads, Numerics: o.Numerics, NoTemplate: o.Raw, Log: o.Log})
 	if err == nil && !o.Raw && m.Tmpl == nil {
 		m.Close()
 		err = m.TmplErr

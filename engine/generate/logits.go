@@ -17,6 +17,9 @@ type LogitsOptions struct {
 	Tokens  []int32
 	Threads int
 	Log     *slog.Logger
+	// Numerics asks the reference for a declared numerics mode
+	// (model.OpenOptions.Numerics); "": its default.
+	Numerics string
 	// Trace, if set, observes the engine's intermediate results (the
 	// reference's op names: model.Op*) during the evaluation.
 	Trace model.Trace
@@ -56,7 +59,7 @@ func Logits(ctx context.Context, o LogitsOptions) (LogitsResult, error) {
 			return LogitsResult{}, fmt.Errorf("generate: token %d at index %d is outside the vocabulary [0, %d)", id, i, spec.NVocab)
 		}
 	}
-	eng, err := model.OpenBackend(o.Backend, f, spec, model.OpenOptions{Log: o.Log, Threads: o.Threads})
+	eng, err := model.OpenBackend(o.Backend, f, spec, model.OpenOptions{Log: o.Log, Threads: o.Threads, Numerics: o.Numerics})
 	if err != nil {
 		return LogitsResult{}, err
 	}

@@ -39,6 +39,7 @@ type LoadOptions struct {
 	Model      string // path of the GGUF file
 	Backend    string // registered backend name; required
 	Threads    int    // passed to the backend; 0: its choice
+	Numerics   string // the reference's numerics (model.OpenOptions.Numerics); "": its default
 	NoTemplate bool   // do not read the chat template (raw prompts only)
 	Log        *slog.Logger
 }
@@ -84,7 +85,7 @@ func Load(ctx context.Context, o LoadOptions) (*Model, error) {
 	if err := ctx.Err(); err != nil {
 		return fail(err)
 	}
-	eng, err := model.OpenBackend(o.Backend, f, m.Spec, model.OpenOptions{Log: o.Log, Threads: o.Threads})
+	eng, err := model.OpenBackend(o.Backend, f, m.Spec, model.OpenOptions{Log: o.Log, Threads: o.Threads, Numerics: o.Numerics})
 	if err != nil {
 		return fail(err)
 	}

@@ -15,6 +15,11 @@ import (
 type OpenOptions struct {
 	Log     *slog.Logger // never nil when passed by generate
 	Threads int          // 0: the backend's choice
+	// Numerics asks the reference ("ref") for a declared numerics mode
+	// ("plain", the default, or "ggml": activations rounded as ggml-cpu's
+	// kernels round them). Only the reference has modes; OpenBackend
+	// refuses a non-empty Numerics for any other backend.
+	Numerics string
 }
 
 // OpenFunc builds an engine of one backend over a loaded model. The engine
@@ -66,6 +71,9 @@ func OpenBackend(name string, f *gguf.File, spec *Spec, opts OpenOptions) (Engin
 	backendMu.RUnlock()
 	if !ok {
 		return nil, refuse.New("backend", "backend %q is not available in this build (available: %s)", name, strings.Join(Backends(), ", "))
+	}
+	if opts.Numerics != "" && name != "ref" {
+		return nil, refuse.New("backend", "backend %q has no numerics modes (numerics %q): only the reference computes in a declared numerics", name, opts.Numerics)
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)

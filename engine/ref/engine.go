@@ -19,14 +19,32 @@ const By = "engine/ref"
 
 func init() {
 	model.RegisterBackend("ref", func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
-		return New(f, spec, Options{Threads: o.Threads, Log: o.Log})
+		return New(f, spec, Options{Threads: o.Threads, Log: o.Log, Numerics: o.Numerics})
 	})
 }
+
+// The reference's numerics (Options.Numerics).
+const (
+	// NumericsPlain computes every product on the float32 activations
+	// (accumulated in float64): the judge of the model's semantics.
+	NumericsPlain = "plain"
+	// NumericsGGML is the same code with the one rounding step the deployed
+	// kernels add: before each product, the activation row is rounded to
+	// the format ggml-cpu's kernel for the weight type consumes
+	// (quant.VecDotType: Q8_0, Q8_1, Q8_K, F16, BF16; F32 unchanged), with
+	// the format layer's quantizers (quant.RoundActivations). The product
+	// itself stays Σ dequant(w)·dequant(act(x)) in float64, the kernel
+	// contracts' reference; nothing is taken from the optimized engines.
+	NumericsGGML = "ggml"
+)
 
 // Options configure an Engine.
 type Options struct {
 	Threads int          // goroutines for matrix rows; 0: GOMAXPROCS
 	Log     *slog.Logger // nil: discard
+	// Numerics is NumericsPlain (or "") or NumericsGGML; anything else is
+	// refused by name.
+	Numerics string
 }
 
 // Engine is the reference engine over one loaded model. It holds the file's
@@ -37,6 +55,7 @@ type Engine struct {
 	spec    *model.Spec
 	threads int
 	log     *slog.Logger
+	ggml    bool // Options.Numerics is NumericsGGML
 
 	vecMu sync.Mutex
 	vecs  map[string][]float32
@@ -58,9 +77,19 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{f: f, spec: spec, threads: o.Threads, log: o.Log, vecs: map[string][]float32{}}
+	switch o.Numerics {
+	case "", NumericsPlain:
+	case NumericsGGML:
+		e.ggml = true
+	default:
+		return nil, refuse.New(By, "numerics %q is not one the reference computes in (known: %s, %s)", o.Numerics, NumericsPlain, NumericsGGML)
+	}
 	for _, t := range spec.AllTensors() {
 		if err := checkDequant(t); err != nil {
 			return nil, err
+		}
+		if _, err := quant.VecDotType(t.Type); e.ggml && len(t.Shape) >= 2 && err != nil {
+			return nil, refuse.New(By, "tensor %q: numerics %s: %v", t.Name, NumericsGGML, err)
 		}
 	}
 	for i := range spec.Layers {
@@ -101,6 +130,15 @@ func (e *Engine) Spec() *model.Spec { return e.spec }
 
 // Backend returns "ref".
 func (e *Engine) Backend() string { return "ref" }
+
+// Numerics returns the numerics the engine computes in (NumericsPlain or
+// NumericsGGML).
+func (e *Engine) Numerics() string {
+	if e.ggml {
+		return NumericsGGML
+	}
+	return NumericsPlain
+}
 
 // NVocab returns the logits row length.
 func (e *Engine) NVocab() int { return e.spec.NVocab }

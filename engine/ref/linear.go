@@ -32,14 +32,32 @@ func (e *Engine) linear(w, bias *model.Tensor, x, out [][]float32) {
 	if bias != nil {
 		b = e.vector(bias)
 	}
+	var corr [][]float64 // NumericsGGML, Q4_1/Q5_1: per token and block, s − Σ act
+	if e.ggml {
+		x, corr = e.roundActs(w, x)
+	}
 	work := func(lo, hi int) {
 		row := make([]float32, cols)
+		var mins []float32
+		if corr != nil {
+			mins = make([]float32, len(corr[0]))
+		}
 		for r := lo; r < hi; r++ {
 			if err := quant.Dequantize(w.Type, w.Row(r), row); err != nil {
 				panic(fmt.Sprintf("ref: %s row %d: %v", w.Name, r, err))
 			}
+			if mins != nil {
+				if err := quant.BlockMins(w.Type, w.Row(r), mins); err != nil {
+					panic(fmt.Sprintf("ref: %s row %d: %v", w.Name, r, err))
+				}
+			}
 			for t := range x {
 				s := dot(row, x[t])
+				if mins != nil {
+					for k, m := range mins {
+						s += float64(m) * corr[t][k]
+					}
+				}
 				if b != nil {
 					s += float64(b[r])
 				}
@@ -63,6 +81,33 @@ func (e *Engine) linear(w, bias *model.Tensor, x, out [][]float32) {
 		}()
 	}
 	wg.Wait()
+}
+
+// roundActs returns x as a product with w's kernel sees it in ggml-cpu
+// (NumericsGGML): each row rounded to the weight type's activation format,
+// and, for weights whose kernels take each block's min times the
+// activation block's stored sum (Q4_1, Q5_1), per row and block that sum
+// minus the sum of the rounded values (quant.MinSumCorrections; nil
+// otherwise). x itself is left alone (the caller may still read it).
+func (e *Engine) roundActs(w *model.Tensor, x [][]float32) ([][]float32, [][]float64) {
+	out := make([][]float32, len(x))
+	var corr [][]float64
+	var scratch []byte
+	for t := range x {
+		out[t] = make([]float32, len(x[t]))
+		var err error
+		if scratch, err = quant.RoundActivations(w.Type, x[t], out[t], scratch); err != nil {
+			panic(fmt.Sprintf("ref: %s: numerics %s: %v", w.Name, NumericsGGML, err))
+		}
+		c, err := quant.MinSumCorrections(w.Type, x[t])
+		if err != nil {
+			panic(fmt.Sprintf("ref: %s: numerics %s: %v", w.Name, NumericsGGML, err))
+		}
+		if c != nil {
+			corr = append(corr, c)
+		}
+	}
+	return out, corr
 }
 
 // matVec is linear for one vector: y = W·x (+ bias).

@@ -20,6 +20,7 @@ type diffOptions struct {
 	Model     string
 	Backend   string
 	Against   string
+	Numerics  string
 	Tokens    string
 	Prompt    string
 	MinCosine float64
@@ -57,6 +58,7 @@ the logits' comparison and the counts of records only one side reported.`,
 	}
 	c.Flags().StringVar(&opts.Backend, "backend", "cpu", "backend under test")
 	c.Flags().StringVar(&opts.Against, "against", "ref", "backend that judges it")
+	c.Flags().StringVar(&opts.Numerics, "numerics", "", `the judge's numerics when it is the reference: "plain" (its default) or "ggml" (activations rounded as ggml-cpu's kernels round them; what apr qa's engine gates judge by)`)
 	c.Flags().StringVar(&opts.Tokens, "tokens", "", "comma-separated token ids")
 	c.Flags().StringVar(&opts.Prompt, "prompt", "", "text to tokenize with the model's tokenizer (raw, BOS per the model) instead of --tokens")
 	c.Flags().Float64Var(&opts.MinCosine, "min-cosine", 0.999, "a record diverges below this cosine against the judge")
@@ -150,18 +152,18 @@ func runDiff(ctx context.Context, env *Env, opts diffOptions) error {
 	if err != nil {
 		return err
 	}
-	trace := func(backend string) (generate.LogitsResult, []oracle.Record, error) {
+	trace := func(backend, numerics string) (generate.LogitsResult, []oracle.Record, error) {
 		var rec oracle.Recording
-		env.Log.Info("diff: evaluating", "backend", backend, "tokens", len(ids))
+		env.Log.Info("diff: evaluating", "backend", backend, "numerics", numerics, "tokens", len(ids))
 		res, err := generate.Logits(ctx, generate.LogitsOptions{Model: opts.Model, Backend: backend, Tokens: ids,
-			Threads: opts.Threads, Log: env.Log, Trace: rec.Trace()})
+			Threads: opts.Threads, Log: env.Log, Trace: rec.Trace(), Numerics: numerics})
 		return res, rec.Records, err
 	}
-	want, wantRecs, err := trace(opts.Against)
+	want, wantRecs, err := trace(opts.Against, opts.Numerics)
 	if err != nil {
 		return err
 	}
-	got, gotRecs, err := trace(opts.Backend)
+	got, gotRecs, err := trace(opts.Backend, "")
 	if err != nil {
 		return err
 	}

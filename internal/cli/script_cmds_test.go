@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -14,12 +16,13 @@ import (
 
 // scriptCmds are the testscript commands of issue 17's scripts.
 var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
-	"exits":    cmdExits,
-	"emptydir": cmdEmptyDir,
-	"truncate": cmdTruncate,
-	"sleep":    cmdSleep,
-	"mkfifo":   cmdMkfifo,
-	"mode":     cmdMode,
+	"exits":     cmdExits,
+	"emptydir":  cmdEmptyDir,
+	"truncate":  cmdTruncate,
+	"sleep":     cmdSleep,
+	"mkfifo":    cmdMkfifo,
+	"mode":      cmdMode,
+	"contracts": cmdContracts,
 }
 
 // cmdExits runs a program and checks its exit code: exits CODE PROG ARGS...
@@ -138,6 +141,35 @@ func cmdMode(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	if got := st.Mode().Perm(); got != os.FileMode(want) {
 		ts.Fatalf("%s has mode %#o, want %#o", args[0], got, want)
+	}
+}
+
+// cmdContracts copies the checkout's contracts ($CONTRACTS) into DIR with
+// OLD replaced by NEW in common.cue (which must hold OLD): contracts DIR
+// OLD NEW. A script gates with them through apr qa --contracts DIR.
+func cmdContracts(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: contracts DIR OLD NEW")
+	}
+	src := ts.Getenv("CONTRACTS")
+	files, err := filepath.Glob(filepath.Join(src, "*.cue"))
+	ts.Check(err)
+	if len(files) == 0 {
+		ts.Fatalf("no contracts under %q", src)
+	}
+	dir := ts.MkAbs(args[0])
+	ts.Check(os.MkdirAll(dir, 0o755))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		ts.Check(err)
+		s := string(b)
+		if filepath.Base(f) == "common.cue" {
+			if !strings.Contains(s, args[1]) {
+				ts.Fatalf("common.cue does not hold %q", args[1])
+			}
+			s = strings.ReplaceAll(s, args[1], args[2])
+		}
+		ts.Check(os.WriteFile(filepath.Join(dir, filepath.Base(f)), []byte(s), 0o644))
 	}
 }
 

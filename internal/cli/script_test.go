@@ -26,10 +26,12 @@ func TestMain(m *testing.M) {
 // is ../shared/fixtures; scripts that need it begin with `[!fixtures] skip`.
 func TestScripts(t *testing.T) {
 	fixtures, ferr := testutil.FixturesDir()
+	contractsDir := filepath.Join(testutil.RepoRoot(t), "contracts")
 	testscript.Run(t, testscript.Params{
 		Dir: filepath.Join("testdata", "script"),
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("FIXTURES", fixtures)
+			e.Setenv("CONTRACTS", contractsDir)
 			return nil
 		},
 		Cmds: scriptCommands(),
