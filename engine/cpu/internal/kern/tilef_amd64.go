@@ -4,13 +4,18 @@ package kern
 
 import "github.com/aprqa/apr/engine/quant"
 
-// The float tile kernel on AVX-512F (tilef_amd64.s) and the expanders on
-// AVX2 + F16C, registered under the instruction set "avx512" for F32, F16
-// and BF16. The other kernels of these keys are the AVX2 ones: every row
-// gets exactly the AVX2 single-row result.
+// The float tile kernels on AVX-512F (tilef_amd64.s) and AVX2
+// (tilef2_amd64.s) and the expanders on AVX2 + F16C. The AVX-512 one is
+// registered under the instruction set "avx512" for F32, F16 and BF16, whose
+// other kernels are the AVX2 ones; the AVX2 one is added to the "avx2"
+// kernels of these types. Every row gets exactly the AVX2 single-row result
+// either way.
 
 //go:noescape
 func tileF4x12AVX512(n8 int, w []byte, wstride int, a []byte, acc []float32, flags int, out []float32, ostride int)
+
+//go:noescape
+func tileF4x12AVX2(n8 int, w []byte, wstride int, a []byte, acc []float32, flags int, out []float32, ostride int)
 
 //go:noescape
 func expandF16AVX2(n8 int, src, dst []byte, dstride int)
@@ -42,5 +47,6 @@ func registerTileFAVX512() {
 		registerDot8(f.t, isa, f.dot8)
 		registerRows4(f.t, isa, f.rows4)
 		registerTileF(f.t, isa, tileF4x12AVX512, f.expand, f.tail)
+		registerTileF(f.t, ISAAVX2, tileF4x12AVX2, f.expand, f.tail)
 	}
 }
