@@ -90,6 +90,10 @@ func tileF4x12Go(n8 int, w []byte, wstride int, a []byte, acc []float32, flags i
 	}
 }
 
+// prefetch asks for b's cache lines in L2; the amd64 build sets it (the Go
+// form does nothing).
+var prefetch = func(b []byte) {}
+
 // hsum8 is ggml's hsum_float_8 (the AVX2 kernels' HSUMX): lanes i and i+4
 // added, then lanes 0+2 and 1+3, then those two. (sum8, the Go kernels'
 // reduction, pairs them differently.)
@@ -166,7 +170,14 @@ func (st *mulState) tileFJob(worker int, jb *Job, wrb, lo, hi int) {
 	tile := st.fout[worker][:tileFActs*tileFRows]
 	gb := n8 * tileFStep
 	tail, sz := n-8*n8, wrb/n // sz: bytes per value
-	for g := 0; g < len(st.af)/gb; g++ {
+	groups := len(st.af) / gb
+	// While the groups pass, the rows after this task's (the next task's,
+	// on one thread) are fetched into L2 a slice per group, so that their
+	// expansion does not wait on memory.
+	next := jb.W.Data[min(len(jb.W.Data), hi*wrb):min(len(jb.W.Data), (hi+nr)*wrb)]
+	pf := (len(next)/groups + 63) &^ 63
+	for g := 0; g < groups; g++ {
+		prefetch(next[min(len(next), g*pf):min(len(next), (g+1)*pf)])
 		grp := st.af[g*gb : (g+1)*gb]
 		i0 := g * tileFActs
 		ni := min(tileFActs, m-i0)

@@ -17,6 +17,11 @@ func tileF4x12AVX512(n8 int, w []byte, wstride int, a []byte, acc []float32, fla
 //go:noescape
 func tileF4x12AVX2(n8 int, w []byte, wstride int, a []byte, acc []float32, flags int, out []float32, ostride int)
 
+// prefetchL2 asks for the cache lines of b in L2 (PREFETCHT1).
+//
+//go:noescape
+func prefetchL2(b []byte)
+
 //go:noescape
 func expandF16AVX2(n8 int, src, dst []byte, dstride int)
 
@@ -29,6 +34,7 @@ func expandF32AVX2(n8 int, src, dst []byte, dstride int)
 // registerTileFAVX512 is called by dot_amd64.go's init, after the AVX2
 // kernels are registered.
 func registerTileFAVX512() {
+	prefetch = prefetchL2
 	const isa = ISAAVX512
 	for _, f := range []struct {
 		t      quant.Type

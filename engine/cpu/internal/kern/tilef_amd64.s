@@ -436,3 +436,17 @@ xf32loop:
 xf32done:
 	VZEROUPPER
 	RET
+
+// func prefetchL2(b []byte)
+TEXT ·prefetchL2(SB), NOSPLIT, $0-24
+	MOVQ b_base+0(FP), SI
+	MOVQ b_len+8(FP), CX
+	ADDQ SI, CX
+pfloop:
+	CMPQ SI, CX
+	JAE  pfdone
+	PREFETCHT1 (SI)
+	ADDQ $64, SI
+	JMP  pfloop
+pfdone:
+	RET
