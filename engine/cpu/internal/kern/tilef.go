@@ -41,9 +41,11 @@ const (
 // weight rows, already float32, row j at w[j·wstride:] (step s at 32s),
 // against one group of twelve activation rows repacked by expand (step s,
 // pair p at a[384s + 64p]: row 2p's eight values, then row 2p+1's). Its
-// accumulators, acc[64·(6j + p):] for weight row j and pair p (16 lanes:
-// row 2p in lanes 0–7, row 2p+1 in 8–15), start at zero when
-// flags&tileFirst, else are read from acc; when flags&tileLast they are
+// accumulators (48 eight-lane chains, tileFAcc floats in acc, laid out as
+// the kernel likes: the AVX-512 kernel and the Go twin keep weight row j and
+// pair p at acc[16·(6j + p):], row 2p in lanes 0–7 and row 2p+1 in 8–15)
+// start at zero when flags&tileFirst, else are read from acc; when
+// flags&tileLast they are
 // reduced, each eight lanes by hsum_float_8, into out[r·ostride + j] for
 // activation row r, else written back to acc. A row taken in several calls
 // (consecutive steps) gets the operations of one call.
