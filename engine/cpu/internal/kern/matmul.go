@@ -65,7 +65,7 @@ type mulState struct {
 	af      []byte      // float activations expanded by prepF in groups of tileFActs rows; nil: none
 	fexpand expandFunc  // the expander prepF uses
 	wf      [][]byte    // per pool worker: a task's weight rows expanded to float32 (tileFJob)
-	fout    [][]float32 // per pool worker: a task's tile results (mmMaxRows·tileFActs)
+	fout    [][]float32 // per pool worker: a padded tile's results (tileFActs·tileFRows)
 }
 
 // job returns the job holding global row r and r's row within it.
@@ -234,7 +234,7 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 			chunk = mmMaxRows
 			for len(st.wf) < p.Threads() {
 				st.wf = append(st.wf, nil)
-				st.fout = append(st.fout, make([]float32, mmMaxRows*tileFActs))
+				st.fout = append(st.fout, make([]float32, tileFActs*tileFRows))
 			}
 		}
 		p.forW(rows, chunk, s.matFn)
