@@ -55,6 +55,9 @@
 //	avx2 four-row matmul:   F32 F16 BF16 Q8_0 Q4_0 Q5_0 IQ4_NL MXFP4
 //	                        Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS (F32 F16 BF16
 //	                        also eight-row)
+//	avx2 float tiles:       F32 F16 BF16: four weight rows by twelve
+//	                        activation rows, both expanded to float32
+//	                        (tilef.go; prefill with m ≥ 8)
 //	single-row only:        Q4_1 Q5_1 and the i-quants but IQ4_*, TQ1_0, TQ2_0,
 //	                        NVFP4, Q1_0, Q2_0: their matvec and matmul run the
 //	                        single-row kernel for each row
@@ -66,9 +69,20 @@
 // eight-activation-row matmul kernels that keep the eight rows' int32 lanes
 // in Y16..Y23 (32 registers) and add the scaled sub-block products with
 // VPDPWSSD; the other kernels of these keys are the AVX2 ones. 512-bit
-// registers are not used: each row's float part must stay one eight-lane fma
-// chain (below), which leaves a 512-bit register two rows that need
-// different scales and a shuffle per fma.
+// registers are not used there: each row's float part must stay one
+// eight-lane fma chain (below), which leaves a 512-bit register two rows that
+// need different scales and a shuffle per fma. The float types need no
+// scales, and where the CPU has AVX-512 F/BW/VL ("avx512") their prefill
+// tile holds two activation rows' eight-lane chains in one 512-bit register
+// (the weight values broadcast to both halves): F32, F16 and BF16 are
+// registered there with the AVX2 kernels and that tile.
+//
+// The float tiles expand each pool task's weight rows to float32 once (a
+// task's 16 rows, in L2) and the activation rows once per MulActsMany, in
+// groups of twelve laid out two rows per 64 bytes; a group is taken in
+// pieces of 64 steps of eight values (24 KiB, in L1) while the task's weight
+// rows pass over it. The eight-row kernels they replace converted every
+// activation value once per weight row (nine VCVTPH2PS per eight fmas).
 //
 // Prefill (m ≥ 8) on AVX2 repacks each group of eight activation rows once
 // per MulActsMany (over the pool): Q8_0 rows as [block][row][32 quants]
@@ -146,7 +160,8 @@
 // multi-row kernels (four-row and eight-row matmul, the tile8r kernels,
 // four-weight-row matvec, and the avx512vnni ones) perform, for each row,
 // exactly the single-row
-// kernel's float32 operations; they may form the exact integer lane sums
+// kernel's float32 operations (so do the float tiles, avx2 and avx512,
+// whose inputs are exact float32 expansions); they may form the exact integer lane sums
 // differently (unsigned weights minus bias·Σa, VPDPBUSD, scales picked from
 // registers), which gives the same integers (for the unsigned forms: as long
 // as no activation quant is −128, which QuantizeQ8_0 does not produce from

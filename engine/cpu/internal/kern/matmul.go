@@ -34,8 +34,8 @@ type Scratch struct {
 	st   mulState
 	one  [1]Job
 	// Bound once to &st, so that handing them to the pool allocates nothing.
-	convFn, vecFn, prepFn func(lo, hi int)
-	matFn                 func(w, lo, hi int)
+	convFn, vecFn, prepFn, prepFFn func(lo, hi int)
+	matFn                          func(w, lo, hi int)
 }
 
 // Job is one weight matrix of a MulActsMany call: its kernel, its weights
@@ -48,20 +48,24 @@ type Job struct {
 
 // mulState is one call's operands, read by the pool's workers.
 type mulState struct {
-	k      *Kernel // Convert's kernel
-	x      []float32
-	a      *Acts
-	n      int // values per row
-	arb    int // bytes per activation row
-	tile   int // activation rows per tile
-	jobs   []Job
-	wrb    []int       // bytes per weight row, per job
-	starts []int       // first global row of each job, then the total
-	asc    []float32   // activation block scales of whole groups of 8 rows, transposed (actScales); nil: none
-	aq     []byte      // Q8_0 activation quants of whole groups of 8 rows, repacked (repackQ8Group); nil: none
-	corr8  []byte      // 8·Σ₄a lanes in aq's layout, for tile8r kernels with corrBias 8; nil: none
-	corr16 []byte      // the same with 16
-	kacc   [][]float32 // per pool worker: the tile8r accumulator state of a task's weight rows (mmMaxRows·tileAccFloats)
+	k       *Kernel // Convert's kernel
+	x       []float32
+	a       *Acts
+	n       int // values per row
+	arb     int // bytes per activation row
+	tile    int // activation rows per tile
+	jobs    []Job
+	wrb     []int       // bytes per weight row, per job
+	starts  []int       // first global row of each job, then the total
+	asc     []float32   // activation block scales of whole groups of 8 rows, transposed (actScales); nil: none
+	aq      []byte      // Q8_0 activation quants of whole groups of 8 rows, repacked (repackQ8Group); nil: none
+	corr8   []byte      // 8·Σ₄a lanes in aq's layout, for tile8r kernels with corrBias 8; nil: none
+	corr16  []byte      // the same with 16
+	kacc    [][]float32 // per pool worker: the tile8r and tileF accumulator state of a task's weight rows (mmMaxRows·tileAccFloats)
+	af      []byte      // float activations expanded by prepF in groups of tileFActs rows; nil: none
+	fexpand expandFunc  // the expander prepF uses
+	wf      [][]byte    // per pool worker: a task's weight rows expanded to float32 (tileFJob)
+	fout    [][]float32 // per pool worker: a padded tile's results (tileFActs·tileFRows)
 }
 
 // job returns the job holding global row r and r's row within it.
@@ -76,7 +80,7 @@ func (st *mulState) job(r int) (int, int) {
 func (s *Scratch) bind() {
 	if s.convFn == nil {
 		st := &s.st
-		s.convFn, s.vecFn, s.matFn, s.prepFn = st.convert, st.vec, st.mat, st.prep
+		s.convFn, s.vecFn, s.matFn, s.prepFn, s.prepFFn = st.convert, st.vec, st.mat, st.prep, st.prepF
 	}
 }
 
@@ -217,12 +221,23 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 		for _, b := range st.wrb {
 			wrb = max(wrb, b)
 		}
-		if len(st.aq) > 0 {
+		chunk := min(mmMaxRows, max(4, mmChunkBytes/wrb))
+		if len(st.aq) > 0 || len(st.af) > 0 {
 			for len(st.kacc) < p.Threads() {
 				st.kacc = append(st.kacc, make([]float32, mmMaxRows*tileAccFloats))
 			}
 		}
-		p.forW(rows, min(mmMaxRows, max(4, mmChunkBytes/wrb)), s.matFn)
+		if len(st.af) > 0 {
+			// The float tiles take whole tasks of mmMaxRows weight rows
+			// (their float32 copy stays in L2), so that each group piece
+			// loaded into L1 serves sixteen weight rows.
+			chunk = mmMaxRows
+			for len(st.wf) < p.Threads() {
+				st.wf = append(st.wf, nil)
+				st.fout = append(st.fout, make([]float32, tileFActs*tileFRows))
+			}
+		}
+		p.forW(rows, chunk, s.matFn)
 	}
 	st.jobs, st.a = nil, nil
 	return nil
@@ -234,7 +249,20 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 // corrections of the biases they subtract, over the pool, one group a task.
 func (st *mulState) prepare(p *Pool, s *Scratch) {
 	st.asc, st.aq, st.corr8, st.corr16 = st.asc[:0], st.aq[:0], st.corr8[:0], st.corr16[:0]
+	st.af, st.fexpand = st.af[:0], nil
 	a := st.a
+	if a.Rows >= tileFMinActs && a.Cols >= 8 {
+		for _, jb := range st.jobs {
+			if jb.K.tileF != nil {
+				st.fexpand = jb.K.expand
+			}
+		}
+		if st.fexpand != nil {
+			fg := (a.Rows + tileFActs - 1) / tileFActs
+			st.af = grow(st.af, fg*(a.Cols/8)*tileFStep)
+			p.For(fg, 1, s.prepFFn)
+		}
+	}
 	groups := a.Rows / 8
 	if groups == 0 {
 		return
@@ -391,6 +419,10 @@ func (st *mulState) mat(w, lo, hi int) {
 func (st *mulState) matJob(worker int, jb *Job, wrb, lo, hi int) {
 	k, n, arb, act := jb.K, st.n, st.arb, st.a.Data
 	m, rows, dst := st.a.Rows, jb.W.Rows, jb.Dst
+	if k.tileF != nil && len(st.af) > 0 {
+		st.tileFJob(worker, jb, wrb, lo, hi)
+		return
+	}
 	for i0 := 0; i0 < m; i0 += st.tile {
 		i1 := min(i0+st.tile, m)
 		start := i0

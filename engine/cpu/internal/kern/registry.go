@@ -68,12 +68,15 @@ type Kernel struct {
 	aBytes   int // bytes per activation block
 	convert  func(x []float32, dst []byte)
 	dot      dotFunc
-	dot4     dot4Func  // one weight row against four activation rows; nil: four dot calls
-	dot8     dot4Func  // the same against eight rows (dot4Func's contract with r = 0..7); may be nil
-	rows4    rowsFunc  // four weight rows against one activation row (decode); may be nil
-	tile8    tileFunc  // one weight row against eight activation rows with float32 scales; may be nil
-	tile8r   tileRFunc // tile8 on activations repacked by repackQ8Group (preferred over tile8); may be nil
-	corrBias int       // tile8r's bias: the corrections bias·Σ₄a it subtracts (0: none)
+	dot4     dot4Func   // one weight row against four activation rows; nil: four dot calls
+	dot8     dot4Func   // the same against eight rows (dot4Func's contract with r = 0..7); may be nil
+	rows4    rowsFunc   // four weight rows against one activation row (decode); may be nil
+	tile8    tileFunc   // one weight row against eight activation rows with float32 scales; may be nil
+	tile8r   tileRFunc  // tile8 on activations repacked by repackQ8Group (preferred over tile8); may be nil
+	corrBias int        // tile8r's bias: the corrections bias·Σ₄a it subtracts (0: none)
+	tileF    tileFFunc  // float types: four weight rows against twelve expanded activation rows; may be nil
+	expand   expandFunc // tileF's converter of weight and activation rows to float32
+	ftail    dotFunc    // tileF's dot of the last n mod 8 values, as the eight-row kernel adds it
 }
 
 // dotFunc returns the dot product of one weight row w with one activation
@@ -236,6 +239,21 @@ func registerTile8R(t quant.Type, isa ISA, tile8r tileRFunc, bias int) {
 			panic("kern: registerTile8R: no Q8_0- or Q8_K-activation kernel for " + t.String() + " on " + string(isa))
 		}
 		k.tile8r, k.corrBias = tile8r, bias
+	}
+}
+
+// registerTileF adds a float tile kernel, with the converter of its weight
+// and activation type to float32 and the dot of a row's last n mod 8 values,
+// to the kernels of (t, isa), which must be registered already.
+func registerTileF(t quant.Type, isa ISA, tile tileFFunc, expand expandFunc, tail dotFunc) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	for _, op := range []Op{OpMatVec, OpMatMul} {
+		k, ok := reg[Key{Op: op, Type: t, Backend: Backend, ISA: isa}]
+		if !ok || k.Act != t || (t != quant.F32 && t != quant.F16 && t != quant.BF16) {
+			panic("kern: registerTileF: no float kernel for " + t.String() + " on " + string(isa))
+		}
+		k.tileF, k.expand, k.ftail = tile, expand, tail
 	}
 }
 
