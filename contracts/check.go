@@ -2,7 +2,8 @@ package contracts
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/aprqa/apr/engine/quant"
@@ -35,7 +36,7 @@ func check(s *Set) []Problem {
 			out = append(out, Problem{Pos: s.pos[f.ID], ID: f.ID, Rule: "binds", Msg: fmt.Sprintf("binds %s, which is not a contract of this set", f.Binds)})
 		}
 	}
-	for _, name := range sortedKeys(s.Contracts.Model) {
+	for _, name := range slices.Sorted(maps.Keys(s.Contracts.Model)) {
 		m := s.Contracts.Model[name]
 		if _, errs := compileModel(&m); len(errs) > 0 {
 			for _, e := range errs {
@@ -43,17 +44,17 @@ func check(s *Set) []Problem {
 			}
 		}
 	}
-	for _, name := range sortedKeys(s.Contracts.Kernel) {
+	for _, name := range slices.Sorted(maps.Keys(s.Contracts.Kernel)) {
 		k := s.Contracts.Kernel[name]
 		out = append(out, checkKernel(s, &k)...)
 	}
-	for _, name := range sortedKeys(s.Contracts.Verb) {
+	for _, name := range slices.Sorted(maps.Keys(s.Contracts.Verb)) {
 		v := s.Contracts.Verb[name]
 		if v.Verb != name {
 			out = append(out, Problem{Pos: s.pos[v.ID], ID: v.ID, Rule: "verb", Msg: fmt.Sprintf("contract verb.%s describes verb %q", name, v.Verb)})
 		}
 		if v.Timing != nil {
-			for _, st := range sortedKeys(v.Timing.Stages) {
+			for _, st := range slices.Sorted(maps.Keys(v.Timing.Stages)) {
 				if _, ok := v.Fields[v.Timing.Stages[st]]; !ok {
 					out = append(out, Problem{Pos: s.pos[v.ID], ID: v.ID, Rule: "verb",
 						Msg: fmt.Sprintf("timing stage %s reports in field %q, which the contract does not list", st, v.Timing.Stages[st])})
@@ -86,21 +87,12 @@ func checkKernel(s *Set, k *schema.Kernel) []Problem {
 	if want := strings.ToLower(k.Type); k.ID != GroupKernel+"."+want {
 		out = append(out, p("the contract of type %s must be named kernel.%s", k.Type, want))
 	}
-	for _, op := range sortedKeys(k.Ops) {
+	for _, op := range slices.Sorted(maps.Keys(k.Ops)) {
 		if a := k.Ops[op].Activation; a != "" {
 			if _, err := quant.ParseType(a); err != nil {
 				out = append(out, p("op %s: activation %v", op, err))
 			}
 		}
 	}
-	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }

@@ -2,7 +2,9 @@ package contracts
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,13 +134,13 @@ func compileModel(m *schema.Model) (*compiledModel, []string) {
 		}
 		return e
 	}
-	for _, name := range sortedKeys(m.Derived) {
+	for _, name := range slices.Sorted(maps.Keys(m.Derived)) {
 		if _, clash := m.HParams[name]; clash {
 			bad("derived %s: also a hyper-parameter", name)
 		}
 		cm.derived[name] = parse("derived "+name, m.Derived[name], false)
 	}
-	for _, name := range sortedKeys(m.HParams) {
+	for _, name := range slices.Sorted(maps.Keys(m.HParams)) {
 		hp := m.HParams[name]
 		if hp.DefaultExpr != "" {
 			if hp.Default != nil {
@@ -179,7 +181,7 @@ func compileModel(m *schema.Model) (*compiledModel, []string) {
 		}
 		state[n] = 2
 	}
-	for _, n := range append(sortedKeys(m.Derived), sortedKeys(m.HParams)...) {
+	for _, n := range append(slices.Sorted(maps.Keys(m.Derived)), slices.Sorted(maps.Keys(m.HParams))...) {
 		visit(n, nil)
 	}
 	for i, c := range m.Constraints {
@@ -234,7 +236,7 @@ func CheckModel(m *schema.Model, f *gguf.File) (*ModelReport, error) {
 			fmt.Sprintf("is %q, the contract is for %q", r.Arch, m.Arch)})
 	}
 	e := &modelEnv{cm: cm, f: f, arch: m.Arch, r: r, vals: map[string]int64{}, state: map[string]int{}}
-	for _, name := range sortedKeys(m.HParams) {
+	for _, name := range slices.Sorted(maps.Keys(m.HParams)) {
 		e.get(name)
 	}
 	sort.Strings(r.Defaults)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand"
+	"slices"
 	"sort"
 
 	"github.com/aprqa/apr/engine/gguf"
@@ -122,7 +124,7 @@ func kernelDot(ctx context.Context, c *Check) error {
 	}
 	ids, runs := kernelsFor(c)
 	checked, bad := 0, 0
-	for _, src := range sortedKeys(ids) {
+	for _, src := range slices.Sorted(maps.Keys(ids)) {
 		for _, e := range ids[src] {
 			id, op := e[0], e[1]
 			mm := m

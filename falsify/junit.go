@@ -4,6 +4,8 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -125,7 +127,7 @@ func seconds(s float64) string { return fmt.Sprintf("%.3f", s) }
 func resultText(r Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kind %s, code %s, verdict %s\n", r.Kind, r.Code, r.Verdict)
-	for _, name := range sortedKeys(r.Measured) {
+	for _, name := range slices.Sorted(maps.Keys(r.Measured)) {
 		fmt.Fprintf(&b, "%s = %g", name, r.Measured[name])
 		if th, ok := r.Thresholds[name]; ok {
 			fmt.Fprintf(&b, " (want %s %g)", th.Op, th.Value)

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -347,7 +348,7 @@ func (r *runner) result(c *Check, start time.Time, err error) Result {
 // no measurement, or a non-finite one, fails.
 func (r *runner) judge(c *Check) (Verdict, string) {
 	var bad []string
-	for _, name := range sortedKeys(c.F.Thresholds) {
+	for _, name := range slices.Sorted(maps.Keys(c.F.Thresholds)) {
 		th := c.F.Thresholds[name]
 		v, ok := c.measured[name]
 		switch {
@@ -380,15 +381,6 @@ func nonFinite(v float64) string {
 		return "+Inf"
 	}
 	return "-Inf"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // optionalRefusal reports whether code is listed in params.optional_refusals.

@@ -2,6 +2,7 @@ package falsify
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -43,7 +44,7 @@ func Vet(set *contracts.Set, reg *Registry) []contracts.Problem {
 				p("threshold", "threshold %q is missing: code %s judges by %s", t, f.Code, strings.Join(code.Thresholds, ", "))
 			}
 		}
-		for _, t := range sortedKeys(f.Thresholds) {
+		for _, t := range slices.Sorted(maps.Keys(f.Thresholds)) {
 			if len(code.Thresholds) > 0 && !slices.Contains(code.Thresholds, t) {
 				p("threshold", "threshold %q is not one code %s measures (%s)", t, f.Code, strings.Join(code.Thresholds, ", "))
 			}
@@ -71,7 +72,7 @@ func Vet(set *contracts.Set, reg *Registry) []contracts.Problem {
 		}
 	}
 	reg.mu.RLock()
-	sources := sortedKeys(reg.kernels)
+	sources := slices.Sorted(maps.Keys(reg.kernels))
 	fns := make([]func() []string, len(sources))
 	for i, s := range sources {
 		fns[i] = reg.kernels[s]

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -445,15 +444,6 @@ func fileSHA256(path string) (string, int64, error) {
 		return "", 0, fmt.Errorf("qa: %w", err)
 	}
 	return sum, n, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // optionalRefusals returns the refusal codes the falsifier marks optional

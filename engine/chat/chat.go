@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -175,7 +177,7 @@ func (t *Template) Render(ctx context.Context, in Input) (out string, err error)
 	for k, v := range t.vars {
 		data[k] = v
 	}
-	for _, k := range sortedKeys(in.Kwargs) {
+	for _, k := range slices.Sorted(maps.Keys(in.Kwargs)) {
 		for _, r := range reserved {
 			if k == r {
 				return "", fmt.Errorf("chat: kwargs may not set %q", k)

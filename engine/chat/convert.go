@@ -3,8 +3,10 @@ package chat
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -57,7 +59,7 @@ func toEngine(v any, depth int) (any, error) {
 			return map[string]any{}, nil
 		}
 		d := exec.NewDict()
-		for _, k := range sortedKeys(x) {
+		for _, k := range slices.Sorted(maps.Keys(x)) {
 			e, err := toEngine(x[k], depth+1)
 			if err != nil {
 				return nil, err
