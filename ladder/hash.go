@@ -1,14 +1,13 @@
 package ladder
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/aprqa/apr/internal/regfile"
 
 	"github.com/aprqa/apr/internal/atomicfile"
 )
@@ -70,20 +69,13 @@ func (c *SumCache) Sum(m *Model) (string, error) {
 	if ok && e.Size == st.Size() && e.MTimeNS == st.ModTime().UnixNano() && len(e.SHA256) == 64 {
 		return e.SHA256, nil
 	}
-	f, err := os.Open(abs)
+	sum, n, err := regfile.SHA256(abs)
 	if err != nil {
 		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", fmt.Errorf("hashing %s: %w", abs, err)
 	}
 	if n != st.Size() {
 		return "", fmt.Errorf("hashing %s: read %d bytes, stat said %d: the file changed while it was read", abs, n, st.Size())
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
 	c.mu.Lock()
 	c.m[abs] = sumEntry{Size: st.Size(), MTimeNS: st.ModTime().UnixNano(), SHA256: sum}
 	c.Hashed++

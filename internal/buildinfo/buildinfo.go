@@ -20,16 +20,15 @@
 package buildinfo
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/aprqa/apr/internal/regfile"
 )
 
 // Link-time stamps. Leave them empty in source; the Makefile sets them with
@@ -185,16 +184,12 @@ func normDirty(s string) string {
 	return Unknown
 }
 
-// FileSHA256 returns the hex sha256 of the file's bytes.
+// FileSHA256 returns the hex sha256 of the file's bytes (regfile.SHA256:
+// a regular file, streamed).
 func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
+	sum, _, err := regfile.SHA256(path)
 	if err != nil {
 		return "", fmt.Errorf("buildinfo: %w", err)
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("buildinfo: hashing %s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return sum, nil
 }

@@ -87,7 +87,7 @@ func runInspect(env *Env, opts inspectOptions) error {
 	defer f.Close()
 	rep := Inspect(f)
 	if opts.SHA256 {
-		sum, err := FileSHA256(opts.Path)
+		sum, _, err := regfile.SHA256(opts.Path)
 		if err != nil {
 			return err
 		}
@@ -262,12 +262,6 @@ func anys[T any](xs []T) []any {
 		out[i] = x
 	}
 	return out
-}
-
-// FileSHA256 hashes a file by streaming it (never loading it whole).
-func FileSHA256(path string) (string, error) {
-	sum, _, err := regfile.SHA256(path)
-	return sum, err
 }
 
 // FileTypeLabel is llama.cpp's name for a general.file_type value
