@@ -1,12 +1,13 @@
 package qa
 
 import (
-	"encoding/xml"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/aprqa/apr/internal/junit"
 )
 
 // WriteHeader writes the line that introduces a model's gates.
@@ -141,59 +142,16 @@ func Duration(msec float64) string {
 	return fmt.Sprintf("%.1fms", msec)
 }
 
-type junitSuites struct {
-	XMLName  xml.Name     `xml:"testsuites"`
-	Name     string       `xml:"name,attr"`
-	Tests    int          `xml:"tests,attr"`
-	Failures int          `xml:"failures,attr"`
-	Errors   int          `xml:"errors,attr"`
-	Skipped  int          `xml:"skipped,attr"`
-	Time     string       `xml:"time,attr"`
-	Suites   []junitSuite `xml:"testsuite"`
-}
-
-type junitSuite struct {
-	Name       string          `xml:"name,attr"`
-	Tests      int             `xml:"tests,attr"`
-	Failures   int             `xml:"failures,attr"`
-	Errors     int             `xml:"errors,attr"`
-	Skipped    int             `xml:"skipped,attr"`
-	Time       string          `xml:"time,attr"`
-	Properties []junitProperty `xml:"properties>property"`
-	Cases      []junitCase     `xml:"testcase"`
-}
-
-type junitProperty struct {
-	Name  string `xml:"name,attr"`
-	Value string `xml:"value,attr"`
-}
-
-type junitCase struct {
-	Name      string        `xml:"name,attr"`
-	Classname string        `xml:"classname,attr"`
-	Time      string        `xml:"time,attr"`
-	Failure   *junitMessage `xml:"failure,omitempty"`
-	Error     *junitMessage `xml:"error,omitempty"`
-	Skipped   *junitMessage `xml:"skipped,omitempty"`
-	SystemOut string        `xml:"system-out,omitempty"`
-}
-
-type junitMessage struct {
-	Message string `xml:"message,attr"`
-	Type    string `xml:"type,attr"`
-	Text    string `xml:",chardata"`
-}
-
-// WriteJUnit writes the report as JUnit XML: a suite per model, a case per
-// gate. A fail is a <failure>; a refusal that counts is an <error> of type
-// "refused" (it did not pass); a refusal the contract marks optional is
-// <skipped> with its reason, so no CI tool reads it as a pass.
+// WriteJUnit writes the report as JUnit XML (internal/junit): a suite per
+// model, a case per gate. A fail is a <failure>; a refusal that counts is an
+// <error> of type "refused" (it did not pass); a refusal the contract marks
+// optional is <skipped> with its reason, so no CI tool reads it as a pass.
 func WriteJUnit(w io.Writer, r *Report) error {
-	out := junitSuites{Name: "apr qa", Time: secs(r.DurationMS)}
+	out := junit.Suites{Name: "apr qa", Time: secs(r.DurationMS)}
 	for _, m := range r.Models {
-		s := junitSuite{Name: "apr qa " + m.Name, Properties: []junitProperty{
-			{"path", m.Path}, {"sha256", m.SHA256}, {"arch", m.Arch}, {"contracts_digest", r.ContractsDigest},
-			{"host", r.Host.Fingerprint}}}
+		s := junit.Suite{Name: "apr qa " + m.Name, Properties: []junit.Property{
+			{Name: "path", Value: m.Path}, {Name: "sha256", Value: m.SHA256}, {Name: "arch", Value: m.Arch},
+			{Name: "contracts_digest", Value: r.ContractsDigest}, {Name: "host", Value: r.Host.Fingerprint}}}
 		var total float64
 		for _, g := range m.Gates {
 			name := g.Name
@@ -201,40 +159,23 @@ func WriteJUnit(w io.Writer, r *Report) error {
 				name += "[" + g.Backend + "]"
 			}
 			meas, thr := Measured(g)
-			c := junitCase{Name: name, Classname: "apr.qa." + m.Arch, Time: secs(g.DurationMS),
+			c := junit.Case{Name: name, Classname: "apr.qa." + m.Arch, Time: secs(g.DurationMS),
 				SystemOut: fmt.Sprintf("falsifier %s; measured %s; threshold %s", orNone(g.Falsifier), meas, thr)}
 			switch {
 			case g.Verdict == Fail:
-				c.Failure = &junitMessage{Message: g.Reason, Type: "fail", Text: GateReason(g)}
-				s.Failures++
+				c.Failure = &junit.Problem{Message: g.Reason, Type: "fail", Text: GateReason(g)}
 			case g.Verdict == Refused && g.Optional:
-				c.Skipped = &junitMessage{Message: StatusRefusedOptional + ": " + g.Reason, Type: g.Code}
-				s.Skipped++
+				c.Skipped = &junit.Problem{Message: StatusRefusedOptional + ": " + g.Reason, Type: g.Code}
 			case g.Verdict == Refused:
-				c.Error = &junitMessage{Message: g.Reason, Type: "refused", Text: GateReason(g)}
-				s.Errors++
+				c.Error = &junit.Problem{Message: g.Reason, Type: "refused", Text: GateReason(g)}
 			}
 			total += g.DurationMS
-			s.Cases = append(s.Cases, c)
+			s.Add(c)
 		}
-		s.Tests = len(m.Gates)
 		s.Time = secs(total)
-		out.Tests += s.Tests
-		out.Failures += s.Failures
-		out.Errors += s.Errors
-		out.Skipped += s.Skipped
-		out.Suites = append(out.Suites, s)
+		out.Add(s)
 	}
-	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return err
-	}
-	enc := xml.NewEncoder(w)
-	enc.Indent("", "  ")
-	if err := enc.Encode(out); err != nil {
-		return err
-	}
-	_, err := io.WriteString(w, "\n")
-	return err
+	return junit.Write(w, out)
 }
 
-func secs(msec float64) string { return fmt.Sprintf("%.3f", msec/1000) }
+func secs(msec float64) string { return junit.Seconds(msec / 1000) }
