@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // func convertF16AVX2(x []float32, dst []byte)
 // len(x) is a multiple of 8; VCVTPS2PH with imm 0 rounds to nearest even.

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // REDUCE8: x = ((l0+l4)+(l1+l5))+((l2+l6)+(l3+l7)) of y, in lane 0.
 #define REDUCE8(y, x, t) \

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Float kernels (F32, F16, BF16): single-row dot<T>AVX2Main and four-row
 // dot4<T>AVX2Main, n a multiple of 8 (the Go wrappers add the tail). Every
@@ -9,13 +10,6 @@
 // tinyBLAS (llamafile_sgemm), which llama.cpp uses for these types, so the
 // single-row and four-row results are identical.
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 #define ARGS1 \
 	MOVQ n+0(FP), CX           \
@@ -36,24 +30,8 @@
 	VXORPS Y2, Y2, Y2          \
 	VXORPS Y3, Y3, Y3
 
-// STORE4 writes row r's result to out[r·ostride] (AX = out, R12 = ostride
-// in bytes, R13 = 3·R12 afterwards).
-#define STORE4 \
-	MOVQ out_base+64(FP), AX   \
-	MOVQ ostride+88(FP), R12   \
-	SHLQ $2, R12               \
-	LEAQ (R12)(R12*2), R13     \
-	HSUMX(Y0, X0, X12)         \
-	VMOVSS X0, (AX)            \
-	HSUMX(Y1, X1, X12)         \
-	VMOVSS X1, (AX)(R12*1)     \
-	HSUMX(Y2, X2, X12)         \
-	VMOVSS X2, (AX)(R12*2)     \
-	HSUMX(Y3, X3, X12)         \
-	VMOVSS X3, (AX)(R13*1)
 
 
-#define BF16LOAD(a, y) VPMOVZXWD a, y; VPSLLD $16, y, y
 
 #define ARGS8 \
 	MOVQ n+0(FP), CX           \

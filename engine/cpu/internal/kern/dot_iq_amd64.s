@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Kernels for the i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S,
 // IQ1_M) and TQ2_0 against Q8_K, and for NVFP4, Q1_0, Q2_0 against Q8_0.

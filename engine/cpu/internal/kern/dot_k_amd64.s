@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // The 256-value super-block types against Q8_K (float32 d at 0, int8 qs at
 // 4, int16 bsums at 260): Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS. Single-row
@@ -25,20 +26,7 @@
 
 #define BCASTD(v, x, y) MOVL v, BX; VMOVD BX, x; VPBROADCASTD x, y
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
-// RED4 reduces the four lanes of x into its low lane (ggml's acc_m reduction).
-#define RED4(x, t) \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 #define ARGS1 \
 	MOVQ n+0(FP), CX           \
@@ -61,21 +49,6 @@
 	VXORPS Y2, Y2, Y2          \
 	VXORPS Y3, Y3, Y3
 
-// STORE4 writes row r's result to out[r·ostride] (AX = out, R12 = ostride
-// in bytes, R13 = 3·R12 afterwards).
-#define STORE4 \
-	MOVQ out_base+64(FP), AX   \
-	MOVQ ostride+88(FP), R12   \
-	SHLQ $2, R12               \
-	LEAQ (R12)(R12*2), R13     \
-	HSUMX(Y0, X0, X12)         \
-	VMOVSS X0, (AX)            \
-	HSUMX(Y1, X1, X12)         \
-	VMOVSS X1, (AX)(R12*1)     \
-	HSUMX(Y2, X2, X12)         \
-	VMOVSS X2, (AX)(R12*2)     \
-	HSUMX(Y3, X3, X12)         \
-	VMOVSS X3, (AX)(R13*1)
 
 #define ZERO4 \
 	VPXOR Y8, Y8, Y8           \
@@ -99,21 +72,8 @@
 // WD(off) sets Y15 to the fp16 weight scale at off(SI).
 #define WD(off) VPBROADCASTW off(SI), X15; VCVTPH2PS X15, Y15
 
-// PAIR sets Y12 to [int16 at lo ×8 | int16 at hi ×8] (X13 scratch).
-#define PAIR(lo, hi) \
-	VPBROADCASTW lo, X12       \
-	VPBROADCASTW hi, X13       \
-	VINSERTI128  $1, X13, Y12, Y12
 
-// SROW: sum += madd(Y12, maddubs(|w| (Y5), a·sign(w) (w in Y4))).
-#define SROW(a, sum) \
-	VMOVDQU    a, Y13          \
-	VPSIGNB    Y4, Y13, Y13    \
-	VPMADDUBSW Y13, Y5, Y13    \
-	VPMADDWD   Y12, Y13, Y13   \
-	VPADDD     Y13, sum, sum
 
-#define SROWS1(o) SROW(o(DI), Y8)
 
 #define SROWS4(o) \
 	SROW(o(DI), Y8)            \
@@ -256,16 +216,6 @@
 // ---- Q3_K ----------------------------------------------------------------------
 // w = (2 low bits | hmask bit << 2) − 4; hmask planes from Y7 (one per group).
 
-#define Q3W(q, shift) \
-	VMOVDQU  q, Y4               \
-	VPSRLW   $shift, Y4, Y4      \
-	VPAND    Y15, Y4, Y4         \
-	VPAND    bytes01<>(SB), Y7, Y5 \
-	VPSLLW   $2, Y5, Y5          \
-	VPOR     Y5, Y4, Y4          \
-	VPSRLW   $1, Y7, Y7          \
-	VPSUBB   bytes04<>(SB), Y4, Y4 \
-	VPSIGNB  Y4, Y4, Y5
 
 #define Q3SCALES \
 	MOVL 96(SI), R10             \
@@ -320,33 +270,10 @@
 	VPBROADCASTW 82(SI), X6      \
 	VCVTPH2PS X6, Y6
 
-// Q2MIN: acc = fma(−dmin_w·d_a, float(madd(mins, bsums)), acc) (Y6 = dmin_w).
-#define Q2MIN(a, b, acc) \
-	VMOVDQU      b, Y12          \
-	VPMADDWD     32(SP), Y12, Y12 \
-	VCVTDQ2PS    Y12, Y12        \
-	VBROADCASTSS a, Y13          \
-	VMULPS       Y6, Y13, Y13    \
-	VFNMADD231PS Y12, Y13, acc
 
-#define Q2Q(q, shift) \
-	VMOVDQU  q, Y4               \
-	VPSRLW   $shift, Y4, Y4      \
-	VPAND    Y15, Y4, Y4
 
 // ---- IQ4_XS --------------------------------------------------------------------
 
-#define XSLS(sl, sh, off) \
-	MOVL R10, AX                   \
-	SHRL $sl, AX                   \
-	ANDL $15, AX                   \
-	MOVL R11, BX                   \
-	SHRL $sh, BX                   \
-	ANDL $3, BX                    \
-	SHLL $4, BX                    \
-	ORL  BX, AX                    \
-	SUBL $32, AX                   \
-	MOVW AX, off(SP)
 
 #define XSSCALES \
 	MOVL    4(SI), R10             \
@@ -360,16 +287,6 @@
 	XSLS(24, 12, 12)               \
 	XSLS(28, 14, 14)
 
-// XSW: codebook values of the 16 index bytes at q in Y4, |values| in Y5,
-// the sub-block scale in Y12.
-#define XSW(q, s) \
-	VMOVDQU      q, X4             \
-	VPSRLW       $4, X4, X5        \
-	VINSERTI128  $1, X5, Y4, Y4    \
-	VPAND        Y14, Y4, Y4       \
-	VPSHUFB      Y4, Y7, Y4        \
-	VPSIGNB      Y4, Y4, Y5        \
-	VPBROADCASTW s, Y12
 
 // ==== Q4_K =====================================================================
 
@@ -617,12 +534,6 @@ q6kdone:
 	MOVSS X0, ret+56(FP)
 	RET
 
-// Q6DFMA: acc = fma(d_w·d_a, float(sum), acc) with d_w in Y12.
-#define Q6DFMA(dA, sum, acc) \
-	VCVTDQ2PS    sum, sum      \
-	VBROADCASTSS dA, Y13       \
-	VMULPS       Y12, Y13, Y13 \
-	VFMADD231PS  sum, Y13, acc
 
 // func dot4Q6_KAVX2(n int, w, a []byte, stride int, out []float32, ostride int)
 TEXT ·dot4Q6_KAVX2(SB), NOSPLIT, $32-96

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // The 32-value block types against Q8_0 (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4)
 // and Q8_1 (Q4_1, Q5_1): single-row kernels dot<T>AVX2 and four-row kernels
@@ -23,18 +24,8 @@
 // ones), Y4 d_w, Y5 |w|, Y6 w, Y7/Y12 temporaries, Y13 a per-type constant,
 // Y14 bytes 0x0F, Y15 int16 ones. Every macro precedes the first TEXT.
 
-#define ONES16 VPCMPEQW Y15, Y15, Y15; VPSRLW $15, Y15, Y15
 #define BCASTD(v, x, y) MOVL v, BX; VMOVD BX, x; VPBROADCASTD x, y
 
-// HSUMX reduces the eight lanes of y into the low lane of x (hsum_float_8);
-// t is a scratch X register.
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 #define ARGS1 \
 	MOVQ n+0(FP), CX           \
@@ -60,21 +51,6 @@
 	VXORPS Y10, Y10, Y10       \
 	VXORPS Y11, Y11, Y11
 
-// STORE4 writes row r's result to out[r·ostride] (AX = out, R12 = ostride
-// in bytes, R13 = 3·R12 afterwards).
-#define STORE4 \
-	MOVQ out_base+64(FP), AX   \
-	MOVQ ostride+88(FP), R12   \
-	SHLQ $2, R12               \
-	LEAQ (R12)(R12*2), R13     \
-	HSUMX(Y0, X0, X12)         \
-	VMOVSS X0, (AX)            \
-	HSUMX(Y1, X1, X12)         \
-	VMOVSS X1, (AX)(R12*1)     \
-	HSUMX(Y2, X2, X12)         \
-	VMOVSS X2, (AX)(R12*2)     \
-	HSUMX(Y3, X3, X12)         \
-	VMOVSS X3, (AX)(R13*1)
 
 // ROW adds one activation row's block (fp16 scale at d, quants at q):
 // acc = fma(d_w·d_a, float(lanes of Σ w·a), acc).

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Four-weight-row matvec kernels (decode) of the 32-value block types
 // against Q8_0: dotR4<T>AVX2(n, w, wstride, a, out) writes to out[j] the dot
@@ -25,16 +26,8 @@
 // scale, X4 d_w, Y5/Y6 weight temporaries, Y13 a per-type constant, Y14
 // bytes 0x0F, Y15 int16 ones.
 
-#define ONES16 VPCMPEQW Y15, Y15, Y15; VPSRLW $15, Y15, Y15
 #define BCASTD(v, x, y) MOVL v, BX; VMOVD BX, x; VPBROADCASTD x, y
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 #define ARGSR4 \
 	MOVQ n+0(FP), CX           \
@@ -55,17 +48,6 @@
 	VXORPS Y10, Y10, Y10       \
 	VXORPS Y11, Y11, Y11
 
-// STORER4 reduces the four accumulators into out[0..3] (AX = out).
-#define STORER4 \
-	MOVQ   out_base+64(FP), AX \
-	HSUMX(Y0, X0, X12)         \
-	VMOVSS X0, (AX)            \
-	HSUMX(Y1, X1, X12)         \
-	VMOVSS X1, 4(AX)           \
-	HSUMX(Y2, X2, X12)         \
-	VMOVSS X2, 8(AX)           \
-	HSUMX(Y3, X3, X12)         \
-	VMOVSS X3, 12(AX)
 
 // ---- activation block at o(DI): quants to Y12, scale in lane 0 of X7 -------
 // (VCVTPH2PS reads 8 bytes at the scale: every block has them).

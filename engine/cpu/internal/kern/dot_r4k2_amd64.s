@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Four-weight-row matvec kernel (decode) of Q2_K against Q8_K: dotR4Q2_KAVX2(n, w, wstride, a, out) writes to out[j] the dot
 // product of the weight row at w + j·wstride with the activation row a, for
@@ -17,29 +18,9 @@
 
 #define BCASTD(v, x, y) MOVL v, BX; VMOVD BX, x; VPBROADCASTD x, y
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
-// PAIR sets Y12 to [int16 at lo ×8 | int16 at hi ×8] (X13 scratch).
-#define PAIR(lo, hi) \
-	VPBROADCASTW lo, X12       \
-	VPBROADCASTW hi, X13       \
-	VINSERTI128  $1, X13, Y12, Y12
 
-// SROW: sum += madd(Y12, maddubs(|w| (Y5), a·sign(w) (w in Y4))).
-#define SROW(a, sum) \
-	VMOVDQU    a, Y13          \
-	VPSIGNB    Y4, Y13, Y13    \
-	VPMADDUBSW Y13, Y5, Y13    \
-	VPMADDWD   Y12, Y13, Y13   \
-	VPADDD     Y13, sum, sum
 
-#define SROWS1(o) SROW(o(DI), Y8)
 
 // UROW: sum += madd(scale, maddubs(q (unsigned, in reg), a)).
 #define UROW(a, q, scale, sum) \
@@ -47,16 +28,6 @@
 	VPMADDWD   scale, Y13, Y13 \
 	VPADDD     Y13, sum, sum
 
-#define Q3W(q, shift) \
-	VMOVDQU  q, Y4               \
-	VPSRLW   $shift, Y4, Y4      \
-	VPAND    Y15, Y4, Y4         \
-	VPAND    bytes01<>(SB), Y7, Y5 \
-	VPSLLW   $2, Y5, Y5          \
-	VPOR     Y5, Y4, Y4          \
-	VPSRLW   $1, Y7, Y7          \
-	VPSUBB   bytes04<>(SB), Y4, Y4 \
-	VPSIGNB  Y4, Y4, Y5
 
 #define Q3SCALES \
 	MOVL 96(DX), R10             \
@@ -108,31 +79,8 @@
 	VPBROADCASTW 82(DX), X6      \
 	VCVTPH2PS X6, Y6
 
-// Q2MIN: acc = fma(−dmin_w·d_a, float(madd(mins, bsums)), acc) (Y6 = dmin_w).
-#define Q2MIN(a, b, acc) \
-	VMOVDQU      b, Y12          \
-	VPMADDWD     32(SP), Y12, Y12 \
-	VCVTDQ2PS    Y12, Y12        \
-	VBROADCASTSS a, Y13          \
-	VMULPS       Y6, Y13, Y13    \
-	VFNMADD231PS Y12, Y13, acc
 
-#define Q2Q(q, shift) \
-	VMOVDQU  q, Y4               \
-	VPSRLW   $shift, Y4, Y4      \
-	VPAND    Y15, Y4, Y4
 
-#define XSLS(sl, sh, off) \
-	MOVL R10, AX                   \
-	SHRL $sl, AX                   \
-	ANDL $15, AX                   \
-	MOVL R11, BX                   \
-	SHRL $sh, BX                   \
-	ANDL $3, BX                    \
-	SHLL $4, BX                    \
-	ORL  BX, AX                    \
-	SUBL $32, AX                   \
-	MOVW AX, off(SP)
 
 #define XSSCALES \
 	MOVL    4(DX), R10             \
@@ -146,23 +94,7 @@
 	XSLS(24, 12, 12)               \
 	XSLS(28, 14, 14)
 
-// XSW: codebook values of the 16 index bytes at q in Y4, |values| in Y5,
-// the sub-block scale in Y12.
-#define XSW(q, s) \
-	VMOVDQU      q, X4             \
-	VPSRLW       $4, X4, X5        \
-	VINSERTI128  $1, X5, Y4, Y4    \
-	VPAND        Y14, Y4, Y4       \
-	VPSHUFB      Y4, Y7, Y4        \
-	VPSIGNB      Y4, Y4, Y5        \
-	VPBROADCASTW s, Y12
 
-// Q6DFMA: acc = fma(d_w·d_a, float(sum), acc) with d_w in Y12.
-#define Q6DFMA(dA, sum, acc) \
-	VCVTDQ2PS    sum, sum      \
-	VBROADCASTSS dA, Y13       \
-	VMULPS       Y12, Y13, Y13 \
-	VFMADD231PS  sum, Y13, acc
 
 #define K2ARGS \
 	MOVQ n+0(FP), CX           \

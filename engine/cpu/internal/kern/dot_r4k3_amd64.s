@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Four-weight-row matvec kernels (decode) of IQ4_XS and Q3_K against Q8_K,
 // dotR4<T>AVX2(n, w, wstride, a, out): out[j] = the dot product of the
@@ -23,13 +24,6 @@
 
 #define BCASTD(v, x, y) MOVL v, BX; VMOVD BX, x; VPBROADCASTD x, y
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 #define K3ARGS \
 	MOVQ n+0(FP), CX           \

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Four-weight-row matvec kernels (decode) of Q4_K, Q5_K and Q6_K against
 // Q8_K, and of F32, F16 and BF16: dotR4<T>AVX2(n, w, wstride, a, out) writes
@@ -27,19 +28,7 @@
 
 #define BCASTD(v, x, y) MOVL v, BX; VMOVD BX, x; VPBROADCASTD x, y
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
-#define RED4(x, t) \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 // ARGSK4: shift is log2 of the values per loop step.
 #define ARGSK4(shift) \
@@ -57,16 +46,6 @@
 	VXORPS Y2, Y2, Y2          \
 	VXORPS Y3, Y3, Y3
 
-#define STORER4 \
-	MOVQ   out_base+64(FP), AX \
-	HSUMX(Y0, X0, X12)         \
-	VMOVSS X0, (AX)            \
-	HSUMX(Y1, X1, X12)         \
-	VMOVSS X1, 4(AX)           \
-	HSUMX(Y2, X2, X12)         \
-	VMOVSS X2, 8(AX)           \
-	HSUMX(Y3, X3, X12)         \
-	VMOVSS X3, 12(AX)
 
 #define ROW0 MOVQ SI, DX
 #define ROW1 LEAQ (SI)(R8*1), DX
@@ -613,7 +592,6 @@ r4f16done:
 	VZEROUPPER
 	RET
 
-#define BF16LOAD(a, y) VPMOVZXWD a, y; VPSLLD $16, y, y
 
 // func dotR4BF16AVX2Main(n int, w []byte, wstride int, a []byte, out []float32)
 TEXT ·dotR4BF16AVX2Main(SB), NOSPLIT, $0-88

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Eight-activation-row matmul kernels (prefill) of the 32-value block types
 // against Q8_0: dotT8<T>AVX2(n, w, a, stride, sc, out, ostride) writes to
@@ -19,67 +20,11 @@
 // 0(SP)), Y6 w, Y5 |w|, Y12/Y13 temporaries, Y11 a per-type constant, Y14
 // bytes 0x0F, Y15 int16 ones.
 
-#define ONES16 VPCMPEQW Y15, Y15, Y15; VPSRLW $15, Y15, Y15
 #define BCASTD(v, x, y) MOVL v, AX; VMOVD AX, x; VPBROADCASTD x, y
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
-#define ARGST8 \
-	MOVQ n+0(FP), CX           \
-	MOVQ w_base+8(FP), SI      \
-	MOVQ a_base+32(FP), DI     \
-	MOVQ stride+56(FP), R8     \
-	MOVQ sc_base+64(FP), BX    \
-	LEAQ (R8)(R8*2), R9        \
-	LEAQ (R8)(R8*4), R10       \
-	LEAQ (R9)(R8*4), R11       \
-	SHRQ $5, CX                \
-	VXORPS Y0, Y0, Y0          \
-	VXORPS Y1, Y1, Y1          \
-	VXORPS Y2, Y2, Y2          \
-	VXORPS Y3, Y3, Y3          \
-	VXORPS Y7, Y7, Y7          \
-	VXORPS Y8, Y8, Y8          \
-	VXORPS Y9, Y9, Y9          \
-	VXORPS Y10, Y10, Y10
 
-// STORET8 writes row r's hsum_float_8 to out[r·ostride].
-#define STORET8 \
-	MOVQ out_base+88(FP), AX   \
-	MOVQ ostride+112(FP), R12  \
-	SHLQ $2, R12               \
-	LEAQ (R12)(R12*2), R13     \
-	LEAQ (R12)(R12*4), DX      \
-	HSUMX(Y0, X0, X12)         \
-	VMOVSS X0, (AX)            \
-	HSUMX(Y1, X1, X12)         \
-	VMOVSS X1, (AX)(R12*1)     \
-	HSUMX(Y2, X2, X12)         \
-	VMOVSS X2, (AX)(R12*2)     \
-	HSUMX(Y3, X3, X12)         \
-	VMOVSS X3, (AX)(R13*1)     \
-	HSUMX(Y7, X7, X12)         \
-	VMOVSS X7, (AX)(R12*4)     \
-	HSUMX(Y8, X8, X12)         \
-	VMOVSS X8, (AX)(DX*1)      \
-	HSUMX(Y9, X9, X12)         \
-	VMOVSS X9, (AX)(R13*2)     \
-	LEAQ   (R13)(R12*4), DX    \
-	HSUMX(Y10, X10, X12)       \
-	VMOVSS X10, (AX)(DX*1)
 
-// SCALES: Y4 = d_w·sc[8b..8b+7] (d_w the fp16 at d), stored at 0(SP).
-#define SCALES(d) \
-	VPBROADCASTW d, X4         \
-	VCVTPH2PS    X4, Y4        \
-	VMULPS       (BX), Y4, Y4  \
-	VMOVUPS      Y4, 0(SP)
 
 // T8ROW: acc += (d_w·d_a of row r) · float(lanes of Σ w·a), row r's quants at q.
 #define T8ROW(q, r, acc) \

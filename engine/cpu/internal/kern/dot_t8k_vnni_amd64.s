@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Eight-activation-row matmul kernel (prefill) of Q4_K against Q8_K for
 // AVX-512 VNNI: dotT8Q4_KVNNI(n, w, a, stride, sc, out, ostride) writes to
@@ -22,49 +23,8 @@
 // bytes 0x0F, Y8..Y13 temporaries. Stack: 0 the eight d_w·d_a, 32 the eight
 // dmin·d_a, 64 the eight four-lane min accumulators.
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
-#define RED4(x, t) \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
-// KSCT: the super-block's 8 scales (low half) and 8 mins (high half) as
-// int16 in Y15 (AX, DX, R12, R13 scratch), the same values as KSCALES.
-#define KSCT \
-	MOVL  12(SI), R12          \
-	MOVL  R12, AX              \
-	SHRL  $4, AX               \
-	ANDL  $0x0f0f0f0f, AX      \
-	MOVL  8(SI), DX            \
-	MOVL  DX, R13              \
-	SHRL  $6, R13              \
-	ANDL  $0x03030303, R13     \
-	SHLL  $4, R13              \
-	ORL   R13, AX              \
-	ANDL  $0x3f3f3f3f, DX      \
-	ANDL  $0x0f0f0f0f, R12     \
-	MOVL  4(SI), R13           \
-	SHRL  $6, R13              \
-	ANDL  $0x03030303, R13     \
-	SHLL  $4, R13              \
-	ORL   R13, R12             \
-	MOVL  4(SI), R13           \
-	ANDL  $0x3f3f3f3f, R13     \
-	SHLQ  $32, R12             \
-	ORQ   R12, R13             \
-	SHLQ  $32, AX              \
-	ORQ   AX, DX               \
-	VMOVQ R13, X15             \
-	VPINSRQ $1, DX, X15, X15   \
-	VPMOVZXBW X15, Y15
 
 // func dotT8Q4_KVNNI(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
 TEXT ·dotT8Q4_KVNNI(SB), NOSPLIT, $192-120

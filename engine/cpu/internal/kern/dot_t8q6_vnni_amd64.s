@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Eight-activation-row matmul kernel (prefill) of Q6_K against Q8_K for
 // AVX-512 VNNI: dotT8Q6_KVNNI(n, w, a, stride, sc, out, ostride), the
@@ -18,13 +19,6 @@
 // bytes 0x0F, Y8 w, Y9 |w|, Y10 the scale pair, Y11..Y13 temporaries; the
 // eight d_w·d_a at 0(SP).
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 // func dotT8Q6_KVNNI(n int, w, a []byte, stride int, sc []float32, out []float32, ostride int)
 TEXT ·dotT8Q6_KVNNI(SB), NOSPLIT, $32-120

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Eight-activation-row matmul kernels (prefill) of Q8_0, Q4_0 and Q5_0 on
 // repacked activations: dotT8R<T>AVX2(n, w, wstride, rows, aq, corr, sc,
@@ -36,13 +37,6 @@
 // offset, AX slot address, R14/R15 weight block and scales of the block
 // four ahead, R13 products left to compute.
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 #define STORET8R \
 	MOVQ 144(SP), AX           \

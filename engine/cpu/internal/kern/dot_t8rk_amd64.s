@@ -4,6 +4,7 @@
 // operations those of dotQ4_KAVX2 and dotQ6_KAVX2).
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Eight-activation-row matmul kernel (prefill) of Q4_K on AVX2, on a group
 // of eight Q8_K activation rows repacked by repackQ8KGroup: per super-block
@@ -28,19 +29,7 @@
 // scales, Y6 the eight scales in both halves, Y5 bytes 0x0F, Y4/Y7
 // temporaries.
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
-#define RED4(x, t) \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 // KSCT6: the super-block's 8 scales (low half) and 8 mins (high half) as
 // int16 in Y6 (AX, DX, R12, R13 scratch), the values KSCALES decodes.

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // TQ1_0 · Q8_K in ggml-cpu's AVX2 arithmetic. TQ1_0 packs five ternary
 // digits per byte (qs[48]) and four per byte (qh[4]) in base 3; digit l of a
@@ -12,13 +13,6 @@
 // bsums lane by lane as ggml does; then madd(ones), fma with d_w·d_a, and
 // hsum_float_8.
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 // TRIT turns x·3^l (bytes in q) into its ternary digit, in place (t scratch;
 // Y14 bytes 0x01, Y13 bytes 0x03, Y12 zero).

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // AVX-512 VNNI kernels (instruction set "avx512vnni": AVX-512 F/BW/VL with
 // VNNI, plus AVX2/FMA/F16C) of the 32-value block types against Q8_0. They
@@ -26,13 +27,6 @@
 
 #define BCASTD(v, x, y) MOVL v, AX; VMOVD AX, x; VPBROADCASTD x, y
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 // ---- matvec: four weight rows ---------------------------------------------
 // Registers: SI weight row 0, R8 wstride, R9 3·wstride, R11 prefetch, DI
@@ -144,54 +138,8 @@
 // accumulators Y0 Y1 Y2 Y3 Y7 Y8 Y9 Y10, scale products at 0(SP), Y6 w,
 // Y5 |w|, Y12/Y13 temporaries, Y14 bytes 0x0F (Y4 after the scales, Y11 and Y15 free).
 
-#define ARGST8 \
-	MOVQ n+0(FP), CX           \
-	MOVQ w_base+8(FP), SI      \
-	MOVQ a_base+32(FP), DI     \
-	MOVQ stride+56(FP), R8     \
-	MOVQ sc_base+64(FP), BX    \
-	LEAQ (R8)(R8*2), R9        \
-	LEAQ (R8)(R8*4), R10       \
-	LEAQ (R9)(R8*4), R11       \
-	SHRQ $5, CX                \
-	VXORPS Y0, Y0, Y0          \
-	VXORPS Y1, Y1, Y1          \
-	VXORPS Y2, Y2, Y2          \
-	VXORPS Y3, Y3, Y3          \
-	VXORPS Y7, Y7, Y7          \
-	VXORPS Y8, Y8, Y8          \
-	VXORPS Y9, Y9, Y9          \
-	VXORPS Y10, Y10, Y10
 
-#define STORET8 \
-	MOVQ out_base+88(FP), AX   \
-	MOVQ ostride+112(FP), R12  \
-	SHLQ $2, R12               \
-	LEAQ (R12)(R12*2), R13     \
-	LEAQ (R12)(R12*4), DX      \
-	HSUMX(Y0, X0, X12)         \
-	VMOVSS X0, (AX)            \
-	HSUMX(Y1, X1, X12)         \
-	VMOVSS X1, (AX)(R12*1)     \
-	HSUMX(Y2, X2, X12)         \
-	VMOVSS X2, (AX)(R12*2)     \
-	HSUMX(Y3, X3, X12)         \
-	VMOVSS X3, (AX)(R13*1)     \
-	HSUMX(Y7, X7, X12)         \
-	VMOVSS X7, (AX)(R12*4)     \
-	HSUMX(Y8, X8, X12)         \
-	VMOVSS X8, (AX)(DX*1)      \
-	HSUMX(Y9, X9, X12)         \
-	VMOVSS X9, (AX)(R13*2)     \
-	LEAQ   (R13)(R12*4), DX    \
-	HSUMX(Y10, X10, X12)       \
-	VMOVSS X10, (AX)(DX*1)
 
-#define SCALES(d) \
-	VPBROADCASTW d, X4         \
-	VCVTPH2PS    X4, Y4        \
-	VMULPS       (BX), Y4, Y4  \
-	VMOVUPS      Y4, 0(SP)
 
 // T8ROWV: acc += (d_w·d_a of row r) · float(lanes of Σ w·a), row r's quants at q.
 #define T8ROWV(q, r, acc) \

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // ggml_v_expf, ggml_v_silu, ggml_vec_swiglu_f32 and ggml_vec_soft_max_f32's
 // AVX2+FMA loops over whole groups of 8 values (lengths are multiples of 8;

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // func streamSumAVX2(b []byte) uint64
 TEXT ·streamSumAVX2(SB), NOSPLIT, $0-32

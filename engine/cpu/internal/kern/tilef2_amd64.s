@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Float tile kernel on AVX2 (tilef.go): the same products as
 // tileF4x12AVX512 with 256-bit registers, in four passes over the steps,
@@ -10,13 +11,6 @@
 // 2·wp + ah are kept at acc + 384·(2·wp + ah) bytes (this kernel's own
 // layout).
 
-#define HSUMX(y, x, t) \
-	VEXTRACTF128 $1, y, t      \
-	VADDPS       t, x, x       \
-	VMOVHLPS     x, x, t       \
-	VADDPS       t, x, x       \
-	VMOVSHDUP    x, t          \
-	VADDSS       t, x, x
 
 // func tileF4x12AVX2(n8 int, w []byte, wstride int, a []byte, acc []float32, flags int, out []float32, ostride int)
 TEXT ·tileF4x12AVX2(SB), NOSPLIT, $0-128

@@ -1,6 +1,7 @@
 //go:build amd64 && !noasm
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Float tile kernel (tilef.go): four float32 weight rows against a group of
 // twelve activation rows repacked two rows per 512-bit register. Z(6j + p)
