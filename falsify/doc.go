@@ -17,5 +17,5 @@
 // prove the check refuses.
 //
 // Engines know nothing of this package; code is registered here (builtin
-// kinds) or by the packages that wire engines to apr (internal/cli).
+// kinds) or by the packages that wire engines to apr (cmd/apr/internal/cli).
 package falsify

@@ -26,7 +26,7 @@ func embedded(tb testing.TB) *contracts.Set {
 }
 
 // fullRegistry is what apr's binary registers: the builtins, qa's codes and
-// (stand-ins for) internal/cli's verb_fields and serve_responses.
+// (stand-ins for) cmd/apr/internal/cli's verb_fields and serve_responses.
 func fullRegistry() *falsify.Registry {
 	r := falsify.NewRegistry()
 	falsify.RegisterBuiltins(r)

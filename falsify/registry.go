@@ -99,7 +99,7 @@ func NewRegistry() *Registry {
 }
 
 // Default is the registry apr's binary runs: the builtin codes of this
-// package and whatever the wiring (internal/cli) registers.
+// package and whatever the wiring (cmd/apr/internal/cli) registers.
 var Default = NewRegistry()
 
 // Register adds code id of kind to the default registry.

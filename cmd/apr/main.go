@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/aprqa/apr/internal/cli"
+	"github.com/aprqa/apr/cmd/apr/internal/cli"
 )
 
 func main() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

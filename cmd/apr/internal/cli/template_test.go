@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/aprqa/apr/engine/gguf"
-	"github.com/aprqa/apr/internal/cli"
+	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/internal/testutil"
 )
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aprqa/apr/internal/testutil"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -112,7 +113,7 @@ func makeRecipe(t *testing.T, makefile, target string) []string {
 // "exits N"). m.gguf and models/ (the README's stand-ins for the user's
 // models) are written with apr synth: no GPU, no ../shared.
 func TestREADME(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := testutil.RepoRoot(t)
 	lines := readmeLines(t, filepath.Join(root, "README.md"), filepath.Join(root, "Makefile"))
 	if len(lines) < 5 {
 		t.Fatalf("found only %d command lines in README.md", len(lines))

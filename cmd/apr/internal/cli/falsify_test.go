@@ -11,7 +11,7 @@ import (
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/falsify"
-	"github.com/aprqa/apr/internal/cli"
+	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/internal/testutil"
 )
 

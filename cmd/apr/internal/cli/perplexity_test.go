@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aprqa/apr/internal/cli"
+	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/internal/testutil"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/aprqa/apr/contracts"
-	"github.com/aprqa/apr/internal/cli"
+	"github.com/aprqa/apr/cmd/apr/internal/cli"
 )
 
 // cfApr runs apr in-process.

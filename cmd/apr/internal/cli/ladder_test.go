@@ -14,7 +14,7 @@ import (
 
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/synth"
-	"github.com/aprqa/apr/internal/cli"
+	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/ladder"
 )
