@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/cmd/apr/internal/cli"
+	"github.com/aprqa/apr/contracts"
 )
 
 // cfApr runs apr in-process.

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/falsify"
-	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/internal/testutil"
 )
 

@@ -12,9 +12,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/html"
 
+	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/synth"
-	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/ladder"
 )

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/quant"
-	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/internal/testutil"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aprqa/apr/engine/cuda"
 	"github.com/aprqa/apr/cmd/apr/internal/cli"
+	"github.com/aprqa/apr/engine/cuda"
 	"github.com/aprqa/apr/internal/testutil"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/quant"
-	"github.com/aprqa/apr/cmd/apr/internal/cli"
 	"github.com/aprqa/apr/internal/testutil"
 )
 

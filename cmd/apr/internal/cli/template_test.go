@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/cmd/apr/internal/cli"
+	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/internal/testutil"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/cmd/apr/internal/cli"
+	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/internal/testutil"
 )
 
