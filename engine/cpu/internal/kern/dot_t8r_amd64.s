@@ -41,26 +41,7 @@
 #define STORET8R \
 	MOVQ 144(SP), AX           \
 	MOVQ ostride+176(FP), R12  \
-	SHLQ $2, R12               \
-	LEAQ (R12)(R12*2), R13     \
-	LEAQ (R12)(R12*4), DX      \
-	HSUMX(Y0, X0, X12)         \
-	VMOVSS X0, (AX)            \
-	HSUMX(Y1, X1, X12)         \
-	VMOVSS X1, (AX)(R12*1)     \
-	HSUMX(Y2, X2, X12)         \
-	VMOVSS X2, (AX)(R12*2)     \
-	HSUMX(Y3, X3, X12)         \
-	VMOVSS X3, (AX)(R13*1)     \
-	HSUMX(Y7, X7, X12)         \
-	VMOVSS X7, (AX)(R12*4)     \
-	HSUMX(Y8, X8, X12)         \
-	VMOVSS X8, (AX)(DX*1)      \
-	HSUMX(Y9, X9, X12)         \
-	VMOVSS X9, (AX)(R13*2)     \
-	LEAQ   (R13)(R12*4), DX    \
-	HSUMX(Y10, X10, X12)       \
-	VMOVSS X10, (AX)(DX*1)
+	STORE8ACC
 
 // FINISHT8R reduces the accumulators into out (flags&2) or saves them to
 // acc for the next piece of the rows.

@@ -31,35 +31,8 @@
 
 
 
-// KSCT6: the super-block's 8 scales (low half) and 8 mins (high half) as
-// int16 in Y6 (AX, DX, R12, R13 scratch), the values KSCALES decodes.
-#define KSCT6 \
-	MOVL  12(SI), R12          \
-	MOVL  R12, AX              \
-	SHRL  $4, AX               \
-	ANDL  $0x0f0f0f0f, AX      \
-	MOVL  8(SI), DX            \
-	MOVL  DX, R13              \
-	SHRL  $6, R13              \
-	ANDL  $0x03030303, R13     \
-	SHLL  $4, R13              \
-	ORL   R13, AX              \
-	ANDL  $0x3f3f3f3f, DX      \
-	ANDL  $0x0f0f0f0f, R12     \
-	MOVL  4(SI), R13           \
-	SHRL  $6, R13              \
-	ANDL  $0x03030303, R13     \
-	SHLL  $4, R13              \
-	ORL   R13, R12             \
-	MOVL  4(SI), R13           \
-	ANDL  $0x3f3f3f3f, R13     \
-	SHLQ  $32, R12             \
-	ORQ   R12, R13             \
-	SHLQ  $32, AX              \
-	ORQ   AX, DX               \
-	VMOVQ R13, X6              \
-	VPINSRQ $1, DX, X6, X6     \
-	VPMOVZXBW X6, Y6
+// KSCT6 is KSCTIN (macros_amd64.h) into Y6.
+#define KSCT6 KSCTIN(X6, Y6)
 
 // func dotT8RQ4_KAVX2(n int, w []byte, wstride, rows int, aq, corr []byte, sc []float32, acc []float32, flags int, out []float32, ostride int)
 TEXT ·dotT8RQ4_KAVX2(SB), NOSPLIT, $0-184

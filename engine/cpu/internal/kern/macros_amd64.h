@@ -138,10 +138,10 @@
 	VXORPS Y9, Y9, Y9          \
 	VXORPS Y10, Y10, Y10
 
-// STORET8 writes row r's hsum_float_8 to out[r·ostride].
-#define STORET8 \
-	MOVQ out_base+88(FP), AX   \
-	MOVQ ostride+112(FP), R12  \
+// STORE8ACC writes the hsum_float_8 of the eight row accumulators (Y0..Y3,
+// Y7..Y10) to out[r·ostride], out's address in AX and ostride (floats) in
+// R12 (R12, R13, DX scratch).
+#define STORE8ACC \
 	SHLQ $2, R12               \
 	LEAQ (R12)(R12*2), R13     \
 	LEAQ (R12)(R12*4), DX      \
@@ -163,6 +163,12 @@
 	HSUMX(Y10, X10, X12)       \
 	VMOVSS X10, (AX)(DX*1)
 
+// STORET8 writes row r's hsum_float_8 to out[r·ostride].
+#define STORET8 \
+	MOVQ out_base+88(FP), AX   \
+	MOVQ ostride+112(FP), R12  \
+	STORE8ACC
+
 // SCALES: Y4 = d_w·sc[8b..8b+7] (d_w the fp16 at d), stored at 0(SP).
 #define SCALES(d) \
 	VPBROADCASTW d, X4         \
@@ -170,9 +176,10 @@
 	VMULPS       (BX), Y4, Y4  \
 	VMOVUPS      Y4, 0(SP)
 
-// KSCT: the super-block's 8 scales (low half) and 8 mins (high half) as
-// int16 in Y15 (AX, DX, R12, R13 scratch), the same values as KSCALES.
-#define KSCT \
+// KSCTIN(x, y): the super-block's 8 scales (low half) and 8 mins (high
+// half) as int16 in y (x its low half; AX, DX, R12, R13 scratch), the same
+// values as KSCALES.
+#define KSCTIN(x, y) \
 	MOVL  12(SI), R12          \
 	MOVL  R12, AX              \
 	SHRL  $4, AX               \
@@ -196,6 +203,9 @@
 	ORQ   R12, R13             \
 	SHLQ  $32, AX              \
 	ORQ   AX, DX               \
-	VMOVQ R13, X15             \
-	VPINSRQ $1, DX, X15, X15   \
-	VPMOVZXBW X15, Y15
+	VMOVQ R13, x               \
+	VPINSRQ $1, DX, x, x       \
+	VPMOVZXBW x, y
+
+// KSCT is KSCTIN into Y15.
+#define KSCT KSCTIN(X15, Y15)
