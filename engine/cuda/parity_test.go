@@ -293,20 +293,7 @@ func TestPlantedDefect(t *testing.T) {
 	dir := testutil.Fixtures(t)
 	path := filepath.Join(dir, "models", "synth", "qwen2-tiny-Q8_0.gguf")
 	cpu := enginetest.Open(t, path, "cpu", 0)
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	spec, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad, err := cuda.New(f, spec, cuda.Options{Plant: &cuda.Plant{Tensor: "blk.1.ffn_down.weight", Col: 5, Factor: 3}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bad.Close()
+	bad, _ := newEngine(t, path, cuda.Options{Plant: &cuda.Plant{Tensor: "blk.1.ffn_down.weight", Col: 5, Factor: 3}})
 	var ex expectLogits
 	if !enginetest.ReadJSON(t, filepath.Join(dir, "expect", "qwen2-tiny-Q8_0.logits.json"), &ex) {
 		t.Fatal("no expect logits")
@@ -354,33 +341,8 @@ func TestGraphReplay(t *testing.T) {
 				if !graphs {
 					t.Setenv(cuda.EnvGraphs, "0")
 				}
-				f, err := gguf.Open(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer f.Close()
-				spec, err := model.Load(f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				eng, err := cuda.New(f, spec, cuda.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer eng.Close()
-				s, err := eng.NewSession(64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out [][]float32
-				rows, err := s.Eval([]int32{1, 5, 9, 13, 17}, false)
-				for step := 0; step < 12 && err == nil; step++ {
-					out = append(out, rows[0])
-					rows, err = s.Eval([]int32{int32(enginetest.Argmax(rows[0]))}, false)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				eng, _ := newEngine(t, path, cuda.Options{})
+				out := decodeRows(t, eng, []int32{1, 5, 9, 13, 17}, 12)
 				d, c, r := eng.GraphStats()
 				return out, [3]int{d, c, r}
 			}
@@ -407,38 +369,14 @@ func TestFusion(t *testing.T) {
 		t.Skipf("SKIP (not a pass): no CUDA device: %v", err)
 	}
 	path := filepath.Join(testutil.Fixtures(t), "models", "synth", "qwen2-tiny-Q8_0.gguf")
+	var nLayer int
 	decode := func(fuse bool) ([][]float32, int) {
 		if !fuse {
 			t.Setenv(cuda.EnvFuse, "0")
 		}
-		f, err := gguf.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		spec, err := model.Load(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eng, err := cuda.New(f, spec, cuda.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer eng.Close()
-		s, err := eng.NewSession(32)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out [][]float32
-		rows, err := s.Eval([]int32{1, 5, 9}, false)
-		for step := 0; step < 6 && err == nil; step++ {
-			out = append(out, rows[0])
-			rows, err = s.Eval([]int32{int32(enginetest.Argmax(rows[0]))}, false)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out, eng.Fused()
+		eng, spec := newEngine(t, path, cuda.Options{})
+		nLayer = spec.NLayer
+		return decodeRows(t, eng, []int32{1, 5, 9}, 6), eng.Fused()
 	}
 	on, n := decode(true)
 	off, nOff := decode(false)
@@ -448,23 +386,51 @@ func TestFusion(t *testing.T) {
 		}
 	}
 	// qwen2: per layer q, k, v biases and two residual adds, per decode step
-	if n < 6*5*spec2Layers(t, path) || nOff != 0 {
+	if n < 6*5*nLayer || nOff != 0 {
 		t.Fatalf("fused %d ops (off: %d); want ≥ 5 per layer and decode step", n, nOff)
 	}
 	t.Logf("6 decode steps bit-identical with and without fusion; %d ops folded", n)
 }
 
-func spec2Layers(t *testing.T, path string) int {
+// newEngine builds a cuda engine over the model at path, closed (with its
+// file) when the test ends.
+func newEngine(t *testing.T, path string, o cuda.Options) (*cuda.Engine, *model.Spec) {
+	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	spec, err := model.Load(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return spec.NLayer
+	eng, err := cuda.New(f, spec, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng, spec
+}
+
+// decodeRows feeds prompt, then decodes steps tokens greedily, and returns
+// the logits row of every step.
+func decodeRows(t *testing.T, eng *cuda.Engine, prompt []int32, steps int) [][]float32 {
+	t.Helper()
+	s, err := eng.NewSession(len(prompt) + steps + 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]float32
+	rows, err := s.Eval(prompt, false)
+	for step := 0; step < steps && err == nil; step++ {
+		out = append(out, rows[0])
+		rows, err = s.Eval([]int32{int32(enginetest.Argmax(rows[0]))}, false)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func mustRead(t *testing.T, p string) []byte {
