@@ -240,8 +240,7 @@ func (s *sched) admit() {
 // (generate.AdvanceBatch; every stream still gets the logits of its solo
 // run). A sequence whose client has gone is stopped before its pass.
 func (s *sched) step() {
-	n := 0
-	var dec []int
+	var live []int
 	for i, j := range s.active {
 		if j == nil {
 			continue
@@ -252,16 +251,16 @@ func (s *sched) step() {
 			s.finish(i, j, event{Err: err, Finish: FinishCancelled})
 			continue
 		}
-		n++
-		dec = append(dec, i)
+		live = append(live, i)
 	}
-	if len(dec) > 0 {
-		seqs := make([]*generate.Seq, len(dec))
-		for k, i := range dec {
+	n := len(live)
+	if n > 0 {
+		seqs := make([]*generate.Seq, n)
+		for k, i := range live {
 			seqs[k] = s.active[i].q
 		}
 		sampled, errs := advanceBatch(seqs, s.chunk)
-		for k, i := range dec {
+		for k, i := range live {
 			j := s.active[i]
 			if errs[k] != nil {
 				s.finish(i, j, event{Err: errs[k]})

@@ -17,8 +17,8 @@ import (
 // through the kernel registry (kern.Select); the weights stay in the file's
 // mapping. Element-wise ops run on the same worker pool as the kernels.
 // RowExact: every product kernel gives a row the bits it gets alone (the
-// tiles keep the one-row kernel's accumulation order; TestDecodeBatch and
-// TestEvalPiecesEqualTokenByToken hold them to it), so graph.DecodeBatch's
+// tiles keep the one-row kernel's accumulation order; TestEvalBatch and
+// TestEvalPiecesEqualTokenByToken hold them to it), so graph.EvalBatch's
 // rows equal the sessions' own Evals.
 func (b *backend) RowExact() bool { return true }
 

@@ -9,13 +9,13 @@ import (
 	"github.com/aprqa/apr/internal/testutil"
 )
 
-// TestDecodeBatch: one pass over three sessions (prompts of different
+// TestEvalBatch: one pass over three sessions (prompts of different
 // lengths, so different positions) — a decode token each, or a prompt chunk
 // for one of them — gives every session the logits of its own Eval of its
 // part, bit for bit, step after step, on a model of every layer kind
 // (attention with and without biases and q/k norms, MoE, Gated DeltaNet
 // with gated attention).
-func TestDecodeBatch(t *testing.T) {
+func TestEvalBatch(t *testing.T) {
 	dir := testutil.Fixtures(t)
 	for _, name := range []string{"stories260K", "synth/qwen2-tiny-Q4_K_M", "synth/qwen3-tiny-F16", "synth/qwen3moe-tiny-Q8_0", "synth/qwen35-tiny-Q8_0"} {
 		t.Run(filepath.Base(name), func(t *testing.T) {

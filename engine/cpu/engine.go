@@ -113,7 +113,7 @@ func (e *Engine) NewSession(maxCtx int) (model.Session, error) {
 // pass; see graph.Model.EvalBatch. The cpu kernels treat rows independently,
 // so each session's rows equal its own Eval of its part.
 func (e *Engine) EvalBatch(sessions []model.Session, parts [][]int32) ([][]float32, error) {
-	if !e.m.CanDecodeBatch() {
+	if !e.m.CanEvalBatch() {
 		return nil, fmt.Errorf("cpu: the backend's products are not row-exact; evaluate the sessions one by one")
 	}
 	gs := make([]*graph.Session, len(sessions))

@@ -116,14 +116,16 @@ func (be *backend) do(fn func() error) error {
 	return be.err
 }
 
-// launch1 queues kernel name with n threads' worth of a 1-D grid-stride
-// loop (256 per block).
+// grid1 is the grid of a 1-D grid-stride kernel over n threads' worth of
+// work, 256 threads per block (at most 65535 blocks).
+func grid1(n int) cu.Dim { return cu.Dim{X: uint32(min((n+255)/256, 65535))} }
+
+// launch1 queues kernel name as a 1-D grid-stride loop over n (grid1).
 func (be *backend) launch1(name string, n int, args ...any) {
 	if n <= 0 {
 		return
 	}
-	blocks := min((n+255)/256, 65535)
-	be.do(func() error { return be.launch(name, cu.Dim{X: uint32(blocks)}, cu.Dim{X: 256}, 0, args...) })
+	be.do(func() error { return be.launch(name, grid1(n), cu.Dim{X: 256}, 0, args...) })
 }
 
 // launch appends a kernel to the tape; inside do.
@@ -816,8 +818,7 @@ func (be *backend) WeightedSum(dst, y graph.Buf, w []float32, k int) {
 		if err != nil {
 			return err
 		}
-		blocks := min((d.rows*d.cols+255)/256, 65535)
-		return be.launch("k_wsum", cu.Dim{X: uint32(blocks)}, cu.Dim{X: 256}, 0, d.p, d.stride, yb.p, yb.stride, wp, k, d.rows, d.cols)
+		return be.launch("k_wsum", grid1(d.rows*d.cols), cu.Dim{X: 256}, 0, d.p, d.stride, yb.p, yb.stride, wp, k, d.rows, d.cols)
 	})
 }
 
@@ -925,7 +926,7 @@ func (be *backend) Rope(x graph.Buf, pos0 int, r *graph.Rope) {
 		if err != nil {
 			return err
 		}
-		return be.launch("k_rope", cu.Dim{X: uint32(min((n+255)/256, 65535))}, cu.Dim{X: 256}, 0, b.p, b.stride, b.rows, b.cols,
+		return be.launch("k_rope", grid1(n), cu.Dim{X: 256}, 0, b.p, b.stride, b.rows, b.cols,
 			pp, mode, r.NRot, r.HeadDim, thetaScale, r.FreqScale, r.ExtFactor, r.AttnFactor, corr[0], corr[1], ff, imrope,
 			r.Sections[0], r.Sections[1], r.Sections[2], r.Sections[3])
 	})
@@ -1011,7 +1012,7 @@ func (be *backend) Store(kv graph.KV, k, v graph.Buf, pos0 int) error {
 			if err != nil {
 				return err
 			}
-			return be.launch("k_store", cu.Dim{X: uint32(min((n+255)/256, 65535))}, cu.Dim{X: 256}, 0,
+			return be.launch("k_store", grid1(n), cu.Dim{X: 256}, 0,
 				c.k.p, c.v.p, kb.p, kb.stride, vb.p, vb.stride, kb.rows, pp, kb.cols, vb.cols)
 		})
 	}

@@ -9,17 +9,6 @@ import (
 // EvalBatch takes.
 const MaxBatchRows = 4 * UBatch
 
-// DecodeBatch feeds tokens[i] to sessions[i] — one token to each of several
-// sessions of this model — in one pass, and returns each session's logits
-// row for it: EvalBatch with one token per session.
-func (m *Model) DecodeBatch(sessions []*Session, tokens []int32) ([][]float32, error) {
-	parts := make([][]int32, len(tokens))
-	for i := range tokens {
-		parts[i] = tokens[i : i+1]
-	}
-	return m.EvalBatch(sessions, parts)
-}
-
 // EvalBatch feeds parts[i] (a prompt chunk, or one decode token) to
 // sessions[i], for several sessions of this model in one pass, and returns
 // each session's logits row for the last token of its part. The rows of
@@ -156,16 +145,16 @@ func (m *Model) mixRows(c *Ctx, i int, bt batchRows, h, out Buf) error {
 
 // RowExact is implemented by a Backend whose products give each row the
 // bits it gets when multiplied alone (MatMul of n rows = n MatMuls of one):
-// DecodeBatch's rows then equal the sessions' own Evals. The cpu backend's
+// EvalBatch's rows then equal the sessions' own Evals. The cpu backend's
 // kernels are (TestEvalPiecesEqualTokenByToken); the cuda backend's
 // one-token and tiled products sum in different orders and are not.
 type RowExact interface {
 	RowExact() bool
 }
 
-// CanDecodeBatch reports whether DecodeBatch's rows equal the sessions'
-// own Evals on this model's backend.
-func (m *Model) CanDecodeBatch() bool {
+// CanEvalBatch reports whether EvalBatch's rows equal the sessions' own
+// Evals on this model's backend.
+func (m *Model) CanEvalBatch() bool {
 	r, ok := m.B.(RowExact)
 	return ok && r.RowExact()
 }
