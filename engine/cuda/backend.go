@@ -37,9 +37,10 @@ type backend struct {
 	vecs []*vector
 	done bool // weights uploaded
 
-	// scratch: attention scores.
-	scores devArea
-	plant  *Plant
+	// scratch: attention scores (k_attend), the split attention's partial
+	// results and its counters (k_attn; zero between launches).
+	scores, attnP, attnCnt devArea
+	plant                  *Plant
 
 	// held is true while a session's Eval holds the driver on its thread
 	// (cu.Driver.Hold): ops then call the driver directly.
@@ -85,6 +86,23 @@ func (be *backend) ensure(a *devArea, n uint64) error {
 	a.p, a.cap = p, n
 	return nil
 }
+
+// ensureZero is ensure for an area whose bytes must start zero (the
+// counters of k_attn, which each launch leaves zero again); inside do.
+func (be *backend) ensureZero(a *devArea, n uint64) error {
+	if a.cap >= n {
+		return nil
+	}
+	if err := be.ensure(a, n); err != nil {
+		return err
+	}
+	words := int(a.cap / 4)
+	return be.launch("k_zero", grid1(words), cu.Dim{X: 256}, 0, a.p, words, 1, words)
+}
+
+// The split attention's positions per block and widest value head
+// (ATT_L, ATT_HV in apr.cu).
+const attnL, attnMaxHV = 64, 256
 
 // do runs fn with the context current unless an earlier op failed; the
 // first failure sticks. Outside a held Eval the op's kernels run at once
@@ -587,6 +605,12 @@ func (be *backend) GetRows(dst graph.Buf, w graph.Weight, ids []int32) error {
 }
 
 func (be *backend) MatMul(dst graph.Buf, w graph.Weight, x graph.Buf) error {
+	return be.MatMuls(x, []graph.Buf{dst}, []graph.Weight{w})
+}
+
+// checkProduct panics on a product whose shapes do not fit; it returns the
+// matrix and the two buffers.
+func checkProduct(dst graph.Buf, w graph.Weight, x graph.Buf) (*buf, *matrix, *buf) {
 	d, m, xb := asBuf(dst), asMatrix(w), asBuf(x)
 	if m.experts != 1 {
 		panic(fmt.Sprintf("cuda: MatMul with the 3-D tensor %q", m.t.Name))
@@ -594,51 +618,107 @@ func (be *backend) MatMul(dst graph.Buf, w graph.Weight, x graph.Buf) error {
 	if xb.cols != m.cols || d.cols != m.rows || d.rows != xb.rows {
 		panic(fmt.Sprintf("cuda: MatMul %d×%d = %q (%d×%d) · %d×%d", d.rows, d.cols, m.t.Name, m.rows, m.cols, xb.rows, xb.cols))
 	}
-	if err := be.ready(); err != nil {
-		return err
-	}
-	if xb.rows == 0 {
-		return nil
-	}
-	nc := (m.cols + 31) / 32
-	err := be.do(func() error {
-		if xb.rows == 1 {
-			// One token: 1, 2 or 4 warps per row by its chunk count.
-			tpr := 32
-			if nc >= 96 {
-				tpr = 128
-			} else if nc >= 48 {
-				tpr = 64
-			}
-			rpb := 128 / tpr
-			err := be.launch("mv_"+m.name, cu.Dim{X: uint32((m.rows + rpb - 1) / rpb)}, cu.Dim{X: 128}, 0,
-				m.p, m.rowBytes, nc, m.cols, xb.p, d.p, m.rows, tpr, cu.Ptr(0), cu.Ptr(0))
-			if err == nil {
-				be.tape[len(be.tape)-1].kind = kindMV
-			}
-			return err
-		}
-		const nt = 8
-		return be.launch("mm_"+m.name, cu.Dim{X: uint32((m.rows + 3) / 4), Y: uint32((xb.rows + nt - 1) / nt)}, cu.Dim{X: 128}, 0,
-			m.p, m.rowBytes, nc, m.cols, xb.p, xb.stride, d.p, d.stride, m.rows, xb.rows)
-	})
-	if err == nil && be.plant != nil {
-		be.plant.after(be, "matmul:"+m.t.Name, d)
-	}
-	return be.err
+	return d, m, xb
 }
 
+// mvThreads is the threads per row of a one-token product over nc chunks
+// (1, 2 or 4 warps).
+func mvThreads(nc int) int {
+	switch {
+	case nc >= 96:
+		return 128
+	case nc >= 48:
+		return 64
+	}
+	return 32
+}
+
+// MatMuls multiplies x by each weight. One token's products of one type
+// and width go in one launch (the q, k, v or gate and up of a decode step),
+// each matrix's rows its own blocks; a prompt's go one tiled launch each.
 func (be *backend) MatMuls(x graph.Buf, dst []graph.Buf, w []graph.Weight) error {
 	if len(dst) != len(w) {
 		panic("cuda: MatMuls: as many dst as weights")
 	}
+	ds := make([]*buf, len(w))
+	ms := make([]*matrix, len(w))
+	var xb *buf
 	for i := range w {
-		if err := be.MatMul(dst[i], w[i], x); err != nil {
+		ds[i], ms[i], xb = checkProduct(dst[i], w[i], x)
+	}
+	if err := be.ready(); err != nil {
+		return err
+	}
+	if xb.rows == 0 || len(w) == 0 {
+		return nil
+	}
+	for i := 0; i < len(ms); {
+		j := i + 1
+		if xb.rows == 1 {
+			for j < len(ms) && j-i < 3 && ms[j].name == ms[i].name && ms[j].rowBytes == ms[i].rowBytes && !be.noFuse {
+				j++
+			}
+		}
+		if err := be.product(xb, ds[i:j], ms[i:j]); err != nil {
 			return err
 		}
+		i = j
 	}
-	return nil
+	return be.err
 }
+
+// product launches one product kernel for the matrices ms (one type and
+// width; several only for one token).
+func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
+	m := ms[0]
+	nc := (m.cols + 31) / 32
+	err := be.do(func() error {
+		if xb.rows > 1 {
+			return be.launch("mm_"+m.name, cu.Dim{X: uint32((m.rows + mmBM - 1) / mmBM), Y: uint32((xb.rows + mmBN - 1) / mmBN)}, cu.Dim{X: 256}, 0,
+				m.p, m.rowBytes, nc, m.cols, xb.p, xb.stride, ds[0].p, ds[0].stride, m.rows, xb.rows)
+		}
+		tpr := mvThreads(nc)
+		rpb := 128 / tpr
+		var args [mvArgs]any
+		for i := range args {
+			args[i] = cu.Ptr(0)
+		}
+		args[1], args[2], args[3], args[4], args[mvTPR] = m.rowBytes, nc, m.cols, xb.p, tpr
+		args[mvEps], args[mvFlags] = float32(0), 0
+		blocks := 0
+		for i, mi := range ms {
+			k := mvW + 4*i
+			if i > 0 {
+				k = mvW1 + 4*(i-1)
+			}
+			args[k] = mi.p
+			if i == 0 {
+				args[mvY], args[mvNR] = ds[0].p, mi.rows
+			} else {
+				args[k+1], args[k+2] = ds[i].p, mi.rows
+			}
+			blocks += (mi.rows + rpb - 1) / rpb
+		}
+		for i := len(ms); i < 3; i++ {
+			args[mvW1+4*(i-1)+2] = 0 // nr of an absent matrix
+		}
+		if err := be.launch("mv_"+m.name, cu.Dim{X: uint32(blocks)}, cu.Dim{X: 128}, 0, args[:]...); err != nil {
+			return err
+		}
+		be.tape[len(be.tape)-1].kind = kindMV
+		be.fuseNorm(&be.tape[len(be.tape)-1])
+		return nil
+	})
+	if err == nil && be.plant != nil {
+		for i, mi := range ms {
+			be.plant.after(be, "matmul:"+mi.t.Name, ds[i])
+		}
+	}
+	return be.err
+}
+
+// The prompt product's tile (mm_<type> in apr.cu: MM_BM × MM_BN).
+const mmBM, mmBN = 64, 64
 
 func (be *backend) MatMulID(dst graph.Buf, w graph.Weight, x graph.Buf, ids []int32, k int) error {
 	d, m, xb := asBuf(dst), asMatrix(w), asBuf(x)
@@ -704,18 +784,97 @@ func (be *backend) Add(dst, x graph.Buf) {
 	be.launch1("k_add", d.rows*d.cols, d.p, d.stride, s.p, s.stride, d.rows, d.cols)
 }
 
-// Folding ops into the one-token product that produced their input saves
-// a launch each in a decode step (the q/k/v biases, the two residual adds
-// of every layer). Only ops still on the tape fold, only into an mv whose
-// output is exactly the op's row, and the kernel does the same float
-// addition the separate kernel would (apr.cu, mv_body): results do not
-// change.
+// Folding ops into the kernel before them saves launches in a decode step:
+// the RMSNorm before a layer's products, the q/k/v and gate/up products of
+// one X (MatMuls), their biases, the SwiGLU of gate and up, the two
+// residual adds, the key rotation and the KV store after the query
+// rotation. Only ops still on the tape fold, only one-row ops, and each
+// kernel does the same float arithmetic the separate kernels would (apr.cu,
+// mv_body and k_rope): results do not change (TestFusion).
+
+// fusing reports whether ops may fold now.
+func (be *backend) fusing() bool { return !be.noFuse && be.held && be.err == nil }
+
+// mvInputs are the memory a one-token product reads: X, or with a folded
+// norm its input and the norm's output row.
+func mvReads(op *tapeOp) [][2]uint64 {
+	cols := op.args[mvCols]
+	r := [][2]uint64{{op.args[mvX], cols}}
+	if op.args[mvFlags]&1 != 0 {
+		r = append(r, [2]uint64{op.args[mvNOut], cols})
+	}
+	return r
+}
+
+// mvTouches reports whether the product op reads or writes n floats at p.
+func mvTouches(op *tapeOp, p cu.Ptr, n int) bool {
+	for _, r := range mvReads(op) {
+		if overlap(cu.Ptr(r[0]), int(r[1]), p, n) {
+			return true
+		}
+	}
+	for i := 0; i < 3; i++ {
+		y, nr := mvSlot(op, i)
+		if y != 0 && overlap(y, nr, p, n) {
+			return true
+		}
+	}
+	if op.args[mvGLU] != 0 && overlap(cu.Ptr(op.args[mvGLU]), int(op.args[mvNR]), p, n) {
+		return true
+	}
+	return op.args[mvRes] != 0 && overlap(cu.Ptr(op.args[mvRes]), int(op.args[mvNR]), p, n)
+}
+
+// mvSlot returns matrix i's output and row count (0 when absent).
+func mvSlot(op *tapeOp, i int) (cu.Ptr, int) {
+	if i == 0 {
+		return cu.Ptr(op.args[mvY]), int(op.args[mvNR])
+	}
+	k := mvW1 + 4*(i-1)
+	if op.args[k] == 0 {
+		return 0, 0
+	}
+	return cu.Ptr(op.args[k+1]), int(op.args[k+2])
+}
+
+// fuseNorm folds the RMSNorm just before the product op (the tape's last
+// op) into it when the norm wrote op's X: one row, one group, in place
+// never (every block reads the norm's input while block 0 writes its
+// output).
+func (be *backend) fuseNorm(op *tapeOp) {
+	n := len(be.tape)
+	if !be.fusing() || n < 2 || op != &be.tape[n-1] {
+		return
+	}
+	nm := &be.tape[n-2]
+	if nm.kind != kindNorm || nm.args[normD] != op.args[mvX] || nm.args[normCols] != nm.args[normGroup] || nm.grid.X != 1 ||
+		nm.args[normCols] != op.args[mvCols] {
+		return
+	}
+	cols := int(nm.args[normCols])
+	src, dst := cu.Ptr(nm.args[normX]), cu.Ptr(nm.args[normD])
+	if overlap(src, cols, dst, cols) {
+		return
+	}
+	for i := 0; i < 3; i++ {
+		if y, nr := mvSlot(op, i); y != 0 && (overlap(y, nr, src, cols) || overlap(y, nr, dst, cols)) {
+			return
+		}
+	}
+	op.args[mvX] = uint64(src)
+	op.args[mvNW] = nm.args[normW]
+	op.args[mvEps] = nm.args[normEps]
+	op.args[mvNOut] = uint64(dst)
+	op.args[mvFlags] |= 1
+	be.tape[n-2] = *op
+	be.tape = be.tape[:n-1]
+	be.fused++
+}
 
 // fuseBias folds AddVec(d, v) into the product that wrote d, looking back
-// over products that neither read nor wrote d (MatMuls of q, k, v, then
-// their three biases).
+// over products that neither read nor wrote d (the biases of q, k, v).
 func (be *backend) fuseBias(d *buf, v cu.Ptr) bool {
-	if be.noFuse || !be.held || be.err != nil || d.rows != 1 {
+	if !be.fusing() || d.rows != 1 {
 		return false
 	}
 	for i, k := len(be.tape)-1, 0; i >= 0 && k < 4; i, k = i-1, k+1 {
@@ -723,33 +882,74 @@ func (be *backend) fuseBias(d *buf, v cu.Ptr) bool {
 		if op.kind != kindMV {
 			return false
 		}
-		if cu.Ptr(op.args[mvY]) == d.p {
-			if op.args[mvBias] != 0 || op.args[mvRes] != 0 || int(op.args[mvNR]) != d.cols {
+		for s := 0; s < 3; s++ {
+			y, nr := mvSlot(op, s)
+			if y != d.p || nr != d.cols {
+				continue
+			}
+			b := mvBias
+			if s > 0 {
+				b = mvW1 + 4*(s-1) + 3
+			}
+			if op.args[b] != 0 || op.args[mvRes] != 0 || op.args[mvGLU] != 0 {
 				return false
 			}
-			op.args[mvBias] = uint64(v)
+			op.args[b] = uint64(v)
 			be.fused++
 			return true
 		}
-		if overlap(cu.Ptr(op.args[mvX]), int(op.args[mvCols]), d.p, d.cols) || overlap(cu.Ptr(op.args[mvY]), int(op.args[mvNR]), d.p, d.cols) {
+		if mvTouches(op, d.p, d.cols) {
 			return false
 		}
 	}
 	return false
 }
 
-// fuseResidual folds Add(d, s) (d += s) into the product that just wrote
-// s, when the product does not read d (its blocks would race the writes).
+// fuseResidual folds Add(d, s) (d += s) into the one-matrix product that
+// just wrote s, when the product does not read d (its blocks would race
+// the writes).
 func (be *backend) fuseResidual(d, s *buf) bool {
-	if be.noFuse || !be.held || be.err != nil || d.rows != 1 || len(be.tape) == 0 {
+	if !be.fusing() || d.rows != 1 || len(be.tape) == 0 {
 		return false
 	}
 	op := &be.tape[len(be.tape)-1]
-	if op.kind != kindMV || cu.Ptr(op.args[mvY]) != s.p || op.args[mvRes] != 0 || int(op.args[mvNR]) != s.cols ||
-		overlap(cu.Ptr(op.args[mvX]), int(op.args[mvCols]), d.p, d.cols) || overlap(s.p, s.cols, d.p, d.cols) {
+	if op.kind != kindMV || op.args[mvW1] != 0 || cu.Ptr(op.args[mvY]) != s.p || op.args[mvRes] != 0 || op.args[mvGLU] != 0 ||
+		int(op.args[mvNR]) != s.cols || mvTouches(op, d.p, d.cols) {
 		return false
 	}
 	op.args[mvRes] = uint64(d.p)
+	be.fused++
+	return true
+}
+
+// fuseGLU folds SwiGLU(d, g, u) into the two-matrix product that just
+// wrote g and u (gate and up): the product then pairs their rows.
+func (be *backend) fuseGLU(d, g, u *buf) bool {
+	if !be.fusing() || d.rows != 1 || len(be.tape) == 0 {
+		return false
+	}
+	op := &be.tape[len(be.tape)-1]
+	if op.kind != kindMV || op.args[mvW1] == 0 || op.args[mvW2] != 0 || op.args[mvRes] != 0 || op.args[mvGLU] != 0 {
+		return false
+	}
+	y0, n0 := mvSlot(op, 0)
+	y1, n1 := mvSlot(op, 1)
+	if y0 != g.p || y1 != u.p || n0 != d.cols || n1 != d.cols {
+		return false
+	}
+	// d may be g itself (SwiGLU in place); it must not be anything the
+	// product reads, nor u.
+	for _, r := range mvReads(op) {
+		if overlap(cu.Ptr(r[0]), int(r[1]), d.p, d.cols) {
+			return false
+		}
+	}
+	if overlap(u.p, u.cols, d.p, d.cols) || (d.p != g.p && overlap(g.p, g.cols, d.p, d.cols)) {
+		return false
+	}
+	op.args[mvGLU] = uint64(d.p)
+	rpb := 128 / int(op.args[mvTPR])
+	op.grid.X = uint32((n0 + rpb - 1) / rpb)
 	be.fused++
 	return true
 }
@@ -776,6 +976,9 @@ func (be *backend) RMSNorm(dst, x graph.Buf, w graph.Weight, group int, eps floa
 		panic(fmt.Sprintf("cuda: RMSNorm: group %d of %d columns, %d weights", group, d.cols, vecLen(w)))
 	}
 	be.rowBlocks("k_rmsnorm", d.rows, d.cols/group, d.p, d.stride, s.p, s.stride, vecPtr(w), d.cols, group, eps)
+	if n := len(be.tape); be.held && be.err == nil && n > 0 && be.tape[n-1].f == be.fn["k_rmsnorm"] && cu.Ptr(be.tape[n-1].args[normD]) == d.p {
+		be.tape[n-1].kind = kindNorm
+	}
 	if be.plant != nil {
 		be.plant.after(be, "rmsnorm", d)
 	}
@@ -785,6 +988,9 @@ func (be *backend) SwiGLU(dst, gate, up graph.Buf) {
 	d, g, u := asBuf(dst), asBuf(gate), asBuf(up)
 	sameShape("SwiGLU", d, g)
 	sameShape("SwiGLU", d, u)
+	if be.fuseGLU(d, g, u) {
+		return
+	}
 	be.launch1("k_swiglu", d.rows*d.cols, d.p, d.stride, g.p, g.stride, u.p, u.stride, d.rows, d.cols)
 }
 
@@ -922,14 +1128,85 @@ func (be *backend) Rope(x graph.Buf, pos0 int, r *graph.Rope) {
 		return
 	}
 	be.do(func() error {
+		if be.fuseRope(b, pos0, mode, r.NRot, r.HeadDim, thetaScale, r.FreqScale, r.ExtFactor, r.AttnFactor, corr, ff, imrope, r.Sections) {
+			return nil
+		}
 		pp, err := be.putInt(pos0)
 		if err != nil {
 			return err
 		}
-		return be.launch("k_rope", grid1(n), cu.Dim{X: 256}, 0, b.p, b.stride, b.rows, b.cols,
+		err = be.launch("k_rope", grid1(n), cu.Dim{X: 256}, 0, b.p, b.stride, b.rows, b.cols,
 			pp, mode, r.NRot, r.HeadDim, thetaScale, r.FreqScale, r.ExtFactor, r.AttnFactor, corr[0], corr[1], ff, imrope,
-			r.Sections[0], r.Sections[1], r.Sections[2], r.Sections[3])
+			r.Sections[0], r.Sections[1], r.Sections[2], r.Sections[3], cu.Ptr(0), 0, 0, cu.Ptr(0), cu.Ptr(0), cu.Ptr(0), 0, 0)
+		if err == nil {
+			op := &be.tape[len(be.tape)-1]
+			op.kind, op.pos = kindRope, pos0
+		}
+		return err
 	})
+}
+
+// fuseRope folds a rotation into the one just before it on the tape (the
+// keys after the queries of a decode step) when both rotate the same rows
+// at the same position with the same parameters; inside do.
+func (be *backend) fuseRope(b *buf, pos0, mode, nrot, headDim int, thetaScale, freqScale, extFactor, attnFactor float32,
+	corr [2]float32, ff cu.Ptr, imrope int, sec [4]int) bool {
+	if !be.fusing() || b.rows != 1 || len(be.tape) == 0 {
+		return false
+	}
+	op := &be.tape[len(be.tape)-1]
+	if op.kind != kindRope || op.pos != pos0 || op.args[ropeX2] != 0 || int(op.args[ropeRows]) != b.rows {
+		return false
+	}
+	// The shared parameters must be the same values, packed the same way.
+	want := []any{mode, nrot, headDim, thetaScale, freqScale, extFactor, attnFactor, corr[0], corr[1], ff, imrope, sec[0], sec[1], sec[2], sec[3]}
+	for i, a := range want {
+		v, err := cu.Pack(a)
+		if err != nil || v != op.args[ropeParams+i] {
+			return false
+		}
+	}
+	if overlap(cu.Ptr(op.args[ropeX]), int(op.args[ropeCols]), b.p, b.cols) {
+		return false
+	}
+	pack := func(a any) uint64 { v, _ := cu.Pack(a); return v }
+	op.args[ropeX2], op.args[ropeX2S], op.args[ropeCols2] = uint64(b.p), pack(b.stride), pack(b.cols)
+	op.grid = grid1(ropeWork(op))
+	be.fused++
+	return true
+}
+
+// ropeWork is the number of work items of a k_rope launch (apr.cu).
+func ropeWork(op *tapeOp) int {
+	rows, hd, pairs := int(int32(op.args[ropeRows])), int(int32(op.args[ropeHeadDim])), int(int32(op.args[ropeNRot]))/2
+	n := rows * (int(int32(op.args[ropeCols]))/hd + int(int32(op.args[ropeCols2]))/hd) * pairs
+	if op.args[ropeKc] != 0 {
+		n += rows * max(int(int32(op.args[ropeCols2])), int(int32(op.args[ropeVDim])))
+	}
+	return n
+}
+
+// fuseStore folds the store of k and v into the rotation just before it
+// on the tape that rotated k as its second buffer, at the same position;
+// inside do.
+func (be *backend) fuseStore(c *kvCache, kb, vb *buf, pos0 int) bool {
+	if !be.fusing() || kb.rows != 1 || len(be.tape) == 0 {
+		return false
+	}
+	op := &be.tape[len(be.tape)-1]
+	if op.kind != kindRope || op.pos != pos0 || cu.Ptr(op.args[ropeX2]) != kb.p || int(int32(op.args[ropeCols2])) != kb.cols ||
+		op.args[ropeKc] != 0 || int(int32(op.args[ropeRows])) != kb.rows {
+		return false
+	}
+	if overlap(cu.Ptr(op.args[ropeX]), int(int32(op.args[ropeCols])), vb.p, vb.cols) || overlap(kb.p, kb.cols, vb.p, vb.cols) {
+		return false
+	}
+	pack := func(a any) uint64 { v, _ := cu.Pack(a); return v }
+	op.args[ropeKc], op.args[ropeVc], op.args[ropeV] = uint64(c.k.p), uint64(c.v.p), uint64(vb.p)
+	op.args[ropeVS], op.args[ropeVDim] = pack(vb.stride), pack(vb.cols)
+	op.grid = grid1(ropeWork(op))
+	be.fused++
+	return true
 }
 
 // ---- attention ------------------------------------------------------------------------------
@@ -1008,6 +1285,9 @@ func (be *backend) Store(kv graph.KV, k, v graph.Buf, pos0 int) error {
 	}
 	if n := kb.rows * max(kb.cols, vb.cols); n > 0 {
 		be.do(func() error {
+			if be.fuseStore(c, kb, vb, pos0) {
+				return nil
+			}
 			pp, err := be.putInt(pos0)
 			if err != nil {
 				return err
@@ -1033,17 +1313,30 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 	if n == 0 {
 		return be.err
 	}
-	// The scores' row length grows in steps of 256 positions, so that
-	// consecutive decode steps launch the same kernel arguments (and
-	// replay one captured graph).
+	// The context the kernels are sized for grows in steps of 256
+	// positions, so that consecutive decode steps launch the same kernel
+	// arguments (and replay one captured graph).
 	ctxCap := (pos0 + n + 255) &^ 255
 	scale := a.Scale
 	err := be.do(func() error {
-		if err := be.ensure(&be.scores, uint64(4*n*a.NHead*ctxCap)); err != nil {
-			return err
-		}
 		pp, err := be.putInt(pos0)
 		if err != nil {
+			return err
+		}
+		if a.HV <= attnMaxHV {
+			// Split over positions (k_attn): ctxCap/attnL blocks per query
+			// row and head, combined by the last to finish.
+			nsplit := ctxCap / attnL
+			if err := be.ensure(&be.attnP, uint64(4*n*a.NHead*nsplit*(a.HV+2))); err != nil {
+				return err
+			}
+			if err := be.ensureZero(&be.attnCnt, uint64(4*n*a.NHead)); err != nil {
+				return err
+			}
+			return be.launch("k_attn", cu.Dim{X: uint32(n * a.NHead), Y: uint32(nsplit)}, cu.Dim{X: 128}, 0, ob.p, ob.stride, qb.p, qb.stride,
+				c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnP.p, be.attnCnt.p)
+		}
+		if err := be.ensure(&be.scores, uint64(4*n*a.NHead*ctxCap)); err != nil {
 			return err
 		}
 		return be.launch("k_attend", cu.Dim{X: uint32(n * a.NHead)}, cu.Dim{X: 128}, 0, ob.p, ob.stride, qb.p, qb.stride,
@@ -1110,7 +1403,7 @@ func (be *backend) close() {
 			_ = be.d.Free(v.p)
 			v.p = 0
 		}
-		for _, a := range []*devArea{&be.stageDev, &be.scores} {
+		for _, a := range []*devArea{&be.stageDev, &be.scores, &be.attnP, &be.attnCnt} {
 			_ = be.d.Free(a.p)
 			*a = devArea{}
 		}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"unsafe"
 
 	"github.com/aprqa/apr/engine/cuda/internal/cu"
 	"github.com/aprqa/apr/engine/gguf"
@@ -172,7 +173,7 @@ func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backe
 func kernelNames() []string {
 	names := []string{"k_zero", "k_add", "k_addvec", "k_swiglu", "k_sigmoid", "k_silu", "k_mulsigmoid",
 		"k_softplusmul", "k_deinterleave", "k_wsum", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_rope",
-		"k_store", "k_attend", "k_conv", "k_delta", "k_perturb"}
+		"k_store", "k_attend", "k_attn", "k_stream", "k_conv", "k_delta", "k_perturb"}
 	for _, t := range Types() {
 		for _, p := range []string{"mv_", "mm_", "mmid_", "getrows_"} {
 			names = append(names, p+t.String())
@@ -334,4 +335,69 @@ func ParsePlant(s string) (*Plant, error) {
 		}
 	}
 	return p, nil
+}
+
+// StreamRead measures the device's streaming read: k_stream reads a
+// buffer of n bytes (filled with a pattern, not zeros) reps times, each
+// timed with CUDA events; it returns the best rate in bytes per second
+// (apr bench --stream: the bound a decode step's weight reads meet).
+func (e *Engine) StreamRead(n, reps int) (float64, error) {
+	if n < 1<<20 || reps < 1 {
+		return 0, fmt.Errorf("cuda: stream read of %d bytes, %d repetitions", n, reps)
+	}
+	n &^= 15
+	be := e.be
+	var best float64
+	err := be.d.Do(func() error {
+		p, err := be.d.Alloc(uint64(n) + 16)
+		if err != nil {
+			return err
+		}
+		defer be.d.Free(p)
+		chunk := make([]byte, 1<<20)
+		for i := range chunk {
+			chunk[i] = byte(i*131 + i>>8)
+		}
+		for off := 0; off < n; off += len(chunk) {
+			m := min(len(chunk), n-off)
+			if err := be.d.HtoD(p+cu.Ptr(off), unsafe.Pointer(&chunk[0]), uint64(m)); err != nil {
+				return err
+			}
+		}
+		f := be.fn["k_stream"]
+		in, err := be.d.Info()
+		if err != nil {
+			return err
+		}
+		grid := cu.Dim{X: uint32(max(1, in.SMs) * 8)}
+		a, err := be.d.NewEvent()
+		if err != nil {
+			return err
+		}
+		b, err := be.d.NewEvent()
+		if err != nil {
+			return err
+		}
+		words := int64(n / 16)
+		for i := 0; i <= reps; i++ { // the first run warms up
+			if err := be.d.Record(a, be.stream); err != nil {
+				return err
+			}
+			if err := be.d.Launch(f, grid, cu.Dim{X: 256}, 0, be.stream, p, words, p+cu.Ptr(n)); err != nil {
+				return err
+			}
+			if err := be.d.Record(b, be.stream); err != nil {
+				return err
+			}
+			ms, err := be.d.Elapsed(a, b)
+			if err != nil {
+				return err
+			}
+			if bps := float64(n) / (float64(ms) / 1e3); i > 0 && bps > best {
+				best = bps
+			}
+		}
+		return nil
+	})
+	return best, err
 }

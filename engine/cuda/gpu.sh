@@ -14,9 +14,11 @@
 #   gpu.sh apps   (carry .dev/apr.xz .dev/kernels.fatbin .dev/stories260K.gguf)
 #     3. apr devices; apr run twice (the second F2 from its cache) and apr qa
 #        --backend cuda on stories260K
-#     4. apr bench --backend cuda (pp512, tg128, 5 reps) on apr synth's
-#        qwen2.5-0.5b at Q4_K, Q8_0 and F16 and qwen3.5-0.8b at Q4_K, cpu
-#        beside, and Q4_K again with the graph cache off (APR_CUDA_GRAPHS=0)
+#     4. apr bench --backend cuda (pp512, tg128, 5 reps, the device's stream
+#        read) on apr synth's qwen2.5-0.5b at Q4_K, Q8_0 and F16 and
+#        qwen3.5-0.8b at Q4_K and Q8_0; tg128 at depth 4096 (Q4_K, both
+#        shapes); time to first token on a ~512-token prompt; Q4_K with the
+#        graph cache and fusion off
 #     5. apr qa --backend cuda on qwen2.5-0.5b at Q8_0 and Q4_K, and with a
 #        planted wrong kernel (must fail)
 #
@@ -96,10 +98,18 @@ apps() {
 	wait
 	APR_CUDA_PROFILE=1 step 60 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 32 --reps 1 --warmup 0
 	for m in q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0; do
-		step 90 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --reps 5 --json
+		step 90 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --reps 5 --stream --json
+	done
+	for m in q25-Q4_K q35-Q4_K; do
+		step 120 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 0 -n 128 -d 4096 --reps 5
+	done
+	# Time to first token on a ~512-token prompt: twice (the second run's
+	# F2 answers from its cache); the stages are separate fields.
+	prompt="$(for i in $(seq 12); do printf 'the quick brown fox jumps over the lazy dog and then it runs far away '; done)"
+	for i in 1 2; do
+		step 60 /tmp/apr run /tmp/q25-Q4_K.gguf -p "$prompt" --raw -n 1 --backend cuda --json
 	done
 	APR_CUDA_GRAPHS=0 APR_CUDA_FUSE=0 step 90 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 128 --reps 3
-	step 120 /tmp/apr bench /tmp/q25-Q8_0.gguf --backend cuda --compare cpu --compare-reps 1 -p 512 -n 128 --reps 3 --threads 16
 	step 150 /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda
 	step 150 /tmp/apr qa /tmp/q25-Q4_K.gguf --backend cuda
 	# The planted wrong kernel must fail F2 (exit 1): a pass here is the failure.

@@ -16,8 +16,8 @@ const EnvGraphs = "APR_CUDA_GRAPHS"
 // change (TestFusion).
 const EnvFuse = "APR_CUDA_FUSE"
 
-// maxKernelArgs is the most arguments a kernel of apr.cu takes (k_rope: 21).
-const maxKernelArgs = 24
+// maxKernelArgs is the most arguments a kernel of apr.cu takes (k_rope: 28).
+const maxKernelArgs = 32
 
 // tapeOp is one recorded kernel launch with its arguments packed as the
 // driver reads them (cu.Pack).
@@ -26,19 +26,51 @@ type tapeOp struct {
 	grid, block cu.Dim
 	shared      uint32
 	n           uint8
-	kind        uint8 // kindMV: a one-token product whose bias and res arguments fuse may fill
+	kind        uint8 // what fuse may fold into the op: kindMV, kindNorm, kindRope
+	pos         int   // kindRope: the position its pos0 argument holds
 	args        [maxKernelArgs]uint64
 }
 
+// The kinds of op that later ops fold into (backend.go, fuse).
+const (
+	kindMV   = 1 // a one-token product (mv_<type>)
+	kindNorm = 2 // an RMSNorm of one row in one group (k_rmsnorm)
+	kindRope = 3 // a rotation (k_rope)
+)
+
 // The one-token product's arguments (mv_<type> in apr.cu).
 const (
-	kindMV = 1
-	mvX    = 4
-	mvY    = 5
-	mvNR   = 6
-	mvCols = 3
-	mvBias = 8
-	mvRes  = 9
+	mvW     = 0
+	mvCols  = 3
+	mvX     = 4
+	mvY     = 5
+	mvNR    = 6
+	mvTPR   = 7
+	mvBias  = 8
+	mvRes   = 9
+	mvW1    = 10 // the second matrix: W1, Y1, nr1, bias1
+	mvW2    = 14 // the third
+	mvNW    = 18
+	mvEps   = 19
+	mvNOut  = 20
+	mvFlags = 21
+	mvGLU   = 22
+	mvArgs  = 23
+)
+
+// k_rmsnorm's arguments.
+const (
+	normD, normX, normW, normCols, normGroup, normEps = 0, 2, 4, 5, 6, 7
+)
+
+// k_rope's arguments: the first buffer, the shared parameters
+// (ropeParams…ropeX2), the second buffer and the store.
+const (
+	ropeX, ropeRows, ropeCols, ropePos, ropeParams = 0, 2, 3, 4, 5
+	ropeHeadDim, ropeNRot                          = 7, 6
+	ropeX2, ropeX2S, ropeCols2                     = 20, 21, 22
+	ropeKc, ropeVc, ropeV, ropeVS, ropeVDim        = 23, 24, 25, 26, 27
+	ropeArgs                                       = 28
 )
 
 // graphCache replays tapes as CUDA graphs. A decode step launches hundreds

@@ -112,6 +112,85 @@ __device__ void mm_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
   }
 }
 
+// mmt: the tiled product of a prompt (ntok > 1 rows of X). A block of 256
+// threads computes a tile of MM_BM weight rows × MM_BN tokens: per 32-value
+// chunk, 64 threads dequantize the tile's rows into shared memory (once for
+// all MM_BN tokens), all threads stage the tokens' 32 values, then each
+// thread accumulates a 4×4 block of outputs with fused multiply-adds in
+// column order. Grid: (ceil(nrows/MM_BM), ceil(ntok/MM_BN)).
+#define MM_BM 64
+#define MM_BN 64
+template <class T>
+__device__ __forceinline__ void deq_chunk(const u8 *wr, int cc, int cols, float *v) {
+  const int CPB = T::QK / 32;
+  if constexpr (Elem<T>::value) {
+    int lim = cols - 32 * cc;
+    if (lim < 32) {
+      for (int j = 0; j < 32; j++) v[j] = j < lim ? T::elem(wr + (long long)cc * T::TS, j) : 0.f;
+    } else {
+      T::deq(wr + (long long)cc * T::TS, 0, v);
+    }
+  } else {
+    T::deq(wr + (long long)(cc / CPB) * T::TS, cc % CPB, v);
+  }
+}
+
+template <class T>
+__device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, int xs, float *Y,
+                         int ys, int nrows, int ntok) {
+  __shared__ __align__(16) float Ws[32][MM_BM + 4];
+  __shared__ float Xs[MM_BN][33];
+  int tid = threadIdx.x;
+  int r0 = blockIdx.x * MM_BM, t0 = blockIdx.y * MM_BN;
+  int tx = tid % 16, ty = tid / 16;
+  float acc[4][4];
+#pragma unroll
+  for (int i = 0; i < 4; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++) acc[i][j] = 0.f;
+  for (int c = 0; c < nchunk; c++) {
+    __syncthreads();
+    if (tid < MM_BM) {
+      float v[32];
+      int row = r0 + tid;
+      if (row < nrows) {
+        deq_chunk<T>(W + (long long)row * rowBytes, c, cols, v);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 32; j++) v[j] = 0.f;
+      }
+#pragma unroll
+      for (int j = 0; j < 32; j++) Ws[j][tid] = v[j];
+    }
+    for (int i = tid; i < MM_BN * 32; i += blockDim.x) {
+      int t = i >> 5, k = i & 31, col = 32 * c + k;
+      Xs[t][k] = (t0 + t < ntok && col < cols) ? X[(long long)(t0 + t) * xs + col] : 0.f;
+    }
+    __syncthreads();
+#pragma unroll 8
+    for (int k = 0; k < 32; k++) {
+      float4 w = *(const float4 *)&Ws[k][tx * 4];
+      float wv[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        float xv = Xs[ty * 4 + j][k];
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[i][j] = __fmaf_rn(wv[i], xv, acc[i][j]);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    int t = t0 + ty * 4 + j;
+    if (t >= ntok) continue;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      int row = r0 + tx * 4 + i;
+      if (row < nrows) Y[(long long)t * ys + row] = acc[i][j];
+    }
+  }
+}
+
 // mv: Y[0][r] = Σ_c W[r][c]·X[0][c] for rows r < nrows and one token (a
 // decode step). tpr threads (32, 64 or 128: one to four warps of the
 // block) share a row and take its 32-value chunks in turn, so that rows of
@@ -119,64 +198,116 @@ __device__ void mm_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
 // shared memory MV_TILE chunks at a time, each chunk's 32 values padded to
 // 33 floats: the lanes, each reading its own chunk, hit 32 different banks
 // (read from global memory, 32 lanes 128 bytes apart touch 32 lines per
-// load). Grid: ceil(nrows / (128/tpr)).
+// load). Grid: the blocks of each matrix (ceil(nrows / (128/tpr))) in turn.
 #define MV_TILE 128
 //
-// The host folds the ops that follow a product into it (backend.go, fuse):
-// bias (AddVec: y += bias[r]) and res (Add: res[r] += y), each the same
-// float addition the separate kernel does.
+// One launch serves what a decode step does with one X (backend.go, fuse),
+// each the same float arithmetic the separate kernels do, so that results
+// do not change:
+//   - up to three matrices of one type and width (MatMuls: q, k, v; gate,
+//     up), W1/W2 with their own outputs and row counts (nr1 = 0: none);
+//   - bias (AddVec: y += bias[r]) per matrix, and res (Add: res[r] += y)
+//     for a single matrix;
+//   - the RMSNorm that produced X (nflags & 1): X is then the norm's input
+//     x, every block normalises it as k_rmsnorm does (the sum of squares
+//     in double over the same 128 threads in the same order), and block 0
+//     writes the normalised row to nout, where the norm would have;
+//   - the SwiGLU of gate and up (glu ≠ 0, two matrices of equal rows,
+//     paired: a block takes the same rows of both), glu[r] = silu(y0)·y1.
+template <class T>
+__device__ __forceinline__ float mv_chunk(const u8 *wr, int cc, int cols, const float *x) {
+  float v[32];
+  deq_chunk<T>(wr, cc, cols, v);
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < 32; j++) s += v[j] * x[j];
+  return s;
+}
+
+__device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
+__device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
+
 template <class T>
 __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, float *Y, int nrows,
-                        int tpr, const float *bias, float *res) {
-  const int CPB = T::QK / 32;
+                        int tpr, const float *bias, float *res, const u8 *W1, float *Y1, int nr1, const float *bias1,
+                        const u8 *W2, float *Y2, int nr2, const float *bias2, const float *nw, float eps, float *nout,
+                        int nflags, float *glu) {
   __shared__ float xs[MV_TILE * 33];
-  __shared__ float part[4];
+  __shared__ float part[2][4];
+  __shared__ double nsh[32];
+  int rpb = 128 / tpr;
   int sub = threadIdx.x % tpr, rl = threadIdx.x / tpr;
-  int row = blockIdx.x * (128 / tpr) + rl;
-  bool live = row < nrows;
-  const u8 *wr = W + (long long)(live ? row : 0) * rowBytes;
-  float acc = 0.f;
+  // Which matrix this block serves, and its row.
+  int b = blockIdx.x;
+  const u8 *Wm = W;
+  float *Ym = Y;
+  const float *bm = bias;
+  int nm = nrows;
+  if (!glu) {
+    int b0 = (nrows + rpb - 1) / rpb, b1 = (nr1 + rpb - 1) / rpb;
+    if (b >= b0 + b1) {
+      b -= b0 + b1, Wm = W2, Ym = Y2, bm = bias2, nm = nr2;
+    } else if (b >= b0) {
+      b -= b0, Wm = W1, Ym = Y1, bm = bias1, nm = nr1;
+    }
+  }
+  int row = b * rpb + rl;
+  bool live = row < nm;
+  const u8 *wr = Wm + (long long)(live ? row : 0) * rowBytes;
+  const u8 *wr1 = glu ? W1 + (long long)(live ? row : 0) * rowBytes : nullptr;
+  float scale = 1.f;
+  if (nflags & 1) {
+    double s = 0;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) s += (double)X[i] * (double)X[i];
+    s = block_sumd(s, nsh);
+    float mean = (float)(s / cols);
+    scale = 1.f / sqrtf(mean + eps);
+  }
+  float acc = 0.f, acc1 = 0.f;
   for (int c0 = 0; c0 < nchunk; c0 += MV_TILE) {
     int nct = nchunk - c0 < MV_TILE ? nchunk - c0 : MV_TILE;
     __syncthreads();
     for (int i = threadIdx.x; i < nct * 32; i += blockDim.x) {
       int col = c0 * 32 + i;
-      xs[(i >> 5) * 33 + (i & 31)] = col < cols ? X[col] : 0.f;
+      float v = 0.f;
+      if (col < cols) {
+        v = X[col];
+        if (nflags & 1) {
+          v = nw ? (v * scale) * nw[col] : v * scale;
+          if (blockIdx.x == 0) nout[col] = v;
+        }
+      }
+      xs[(i >> 5) * 33 + (i & 31)] = v;
     }
     __syncthreads();
     if (live) {
       for (int c = sub; c < nct; c += tpr) {
-        int cc = c0 + c;
-        float v[32];
-        if constexpr (Elem<T>::value) {
-          int lim = cols - 32 * cc;
-          if (lim < 32) {
-            for (int j = 0; j < 32; j++) v[j] = j < lim ? T::elem(wr + (long long)cc * T::TS, j) : 0.f;
-          } else {
-            T::deq(wr + (long long)cc * T::TS, 0, v);
-          }
-        } else {
-          T::deq(wr + (long long)(cc / CPB) * T::TS, cc % CPB, v);
-        }
-        const float *x = xs + c * 33;
-        float s = 0.f;
-#pragma unroll
-        for (int j = 0; j < 32; j++) s += v[j] * x[j];
-        acc += s;
+        acc += mv_chunk<T>(wr, c0 + c, cols, xs + c * 33);
+        if (glu) acc1 += mv_chunk<T>(wr1, c0 + c, cols, xs + c * 33);
       }
     }
   }
   acc = warp_sum(acc);
+  if (glu) acc1 = warp_sum(acc1);
   if (tpr > 32) {
-    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = acc;
+    if ((threadIdx.x & 31) == 0) part[0][threadIdx.x >> 5] = acc, part[1][threadIdx.x >> 5] = acc1;
     __syncthreads();
     int wpr = tpr / 32;
-    acc = 0.f;
-    for (int w = 0; w < wpr; w++) acc += part[rl * wpr + w];
+    acc = 0.f, acc1 = 0.f;
+    for (int w = 0; w < wpr; w++) acc += part[0][rl * wpr + w], acc1 += part[1][rl * wpr + w];
   }
   if (sub == 0 && live) {
-    if (bias) acc = acc + bias[row];
-    Y[row] = acc;
+    if (bm) acc = acc + bm[row];
+    if (glu) {
+      if (bias1) acc1 = acc1 + bias1[row];
+      // Y0 and Y1 as the products left them, then SwiGLU's output (which
+      // may be Y0 itself).
+      Ym[row] = acc;
+      Y1[row] = acc1;
+      glu[row] = silu(acc) * acc1;
+      return;
+    }
+    Ym[row] = acc;
     if (res) res[row] = res[row] + acc;
   }
 }
@@ -215,12 +346,15 @@ __device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, int co
 #define APR_PRODUCTS(N, ID)                                                                                    \
   extern "C" __global__ void __launch_bounds__(128)                                                            \
       mv_##N(const u8 *W, long long rb, int nc, int cols, const float *X, float *Y, int nr, int tpr,          \
-             const float *bias, float *res) {                                                                  \
-    mv_body<N>(W, rb, nc, cols, X, Y, nr, tpr, bias, res);                                                     \
+             const float *bias, float *res, const u8 *W1, float *Y1, int nr1, const float *bias1, const u8 *W2,    \
+             float *Y2, int nr2, const float *bias2, const float *nw, float eps, float *nout, int nflags,          \
+             float *glu) {                                                                                     \
+    mv_body<N>(W, rb, nc, cols, X, Y, nr, tpr, bias, res, W1, Y1, nr1, bias1, W2, Y2, nr2, bias2, nw, eps, nout, \
+               nflags, glu);                                                                                   \
   }                                                                                                            \
-  extern "C" __global__ void __launch_bounds__(128)                                                            \
+  extern "C" __global__ void __launch_bounds__(256)                                                            \
       mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt) { \
-    mm_body<N, 8>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, blockIdx.y);                                                      \
+    mmt_body<N>(W, rb, nc, cols, X, xs, Y, ys, nr, nt);                                                        \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(128)                                                            \
       mmid_##N(const u8 *W, long long eb, long long rb, int nc, int cols, const int *ids, int xdiv, const float *X, \
@@ -239,9 +373,6 @@ APR_TYPES(APR_PRODUCTS)
 #define EACH(rows, cols)                                                                                            \
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (long long)(rows) * (cols);            \
        i += (long long)gridDim.x * blockDim.x)
-
-__device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
-__device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
 
 extern "C" __global__ void k_zero(float *d, int ds, int rows, int cols) {
   EACH(rows, cols) { d[(i / cols) * ds + i % cols] = 0.f; }
@@ -386,42 +517,82 @@ extern "C" __global__ void k_softmax(float *d, int ds, int cols) {
 // divided by ff[i] when given, mixed by YaRN when extFactor ≠ 0; IMROPE
 // zeroes θ of the pairs whose section is e. mode: 0 norm (2i, 2i+1), else
 // (i, i+nrot/2). One thread per (row, head, pair).
+//
+// One launch may carry what follows a decode step's query rotation
+// (backend.go, fuse): the key rotation (x2, cols2 > 0), and the store of
+// the rotated keys and of the values into the cache at pos0 (Kc ≠ 0: K
+// [ctx][cols2], V [ctx][vdim]) — the rotating thread writes its pair to
+// the cache too, other threads copy the unrotated key columns and the
+// values. Each value is the one the separate kernels would write.
+__device__ __forceinline__ void rope_pair(float *x, long long xs, int headDim, long long r, int h, int p, int pos0,
+                                          int mode, int nrot, float thetaScale, float freqScale, float extFactor,
+                                          float attnFactor, float corr0, float corr1, const float *ff, int imrope,
+                                          int sec0, int sec1, int sec2, int sec3, float *cache) {
+  int pairs = nrot / 2;
+  float theta = (float)(pos0 + r);
+  for (int k = 0; k < p; k++) theta *= thetaScale;
+  if (imrope) {
+    int total = sec0 + sec1 + sec2 + sec3;
+    if (total > 0) {
+      int sector = p % total;
+      bool keep = (sector % 3 == 1 && sector < 3 * sec1) || (sector % 3 == 2 && sector < 3 * sec2) ||
+                  (sector % 3 == 0 && sector < 3 * sec0);
+      if (!keep) theta = 0.f;
+    }
+  }
+  if (ff) theta /= ff[p];
+  float thInterp = freqScale * theta, th = thInterp, msc = attnFactor;
+  if (extFactor != 0.f) {
+    float y = ((float)p - corr0) / fmaxf(0.001f, corr1 - corr0);
+    float ramp = (1.f - fminf(1.f, fmaxf(0.f, y))) * extFactor;
+    th = thInterp * (1.f - ramp) + theta * ramp;
+    msc *= 1.f + 0.1f * logf(1.f / freqScale);
+  }
+  double sn, cs;
+  sincos((double)th, &sn, &cs);
+  float c = (float)cs * msc, s = (float)sn * msc;
+  float *v = x + r * xs + (long long)h * headDim;
+  int a = mode == 0 ? 2 * p : p, b = mode == 0 ? 2 * p + 1 : p + pairs;
+  float x0 = v[a], x1 = v[b];
+  float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+  v[a] = y0;
+  v[b] = y1;
+  if (cache) {
+    float *cv = cache + (long long)h * headDim;
+    cv[a] = y0;
+    cv[b] = y1;
+  }
+}
+
 extern "C" __global__ void k_rope(float *x, int xs, int rows, int cols, const int *pos0p, int mode, int nrot,
                                   int headDim, float thetaScale, float freqScale, float extFactor, float attnFactor,
                                   float corr0, float corr1, const float *ff, int imrope, int sec0, int sec1, int sec2,
-                                  int sec3) {
+                                  int sec3, float *x2, int x2s, int cols2, float *Kc, float *Vc, const float *v, int vs,
+                                  int vdim) {
   int pos0 = *pos0p;
-  int pairs = nrot / 2, heads = cols / headDim;
-  EACH(rows, heads * pairs) {
-    long long r = i / (heads * pairs);
-    int h = (int)((i / pairs) % heads), p = (int)(i % pairs);
-    float theta = (float)(pos0 + r);
-    for (int k = 0; k < p; k++) theta *= thetaScale;
-    if (imrope) {
-      int total = sec0 + sec1 + sec2 + sec3;
-      if (total > 0) {
-        int sector = p % total;
-        bool keep = (sector % 3 == 1 && sector < 3 * sec1) || (sector % 3 == 2 && sector < 3 * sec2) ||
-                    (sector % 3 == 0 && sector < 3 * sec0);
-        if (!keep) theta = 0.f;
-      }
+  int pairs = nrot / 2, heads = cols / headDim, heads2 = cols2 / headDim;
+  long long n1 = (long long)rows * heads * pairs, n2 = (long long)rows * heads2 * pairs;
+  int sw = Kc ? (cols2 > vdim ? cols2 : vdim) : 0;
+  long long n3 = (long long)rows * sw;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n1 + n2 + n3;
+       i += (long long)gridDim.x * blockDim.x) {
+    if (i < n1) {
+      long long r = i / (heads * pairs);
+      rope_pair(x, xs, headDim, r, (int)((i / pairs) % heads), (int)(i % pairs), pos0, mode, nrot, thetaScale,
+                freqScale, extFactor, attnFactor, corr0, corr1, ff, imrope, sec0, sec1, sec2, sec3, nullptr);
+    } else if (i < n1 + n2) {
+      long long j = i - n1;
+      long long r = j / (heads2 * pairs);
+      rope_pair(x2, x2s, headDim, r, (int)((j / pairs) % heads2), (int)(j % pairs), pos0, mode, nrot, thetaScale,
+                freqScale, extFactor, attnFactor, corr0, corr1, ff, imrope, sec0, sec1, sec2, sec3,
+                Kc ? Kc + (pos0 + r) * (long long)cols2 : nullptr);
+    } else {
+      long long j = i - n1 - n2;
+      long long r = j / sw;
+      int c = (int)(j % sw);
+      if (c < cols2 && c % headDim >= nrot) Kc[(pos0 + r) * (long long)cols2 + c] = x2[r * x2s + c];
+      if (c < vdim) Vc[(pos0 + r) * (long long)vdim + c] = v[r * vs + c];
     }
-    if (ff) theta /= ff[p];
-    float thInterp = freqScale * theta, th = thInterp, msc = attnFactor;
-    if (extFactor != 0.f) {
-      float y = ((float)p - corr0) / fmaxf(0.001f, corr1 - corr0);
-      float ramp = (1.f - fminf(1.f, fmaxf(0.f, y))) * extFactor;
-      th = thInterp * (1.f - ramp) + theta * ramp;
-      msc *= 1.f + 0.1f * logf(1.f / freqScale);
-    }
-    double sn, cs;
-    sincos((double)th, &sn, &cs);
-    float c = (float)cs * msc, s = (float)sn * msc;
-    float *v = x + r * xs + (long long)h * headDim;
-    int a = mode == 0 ? 2 * p : p, b = mode == 0 ? 2 * p + 1 : p + pairs;
-    float x0 = v[a], x1 = v[b];
-    v[a] = x0 * c - x1 * s;
-    v[b] = x0 * s + x1 * c;
   }
 }
 
@@ -481,6 +652,123 @@ extern "C" __global__ void k_attend(float *out, int os, const float *q, int qs, 
     for (int j = 0; j < np; j++) acc += s[j] * vc[(long long)j * vdim];
     out[(long long)r * os + (long long)h * hv + c] = acc * inv;
   }
+}
+
+// k_attn: attention split over positions (flash-decoding). Block (x: query
+// row r and head h, y: split s) takes positions s·ATT_L … s·ATT_L+ATT_L−1
+// of 0..pos0+r: its scores scale·q·k_j (one thread per position, the dot
+// in column order), their max m_s, e_j = e^(score−m_s) and their sum l_s
+// (in double), and a_s = Σ_j e_j·v_j (warp w takes every fourth position,
+// in order, lane the columns lane, lane+32, …; the four warps' sums added
+// in warp order). It writes (m_s, l_s, a_s) to P, and the last block of the row and head to
+// finish (a counter in cnt, reset for the next launch) combines them:
+// M = max m_s, out = Σ_s e^(m_s−M)·a_s / Σ_s e^(m_s−M)·l_s (in double).
+// hv ≤ ATT_HV (the host keeps k_attend for wider heads).
+#define ATT_L 64
+#define ATT_HV 256
+extern "C" __global__ void __launch_bounds__(128)
+    k_attn(float *out, int os, const float *q, int qs, const float *K, const float *V, const int *pos0p, int nhead,
+           int nkv, int hk, int hv, float scale, float *P, unsigned *cnt) {
+  __shared__ float e[ATT_L];
+  __shared__ float red[4][ATT_HV];
+  __shared__ double sh[32];
+  __shared__ float shf[32];
+  __shared__ int last;
+  int pos0 = *pos0p;
+  int nsplit = gridDim.y, s = blockIdx.y;
+  int r = blockIdx.x / nhead, h = blockIdx.x % nhead;
+  int g = h / (nhead / nkv);
+  int np = pos0 + r + 1;
+  int j0 = s * ATT_L;
+  int kdim = nkv * hk, vdim = nkv * hv;
+  int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  int rec = hv + 2; // a split's record in P: m, l, a[hv]
+  float *Pb = P + (long long)blockIdx.x * nsplit * rec;
+  if (j0 < np) {
+    int n = np - j0 < ATT_L ? np - j0 : ATT_L;
+    const float *qr = q + (long long)r * qs + (long long)h * hk;
+    float d = -INFINITY;
+    if (tid < n) {
+      const float *kj = K + (long long)(j0 + tid) * kdim + (long long)g * hk;
+      float acc = 0.f;
+      for (int c = 0; c < hk; c++) acc += qr[c] * kj[c];
+      d = acc * scale;
+    }
+    float mx = block_maxf(d, shf);
+    double l = 0;
+    if (tid < ATT_L) {
+      float ev = tid < n ? expf(d - mx) : 0.f;
+      e[tid] = ev;
+      l = ev;
+    }
+    l = block_sumd(l, sh); // its barriers also publish e
+    float a[ATT_HV / 32];
+#pragma unroll
+    for (int i = 0; i < ATT_HV / 32; i++) a[i] = 0.f;
+    for (int t = w; t < n; t += 4) {
+      float et = e[t];
+      const float *vj = V + (long long)(j0 + t) * vdim + (long long)g * hv;
+#pragma unroll
+      for (int i = 0; i < ATT_HV / 32; i++) {
+        int c = lane + 32 * i;
+        if (c < hv) a[i] += et * vj[c];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < ATT_HV / 32; i++) {
+      int c = lane + 32 * i;
+      if (c < hv) red[w][c] = a[i];
+    }
+    __syncthreads();
+    float *rp = Pb + (long long)s * rec;
+    for (int c = tid; c < hv; c += blockDim.x) rp[2 + c] = ((red[0][c] + red[1][c]) + red[2][c]) + red[3][c];
+    if (tid == 0) rp[0] = mx, rp[1] = (float)l;
+  } else if (tid == 0) {
+    float *rp = Pb + (long long)s * rec;
+    rp[0] = -INFINITY, rp[1] = 0.f;
+  }
+  // The last block of (r, h) to finish combines the splits.
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(&cnt[blockIdx.x], 1u) == (unsigned)(nsplit - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const volatile float *vp = Pb;
+  float M = -INFINITY;
+  for (int k = 0; k < nsplit; k++) M = fmaxf(M, vp[(long long)k * rec]);
+  double L = 0;
+  for (int k = 0; k < nsplit; k++) {
+    float l = vp[(long long)k * rec + 1];
+    if (l > 0.f) L += (double)l * (double)expf(vp[(long long)k * rec] - M);
+  }
+  float inv = (float)(1.0 / L);
+  for (int c = tid; c < hv; c += blockDim.x) {
+    float acc = 0.f;
+    for (int k = 0; k < nsplit; k++) {
+      const volatile float *rp = vp + (long long)k * rec;
+      if (rp[1] > 0.f) acc += expf(rp[0] - M) * rp[2 + c];
+    }
+    out[(long long)r * os + (long long)h * hv + c] = acc * inv;
+  }
+  if (tid == 0) cnt[blockIdx.x] = 0;
+}
+
+// k_stream reads n 16-byte words (apr bench --stream on the device: the
+// read bandwidth a decode step is bound by); the sum goes to sink so that
+// the loads stay.
+extern "C" __global__ void k_stream(const u32x4 *p, long long n, u32 *sink) {
+  u32 acc = 0;
+  long long st = (long long)gridDim.x * blockDim.x, i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  for (; i + 3 * st < n; i += 4 * st) { // four loads in flight per thread
+    u32x4 a = p[i], b = p[i + st], c = p[i + 2 * st], d = p[i + 3 * st];
+    acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+  }
+  for (; i < n; i += st) {
+    u32x4 v = p[i];
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) sink[0] = acc; // rarely true: keeps the loads without a write per thread
 }
 
 // ---- Gated DeltaNet ---------------------------------------------------------------------

@@ -29,6 +29,13 @@ extern "C" __device__ float fmaxf(float, float);
 extern "C" __device__ float fminf(float, float);
 extern "C" __device__ float ldexpf(float, int);
 #define INFINITY __builtin_inff()
+#define __align__(n) __attribute__((aligned(n)))
+struct __attribute__((aligned(16))) float4 {
+  float x, y, z, w;
+};
+__device__ static inline float __fmaf_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+__device__ static inline unsigned atomicAdd(unsigned *p, unsigned v) { return __nvvm_atom_add_gen_i((int *)p, (int)v); }
+__device__ static inline void __threadfence() { __nvvm_membar_gl(); }
 __device__ static inline float __int_as_float(int x) { return __builtin_bit_cast(float, x); }
 __device__ static inline float __uint_as_float(unsigned x) { return __builtin_bit_cast(float, x); }
 __device__ static inline unsigned __float_as_uint(float x) { return __builtin_bit_cast(unsigned, x); }

@@ -35,3 +35,10 @@ static inline float h2f(unsigned short h) {
   if (e == 31) return bits_f(s | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
   return bits_f(s | ((e + 112) << 23) | (m << 13));
 }
+
+// The vector type and the fused multiply-add the tiled product uses.
+#define __align__(n) __attribute__((aligned(n)))
+struct __attribute__((aligned(16))) float4 {
+  float x, y, z, w;
+};
+static inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }

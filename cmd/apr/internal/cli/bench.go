@@ -32,6 +32,7 @@ type benchOptions struct {
 	Compare       []string
 	Prompt        int
 	Gen           int
+	Depth         int // positions already in the sequence when each test starts (llama-bench's -d)
 	Reps          int
 	Warmup        int
 	CompareReps   int // repetitions of the --compare backends (-1: --reps)
@@ -81,11 +82,16 @@ type benchRun struct {
 	// (--stream only; 0 without a tg test or a stream read).
 	DecodeGBps           float64 `json:"decode_gbps,omitempty"`
 	DecodeStreamFraction float64 `json:"decode_stream_fraction,omitempty"`
+	// DeviceStream is the device's own streaming read (--stream on a
+	// backend with device memory, e.g. cuda), which its decode is read
+	// against instead of the host's.
+	DeviceStream *benchStream `json:"device_stream,omitempty"`
 }
 
 // benchStream is one streaming-read measurement (--stream): the memory
 // bandwidth a decode step is bound by.
 type benchStream struct {
+	Device  string  `json:"device,omitempty"` // the backend whose device memory was read ("": host memory)
 	Threads int     `json:"threads"`
 	Bytes   int     `json:"bytes"` // buffer size
 	GBps    float64 `json:"gbps"`  // best of the repetitions, 1e9 bytes/s
@@ -121,6 +127,7 @@ type benchResult struct {
 	Stream              []benchStream `json:"stream,omitempty"`
 	NPrompt             int           `json:"n_prompt"`
 	NGen                int           `json:"n_gen"`
+	Depth               int           `json:"n_depth,omitempty"`
 	Runs                []benchRun    `json:"runs"`
 	Ratios              []benchRatio  `json:"ratios,omitempty"`
 }
@@ -133,7 +140,9 @@ func newBenchCmd(env *Env) *cobra.Command {
 		Long: `bench measures a backend the way llama-bench does: ppN feeds N random tokens
 to an empty sequence in one evaluation (prompt processing, tok/s = N over its
 wall time); tgN feeds N random tokens one at a time to an empty sequence
-(generation, tok/s = N over the wall time of the N evaluations). Each test runs
+(generation, tok/s = N over the wall time of the N evaluations). With -d D each
+test starts from a sequence that already holds D random tokens (llama-bench's
+depth: pp512 @ d4096, tg128 @ d4096), fed before the clock starts. Each test runs
 --warmup times first; warm-up runs are excluded from every figure. Each test then
 runs --reps times and reports min, median and max tok/s and a 95% bootstrap
 confidence interval of the mean. Load time (open, model description, engine
@@ -143,7 +152,9 @@ process's VmHWM.
 --stream, after every run, reads a 512 MiB buffer (as kern's BenchmarkStreamRead:
 best of 5) on each run's thread count and reports the tg test's bandwidth, tok/s
 × the weight bytes one decode step reads, as a fraction of it: how close decode
-is to the memory bound.
+is to the memory bound. A backend with memory of its own (cuda) reads its device
+memory instead (a 1 GiB buffer, best of 10, timed with the device's events), and
+its decode is read against that.
 
 --compare B runs the same tests on backend B after the first (e.g. --compare ref)
 and reports the ratio of the medians; --compare-reps and --compare-warmup set its
@@ -161,6 +172,7 @@ The human table goes to stderr; with --json stdout carries one JSON document.`,
 	fl.StringArrayVar(&opts.Compare, "compare", nil, "also measure this backend and report the ratio (repeatable)")
 	fl.IntVarP(&opts.Prompt, "n-prompt", "p", 512, "prompt tokens of the pp test (0: no pp test)")
 	fl.IntVarP(&opts.Gen, "n-gen", "n", 128, "generated tokens of the tg test (0: no tg test)")
+	fl.IntVarP(&opts.Depth, "n-depth", "d", 0, "positions already in the sequence when each test starts (untimed)")
 	fl.IntVar(&opts.Reps, "reps", 5, "counted repetitions of each test")
 	fl.IntVar(&opts.Warmup, "warmup", 1, "warm-up runs of each test, excluded from the figures")
 	fl.IntVar(&opts.CompareReps, "compare-reps", -1, "counted repetitions on the --compare backends (default: --reps)")
@@ -178,8 +190,8 @@ func runBench(ctx context.Context, env *Env, opts benchOptions) error {
 		ctx = context.Background()
 	}
 	switch {
-	case opts.Prompt < 0 || opts.Gen < 0:
-		return badInputf("bench: -p %d and -n %d must not be negative", opts.Prompt, opts.Gen)
+	case opts.Prompt < 0 || opts.Gen < 0 || opts.Depth < 0:
+		return badInputf("bench: -p %d, -n %d and -d %d must not be negative", opts.Prompt, opts.Gen, opts.Depth)
 	case opts.Prompt == 0 && opts.Gen == 0:
 		return badInputf("bench: -p and -n are both 0: nothing to measure")
 	case opts.Reps < 1:
@@ -199,7 +211,7 @@ func runBench(ctx context.Context, env *Env, opts benchOptions) error {
 			return refuse.New("backend", "backend %q is not available in this build (available: %s)", b, strings.Join(model.Backends(), ", "))
 		}
 	}
-	res := benchResult{Model: opts.Model, NPrompt: opts.Prompt, NGen: opts.Gen}
+	res := benchResult{Model: opts.Model, NPrompt: opts.Prompt, NGen: opts.Gen, Depth: opts.Depth}
 	res.StartRSSBytes, _ = procStatus("VmRSS")
 	opts.prog = newProgress(env.Stderr, "bench", opts.Quiet)
 	defer opts.prog.Done()
@@ -296,8 +308,8 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 	}
 	res.Arch, res.FileBytes = spec.Arch, f.Size
 	res.DecodeBytesPerToken = decodeBytes(f, spec)
-	res.KVBytesF32 = kvBytesF32(spec, max(opts.Prompt, opts.Gen))
-	if n := max(opts.Prompt, opts.Gen); n > spec.NCtxTrain {
+	res.KVBytesF32 = kvBytesF32(spec, opts.Depth+max(opts.Prompt, opts.Gen))
+	if n := opts.Depth + max(opts.Prompt, opts.Gen); n > spec.NCtxTrain {
 		return run, refuse.New("bench", "%d positions exceed the model's context_length %d", n, spec.NCtxTrain)
 	}
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x61707262656e6368))
@@ -337,10 +349,24 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 		n    int
 		run  func(toks []int32) (time.Duration, error)
 	}
+	// begin returns a session for a test of n tokens that already holds
+	// the -d positions (fed untimed).
+	begin := func(n int) (model.Session, error) {
+		s, err := session(opts.Depth + n)
+		if err != nil || opts.Depth == 0 {
+			return s, err
+		}
+		_, err = s.Eval(tokens(opts.Depth), false)
+		return s, err
+	}
+	suffix := ""
+	if opts.Depth > 0 {
+		suffix = fmt.Sprintf(" @ d%d", opts.Depth)
+	}
 	var tests []test
 	if opts.Prompt > 0 {
-		tests = append(tests, test{fmt.Sprintf("pp%d", opts.Prompt), opts.Prompt, func(toks []int32) (time.Duration, error) {
-			s, err := session(len(toks))
+		tests = append(tests, test{fmt.Sprintf("pp%d%s", opts.Prompt, suffix), opts.Prompt, func(toks []int32) (time.Duration, error) {
+			s, err := begin(len(toks))
 			if err != nil {
 				return 0, err
 			}
@@ -350,8 +376,8 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 		}})
 	}
 	if opts.Gen > 0 {
-		tests = append(tests, test{fmt.Sprintf("tg%d", opts.Gen), opts.Gen, func(toks []int32) (time.Duration, error) {
-			s, err := session(len(toks))
+		tests = append(tests, test{fmt.Sprintf("tg%d%s", opts.Gen, suffix), opts.Gen, func(toks []int32) (time.Duration, error) {
+			s, err := begin(len(toks))
 			if err != nil {
 				return 0, err
 			}
@@ -390,6 +416,16 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 		endTest()
 		summarize(&st, opts.Seed)
 		run.Tests = append(run.Tests, st)
+	}
+	if sr, ok := eng.(interface {
+		StreamRead(n, reps int) (float64, error)
+	}); ok && opts.Stream {
+		opts.prog.Step("%s: measuring the device's streaming read", b)
+		bps, err := sr.StreamRead(deviceStreamBytes, 10)
+		if err != nil {
+			return run, fmt.Errorf("bench: --stream on %s: %w", b, err)
+		}
+		run.DeviceStream = &benchStream{Device: b, Bytes: deviceStreamBytes, GBps: bps / 1e9}
 	}
 	if hwm, err := procStatus("VmHWM"); err == nil {
 		run.PeakRSSBytes = hwm
@@ -441,12 +477,27 @@ func bootstrapCI(v []float64, conf float64, b int, seed uint64) [2]float64 {
 // cache of the machines apr runs on.
 var streamBytes = 512 << 20
 
+// deviceStreamBytes is the device buffer of the --stream read: beyond the
+// device's last-level cache (an H200's L2 is 60 MB).
+const deviceStreamBytes = 1 << 30
+
 // benchStreamRead measures the streaming read on each run's thread count and
-// sets each run's decode bandwidth against it.
+// sets each run's decode bandwidth against it (against the device's own
+// read for a run that measured one).
 func benchStreamRead(res *benchResult) error {
 	gbps := map[int]float64{}
 	for i := range res.Runs {
 		run := &res.Runs[i]
+		if ds := run.DeviceStream; ds != nil {
+			res.Stream = append(res.Stream, *ds)
+			for _, t := range run.Tests {
+				if strings.HasPrefix(t.Name, "tg") && res.DecodeBytesPerToken > 0 {
+					run.DecodeGBps = t.Median * float64(res.DecodeBytesPerToken) / 1e9
+					run.DecodeStreamFraction = run.DecodeGBps / ds.GBps
+				}
+			}
+			continue
+		}
 		th := run.Threads
 		if th <= 0 {
 			th = runtime.NumCPU()
@@ -537,9 +588,9 @@ func printBench(w io.Writer, r *benchResult) {
 	defer bw.Flush()
 	mib := func(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 	fmt.Fprintf(bw, "model %s (%s, %s); KV cache F32 for %d positions %s; process RSS before loading %s\n", r.Model, r.Arch,
-		mib(r.FileBytes), max(r.NPrompt, r.NGen), mib(r.KVBytesF32), mib(r.StartRSSBytes))
-	fmt.Fprintf(bw, "| %-8s | %7s | %-7s | %10s | %10s | %10s | %-23s |\n", "backend", "threads", "test", "t/s median", "min", "max", "95% CI of mean t/s")
-	fmt.Fprintf(bw, "|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 10), strings.Repeat("-", 9), strings.Repeat("-", 9),
+		mib(r.FileBytes), r.Depth+max(r.NPrompt, r.NGen), mib(r.KVBytesF32), mib(r.StartRSSBytes))
+	fmt.Fprintf(bw, "| %-8s | %7s | %-12s | %10s | %10s | %10s | %-23s |\n", "backend", "threads", "test", "t/s median", "min", "max", "95% CI of mean t/s")
+	fmt.Fprintf(bw, "|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 10), strings.Repeat("-", 9), strings.Repeat("-", 14),
 		strings.Repeat("-", 12), strings.Repeat("-", 12), strings.Repeat("-", 12), strings.Repeat("-", 25))
 	for _, run := range r.Runs {
 		for _, t := range run.Tests {
@@ -547,7 +598,7 @@ func printBench(w io.Writer, r *benchResult) {
 			if run.Threads > 0 {
 				threads = strconv.Itoa(run.Threads)
 			}
-			fmt.Fprintf(bw, "| %-8s | %7s | %-7s | %10.2f | %10.2f | %10.2f | %-23s |\n", run.Backend, threads, t.Name,
+			fmt.Fprintf(bw, "| %-8s | %7s | %-12s | %10.2f | %10.2f | %10.2f | %-23s |\n", run.Backend, threads, t.Name,
 				t.Median, t.Min, t.Max, fmt.Sprintf("[%.2f, %.2f]", t.CI95[0], t.CI95[1]))
 		}
 	}
@@ -563,6 +614,10 @@ func printBench(w io.Writer, r *benchResult) {
 		fmt.Fprintf(bw, "; %d repetitions per test, %d warm-up run(s) per test excluded\n", run.Reps, run.WarmupRuns)
 	}
 	for _, st := range r.Stream {
+		if st.Device != "" {
+			fmt.Fprintf(bw, "stream read of %s device memory (%d MiB, best of 10): %.2f GB/s\n", st.Device, st.Bytes>>20, st.GBps)
+			continue
+		}
 		fmt.Fprintf(bw, "stream read (%d MiB, %d thread(s), best of 5): %.2f GB/s\n", st.Bytes>>20, st.Threads, st.GBps)
 	}
 	for _, run := range r.Runs {
