@@ -71,6 +71,22 @@ tests() {
 	(cd engine/cuda && step 120 /tmp/cuda.test -test.v -test.run '^(TestParity|TestGraphReplay)$')
 }
 
+# qa_steps: apr qa --backend cuda on the 0.5b shapes, and a planted wrong
+# kernel that F2 must fail (skipped with APR_GPU_NO_QA=1 in a speed round).
+qa_steps() {
+	step 150 /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda
+	step 150 /tmp/apr qa /tmp/q25-Q4_K.gguf --backend cuda
+	# The planted wrong kernel must fail F2 (exit 1): a pass here is the failure.
+	before=$rc
+	APR_CUDA_PLANT=blk.3.ffn_down.weight:7:1.5 step 120 /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda --gate f2
+	s=$?
+	rc=$before
+	if [ $s -ne 1 ]; then
+		echo "   the planted defect was not failed (exit $s, want 1)" | tee -a "$out/summary.txt"
+		[ $rc -ne 0 ] || rc=1
+	fi
+}
+
 apps() {
 	if [ -s "$out/kernels.fatbin" ]; then
 		export APR_CUDA_PTX="$out/kernels.fatbin"
@@ -110,16 +126,14 @@ apps() {
 		step 60 /tmp/apr run /tmp/q25-Q4_K.gguf -p "$prompt" --raw -n 1 --backend cuda --json
 	done
 	APR_CUDA_GRAPHS=0 APR_CUDA_FUSE=0 step 90 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 128 --reps 3
-	step 150 /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda
-	step 150 /tmp/apr qa /tmp/q25-Q4_K.gguf --backend cuda
-	# The planted wrong kernel must fail F2 (exit 1): a pass here is the failure.
-	before=$rc
-	APR_CUDA_PLANT=blk.3.ffn_down.weight:7:1.5 step 120 /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda --gate f2
-	s=$?
-	rc=$before
-	if [ $s -ne 1 ]; then
-		echo "   the planted defect was not failed (exit $s, want 1)" | tee -a "$out/summary.txt"
-		[ $rc -ne 0 ] || rc=1
+	[ -n "${APR_GPU_NO_QA:-}" ] || qa_steps
+	# Each kernel's device time inside the replayed decode graphs (Nsight
+	# Compute, clocks left alone), when the machine has it.
+	ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
+	if [ -n "$ncu" ]; then
+		timeout 100 "$ncu" --clock-control none --csv --metrics gpu__time_duration.sum --launch-skip 600 --launch-count 320 \
+			/tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 12 --reps 1 --warmup 0 >"$out/ncu.csv" 2>"$out/ncu.err"
+		echo "== ncu: exit $? ($(wc -l <"$out/ncu.csv") lines in ncu.csv)" | tee -a "$out/summary.txt"
 	fi
 }
 
