@@ -29,6 +29,7 @@ type backend struct {
 	d   *cu.Driver
 	mod cu.Module
 	fn  map[string]cu.Func
+	sms int // the device's multiprocessors
 
 	mu   sync.Mutex
 	err  error // first failure
@@ -679,12 +680,17 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 		}
 		tpr := mvThreads(nc)
 		rpb := 128 / tpr
+		rows := 0
+		for _, mi := range ms {
+			rows += mi.rows
+		}
+		g := be.mvRowsPerSlot(rows, rpb)
 		var args [mvArgs]any
 		for i := range args {
 			args[i] = cu.Ptr(0)
 		}
 		args[1], args[2], args[3], args[4], args[mvTPR] = m.rowBytes, nc, m.cols, xb.p, tpr
-		args[mvEps], args[mvFlags] = float32(0), 0
+		args[mvEps], args[mvFlags] = float32(0), g<<4
 		blocks := 0
 		for i, mi := range ms {
 			k := mvW + 4*i
@@ -697,7 +703,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 			} else {
 				args[k+1], args[k+2] = ds[i].p, mi.rows
 			}
-			blocks += (mi.rows + rpb - 1) / rpb
+			blocks += (mi.rows + rpb*g - 1) / (rpb * g)
 		}
 		for i := len(ms); i < 3; i++ {
 			args[mvW1+4*(i-1)+2] = 0 // nr of an absent matrix
@@ -715,6 +721,20 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 		}
 	}
 	return be.err
+}
+
+// mvRowsPerSlot is how many rows each row slot of a one-token product
+// takes (G in apr.cu's mv_body: 4, 2 or 1): the most that still leaves a
+// block per multiprocessor, so that a decode step's small products keep
+// every multiprocessor busy and its large ones (ffn_down, the output
+// projection) stage x once for more rows and keep more loads in flight.
+func (be *backend) mvRowsPerSlot(rows, rpb int) int {
+	for _, g := range []int{4, 2} {
+		if (rows+rpb*g-1)/(rpb*g) >= max(be.sms, 1) {
+			return g
+		}
+	}
+	return 1
 }
 
 // The prompt product's tile (mm_<type> in apr.cu: MM_BM × MM_BN).
@@ -948,8 +968,8 @@ func (be *backend) fuseGLU(d, g, u *buf) bool {
 		return false
 	}
 	op.args[mvGLU] = uint64(d.p)
-	rpb := 128 / int(op.args[mvTPR])
-	op.grid.X = uint32((n0 + rpb - 1) / rpb)
+	rpbG := 128 / int(op.args[mvTPR]) * int(op.args[mvFlags]>>4&15)
+	op.grid.X = uint32((n0 + rpbG - 1) / rpbG)
 	be.fused++
 	return true
 }

@@ -150,6 +150,7 @@ func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backe
 		if info, err = d.Info(); err != nil {
 			return err
 		}
+		be.sms = info.SMs
 		if be.mod, err = d.LoadModule(image); err != nil {
 			return fmt.Errorf("loading the kernels (%s): %w", origin, err)
 		}

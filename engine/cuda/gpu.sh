@@ -134,6 +134,9 @@ apps() {
 		timeout 100 "$ncu" --clock-control none --csv --metrics gpu__time_duration.sum --launch-skip 600 --launch-count 320 \
 			/tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 12 --reps 1 --warmup 0 >"$out/ncu.csv" 2>"$out/ncu.err"
 		echo "== ncu: exit $? ($(wc -l <"$out/ncu.csv") lines in ncu.csv)" | tee -a "$out/summary.txt"
+		timeout 60 "$ncu" --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 400 \
+			/tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 512 -n 0 --reps 1 --warmup 0 >"$out/ncu-pp.csv" 2>>"$out/ncu.err"
+		echo "== ncu (pp512): exit $? ($(wc -l <"$out/ncu-pp.csv") lines in ncu-pp.csv)" | tee -a "$out/summary.txt"
 	fi
 }
 

@@ -280,6 +280,13 @@ func TestEmulated(t *testing.T) {
 	if !strings.Contains(string(out), "--- PASS: TestParity") || strings.Contains(string(out), "--- SKIP: TestParity") {
 		t.Fatal("TestParity did not run and pass on the emulator")
 	}
+	// With many multiprocessors the products take fewer rows per slot (the
+	// G of apr.cu's mv_body): the products and fusion again that way.
+	cmd = exec.Command(os.Args[0], "-test.run", "^(TestProducts|TestWideProducts|TestFusion)$", "-test.v")
+	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx, "APR_CUDA_EMU_SMS=48")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestFusion") {
+		t.Fatalf("the products on an emulator of 48 multiprocessors: %v\n%s", err, out)
+	}
 	runEmuProbes(t, append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx))
 }
 

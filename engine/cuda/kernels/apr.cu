@@ -227,34 +227,47 @@ __device__ __forceinline__ float mv_chunk(const u8 *wr, int cc, int cols, const 
 __device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
 __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
 
+// MV_G is the most rows a row slot takes (nflags >> 4: 1, 2 or 4): each
+// x chunk staged in shared memory then serves G rows' chunks, whose weight
+// loads are independent (in flight together), and the x tile is staged
+// once for G times the rows. Each row's sum is still its lane's chunks in
+// order, then the warp's and the block's reductions: G does not change
+// results.
+#define MV_G 4
 template <class T>
 __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, float *Y, int nrows,
                         int tpr, const float *bias, float *res, const u8 *W1, float *Y1, int nr1, const float *bias1,
                         const u8 *W2, float *Y2, int nr2, const float *bias2, const float *nw, float eps, float *nout,
                         int nflags, float *glu) {
   __shared__ float xs[MV_TILE * 33];
-  __shared__ float part[2][4];
+  __shared__ float part[2][MV_G][4];
   __shared__ double nsh[32];
-  int rpb = 128 / tpr;
+  int G = (nflags >> 4) & 15;
+  int rpb = 128 / tpr, rpbG = rpb * G;
   int sub = threadIdx.x % tpr, rl = threadIdx.x / tpr;
-  // Which matrix this block serves, and its row.
+  // Which matrix this block serves; its rows are base + g·rpb + rl.
   int b = blockIdx.x;
   const u8 *Wm = W;
   float *Ym = Y;
   const float *bm = bias;
   int nm = nrows;
   if (!glu) {
-    int b0 = (nrows + rpb - 1) / rpb, b1 = (nr1 + rpb - 1) / rpb;
+    int b0 = (nrows + rpbG - 1) / rpbG, b1 = (nr1 + rpbG - 1) / rpbG;
     if (b >= b0 + b1) {
       b -= b0 + b1, Wm = W2, Ym = Y2, bm = bias2, nm = nr2;
     } else if (b >= b0) {
       b -= b0, Wm = W1, Ym = Y1, bm = bias1, nm = nr1;
     }
   }
-  int row = b * rpb + rl;
-  bool live = row < nm;
-  const u8 *wr = Wm + (long long)(live ? row : 0) * rowBytes;
-  const u8 *wr1 = glu ? W1 + (long long)(live ? row : 0) * rowBytes : nullptr;
+  int base = b * rpbG + rl;
+  const u8 *wr[MV_G], *wr1[MV_G];
+#pragma unroll
+  for (int g = 0; g < MV_G; g++) {
+    int row = base + g * rpb;
+    bool live = g < G && row < nm;
+    wr[g] = Wm + (long long)(live ? row : 0) * rowBytes;
+    wr1[g] = glu ? W1 + (long long)(live ? row : 0) * rowBytes : nullptr;
+  }
   float scale = 1.f;
   if (nflags & 1) {
     double s = 0;
@@ -263,52 +276,83 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
     float mean = (float)(s / cols);
     scale = 1.f / sqrtf(mean + eps);
   }
-  float acc = 0.f, acc1 = 0.f;
+  bool vec = ((unsigned long long)X & 15) == 0 && (cols & 3) == 0;
+  float acc[MV_G], acc1[MV_G];
+#pragma unroll
+  for (int g = 0; g < MV_G; g++) acc[g] = 0.f, acc1[g] = 0.f;
   for (int c0 = 0; c0 < nchunk; c0 += MV_TILE) {
     int nct = nchunk - c0 < MV_TILE ? nchunk - c0 : MV_TILE;
     __syncthreads();
-    for (int i = threadIdx.x; i < nct * 32; i += blockDim.x) {
+    for (int i = threadIdx.x * 4; i < nct * 32; i += blockDim.x * 4) {
       int col = c0 * 32 + i;
-      float v = 0.f;
-      if (col < cols) {
-        v = X[col];
-        if (nflags & 1) {
-          v = nw ? (v * scale) * nw[col] : v * scale;
-          if (blockIdx.x == 0) nout[col] = v;
+      float v[4];
+      if (vec && col + 3 < cols) {
+        float4 q = *(const float4 *)(X + col);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; e++) v[e] = col + e < cols ? X[col + e] : 0.f;
+      }
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        if ((nflags & 1) && col + e < cols) {
+          v[e] = nw ? (v[e] * scale) * nw[col + e] : v[e] * scale;
+          if (blockIdx.x == 0) nout[col + e] = v[e];
+        }
+        xs[((i + e) >> 5) * 33 + ((i + e) & 31)] = v[e];
+      }
+    }
+    __syncthreads();
+    for (int c = sub; c < nct; c += tpr) {
+#pragma unroll
+      for (int g = 0; g < MV_G; g++) {
+        if (g < G && base + g * rpb < nm) {
+          acc[g] += mv_chunk<T>(wr[g], c0 + c, cols, xs + c * 33);
+          if (glu) acc1[g] += mv_chunk<T>(wr1[g], c0 + c, cols, xs + c * 33);
         }
       }
-      xs[(i >> 5) * 33 + (i & 31)] = v;
-    }
-    __syncthreads();
-    if (live) {
-      for (int c = sub; c < nct; c += tpr) {
-        acc += mv_chunk<T>(wr, c0 + c, cols, xs + c * 33);
-        if (glu) acc1 += mv_chunk<T>(wr1, c0 + c, cols, xs + c * 33);
-      }
     }
   }
-  acc = warp_sum(acc);
-  if (glu) acc1 = warp_sum(acc1);
+#pragma unroll
+  for (int g = 0; g < MV_G; g++) {
+    if (g >= G) break;
+    acc[g] = warp_sum(acc[g]);
+    if (glu) acc1[g] = warp_sum(acc1[g]);
+  }
   if (tpr > 32) {
-    if ((threadIdx.x & 31) == 0) part[0][threadIdx.x >> 5] = acc, part[1][threadIdx.x >> 5] = acc1;
-    __syncthreads();
     int wpr = tpr / 32;
-    acc = 0.f, acc1 = 0.f;
-    for (int w = 0; w < wpr; w++) acc += part[0][rl * wpr + w], acc1 += part[1][rl * wpr + w];
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+      for (int g = 0; g < MV_G; g++)
+        if (g < G) part[0][g][threadIdx.x >> 5] = acc[g], part[1][g][threadIdx.x >> 5] = acc1[g];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < MV_G; g++) {
+      if (g >= G) break;
+      acc[g] = 0.f, acc1[g] = 0.f;
+      for (int w = 0; w < wpr; w++) acc[g] += part[0][g][rl * wpr + w], acc1[g] += part[1][g][rl * wpr + w];
+    }
   }
-  if (sub == 0 && live) {
-    if (bm) acc = acc + bm[row];
+  if (sub != 0) return;
+#pragma unroll
+  for (int g = 0; g < MV_G; g++) {
+    int row = base + g * rpb;
+    if (g >= G || row >= nm) break;
+    float a = acc[g], a1 = acc1[g];
+    if (bm) a = a + bm[row];
     if (glu) {
-      if (bias1) acc1 = acc1 + bias1[row];
+      if (bias1) a1 = a1 + bias1[row];
       // Y0 and Y1 as the products left them, then SwiGLU's output (which
       // may be Y0 itself).
-      Ym[row] = acc;
-      Y1[row] = acc1;
-      glu[row] = silu(acc) * acc1;
-      return;
+      Ym[row] = a;
+      Y1[row] = a1;
+      glu[row] = silu(a) * a1;
+      continue;
     }
-    Ym[row] = acc;
-    if (res) res[row] = res[row] + acc;
+    Ym[row] = a;
+    if (res) res[row] = res[row] + a;
   }
 }
 
@@ -660,9 +704,11 @@ extern "C" __global__ void k_attend(float *out, int os, const float *q, int qs, 
 // in column order), their max m_s, e_j = e^(score−m_s) and their sum l_s
 // (in double), and a_s = Σ_j e_j·v_j (warp w takes every fourth position,
 // in order, lane the columns lane, lane+32, …; the four warps' sums added
-// in warp order). It writes (m_s, l_s, a_s) to P, and the last block of the row and head to
-// finish (a counter in cnt, reset for the next launch) combines them:
-// M = max m_s, out = Σ_s e^(m_s−M)·a_s / Σ_s e^(m_s−M)·l_s (in double).
+// in warp order). Splits past the last position return at once. When the
+// row's positions fill one split, its block writes a_s/l_s; otherwise each
+// writes (m_s, l_s, a_s) to P, and the last to finish (a counter in cnt,
+// reset for the next launch) combines them: M = max m_s,
+// out = Σ_s e^(m_s−M)·a_s / Σ_s e^(m_s−M)·l_s (in double).
 // hv ≤ ATT_HV (the host keeps k_attend for wider heads).
 #define ATT_L 64
 #define ATT_HV 256
@@ -675,58 +721,75 @@ extern "C" __global__ void __launch_bounds__(128)
   __shared__ float shf[32];
   __shared__ int last;
   int pos0 = *pos0p;
-  int nsplit = gridDim.y, s = blockIdx.y;
+  int s = blockIdx.y;
   int r = blockIdx.x / nhead, h = blockIdx.x % nhead;
   int g = h / (nhead / nkv);
   int np = pos0 + r + 1;
   int j0 = s * ATT_L;
+  if (j0 >= np) return;
+  int nsplit = (np + ATT_L - 1) / ATT_L; // the splits holding positions
   int kdim = nkv * hk, vdim = nkv * hv;
   int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
   int rec = hv + 2; // a split's record in P: m, l, a[hv]
-  float *Pb = P + (long long)blockIdx.x * nsplit * rec;
-  if (j0 < np) {
-    int n = np - j0 < ATT_L ? np - j0 : ATT_L;
-    const float *qr = q + (long long)r * qs + (long long)h * hk;
-    float d = -INFINITY;
-    if (tid < n) {
-      const float *kj = K + (long long)(j0 + tid) * kdim + (long long)g * hk;
-      float acc = 0.f;
-      for (int c = 0; c < hk; c++) acc += qr[c] * kj[c];
-      d = acc * scale;
-    }
-    float mx = block_maxf(d, shf);
-    double l = 0;
-    if (tid < ATT_L) {
-      float ev = tid < n ? expf(d - mx) : 0.f;
-      e[tid] = ev;
-      l = ev;
-    }
-    l = block_sumd(l, sh); // its barriers also publish e
-    float a[ATT_HV / 32];
-#pragma unroll
-    for (int i = 0; i < ATT_HV / 32; i++) a[i] = 0.f;
-    for (int t = w; t < n; t += 4) {
-      float et = e[t];
-      const float *vj = V + (long long)(j0 + t) * vdim + (long long)g * hv;
-#pragma unroll
-      for (int i = 0; i < ATT_HV / 32; i++) {
-        int c = lane + 32 * i;
-        if (c < hv) a[i] += et * vj[c];
+  float *Pb = P + (long long)blockIdx.x * gridDim.y * rec;
+  int n = np - j0 < ATT_L ? np - j0 : ATT_L;
+  const float *qr = q + (long long)r * qs + (long long)h * hk;
+  float d = -INFINITY;
+  if (tid < n) {
+    const float *kj = K + (long long)(j0 + tid) * kdim + (long long)g * hk;
+    float acc = 0.f;
+    if ((hk & 3) == 0 && (((unsigned long long)kj | (unsigned long long)qr) & 15) == 0) {
+      // The same sum in the same order, from 16-byte loads.
+#pragma unroll 16
+      for (int c = 0; c < hk; c += 4) {
+        float4 kv = *(const float4 *)(kj + c), qv = *(const float4 *)(qr + c);
+        acc += qv.x * kv.x;
+        acc += qv.y * kv.y;
+        acc += qv.z * kv.z;
+        acc += qv.w * kv.w;
       }
+    } else {
+#pragma unroll 8
+      for (int c = 0; c < hk; c++) acc += qr[c] * kj[c];
     }
+    d = acc * scale;
+  }
+  float mx = block_maxf(d, shf);
+  double l = 0;
+  if (tid < ATT_L) {
+    float ev = tid < n ? expf(d - mx) : 0.f;
+    e[tid] = ev;
+    l = ev;
+  }
+  l = block_sumd(l, sh); // its barriers also publish e
+  float a[ATT_HV / 32];
+#pragma unroll
+  for (int i = 0; i < ATT_HV / 32; i++) a[i] = 0.f;
+#pragma unroll 4
+  for (int t = w; t < n; t += 4) {
+    float et = e[t];
+    const float *vj = V + (long long)(j0 + t) * vdim + (long long)g * hv;
 #pragma unroll
     for (int i = 0; i < ATT_HV / 32; i++) {
       int c = lane + 32 * i;
-      if (c < hv) red[w][c] = a[i];
+      if (c < hv) a[i] += et * vj[c];
     }
-    __syncthreads();
-    float *rp = Pb + (long long)s * rec;
-    for (int c = tid; c < hv; c += blockDim.x) rp[2 + c] = ((red[0][c] + red[1][c]) + red[2][c]) + red[3][c];
-    if (tid == 0) rp[0] = mx, rp[1] = (float)l;
-  } else if (tid == 0) {
-    float *rp = Pb + (long long)s * rec;
-    rp[0] = -INFINITY, rp[1] = 0.f;
   }
+#pragma unroll
+  for (int i = 0; i < ATT_HV / 32; i++) {
+    int c = lane + 32 * i;
+    if (c < hv) red[w][c] = a[i];
+  }
+  __syncthreads();
+  if (nsplit == 1) {
+    float inv = (float)(1.0 / l);
+    for (int c = tid; c < hv; c += blockDim.x)
+      out[(long long)r * os + (long long)h * hv + c] = (((red[0][c] + red[1][c]) + red[2][c]) + red[3][c]) * inv;
+    return;
+  }
+  float *rp = Pb + (long long)s * rec;
+  for (int c = tid; c < hv; c += blockDim.x) rp[2 + c] = ((red[0][c] + red[1][c]) + red[2][c]) + red[3][c];
+  if (tid == 0) rp[0] = mx, rp[1] = (float)l;
   // The last block of (r, h) to finish combines the splits.
   __threadfence();
   __syncthreads();
@@ -738,16 +801,13 @@ extern "C" __global__ void __launch_bounds__(128)
   float M = -INFINITY;
   for (int k = 0; k < nsplit; k++) M = fmaxf(M, vp[(long long)k * rec]);
   double L = 0;
-  for (int k = 0; k < nsplit; k++) {
-    float l = vp[(long long)k * rec + 1];
-    if (l > 0.f) L += (double)l * (double)expf(vp[(long long)k * rec] - M);
-  }
+  for (int k = 0; k < nsplit; k++) L += (double)vp[(long long)k * rec + 1] * (double)expf(vp[(long long)k * rec] - M);
   float inv = (float)(1.0 / L);
   for (int c = tid; c < hv; c += blockDim.x) {
     float acc = 0.f;
     for (int k = 0; k < nsplit; k++) {
-      const volatile float *rp = vp + (long long)k * rec;
-      if (rp[1] > 0.f) acc += expf(rp[0] - M) * rp[2 + c];
+      const volatile float *p = vp + (long long)k * rec;
+      acc += expf(p[0] - M) * p[2 + c];
     }
     out[(long long)r * os + (long long)h * hv + c] = acc * inv;
   }

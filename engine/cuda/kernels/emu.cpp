@@ -380,7 +380,11 @@ CUresult cuDeviceTotalMem_v2(size_t *b, int) {
   return 0;
 }
 CUresult cuDeviceGetAttribute(int *v, int attr, int) {
-  *v = attr == 75 ? 9 : attr == 76 ? 0 : attr == 16 ? 1 : 0;
+  // The multiprocessor count comes from APR_CUDA_EMU_SMS (default 1): the
+  // engine sizes some launches by it, and the tests run both ways.
+  int sms = 1;
+  if (const char *e = getenv("APR_CUDA_EMU_SMS")) sms = atoi(e) > 0 ? atoi(e) : 1;
+  *v = attr == 75 ? 9 : attr == 76 ? 0 : attr == 16 ? sms : 0;
   return 0;
 }
 static int ctxDummy;
