@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -243,5 +246,41 @@ func TestRecording(t *testing.T) {
 	buf[0] = 9 // the engine reuses its buffer: the recording must have copied
 	if diff := cmp.Diff([]oracle.Record{{Layer: 0, Op: "q", Pos: 0, Values: []float32{1, 2}}}, r.Records); diff != "" {
 		t.Errorf("Recording.Trace() records mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// TestTopKSelectsAsASortWould: the one-pass selection equals a stable sort
+// by value (largest first, ties by lower index, NaN last) on random rows
+// with ties and NaNs, for every k.
+func TestTopKSelectsAsASortWould(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for trial := 0; trial < 200; trial++ {
+		x := make([]float32, 1+rng.IntN(40))
+		for i := range x {
+			switch rng.IntN(10) {
+			case 0:
+				x[i] = float32(math.NaN())
+			default:
+				x[i] = float32(rng.IntN(8)) // many ties
+			}
+		}
+		want := make([]int, len(x))
+		for i := range want {
+			want[i] = i
+		}
+		sort.SliceStable(want, func(a, b int) bool {
+			va, vb := x[want[a]], x[want[b]]
+			if va != va {
+				return false
+			}
+			return vb != vb || va > vb
+		})
+		for k := -1; k <= len(x)+1; k++ {
+			got := oracle.TopK(x, k)
+			n := max(0, min(k, len(x)))
+			if !slices.Equal(got, want[:n]) {
+				t.Fatalf("TopK(%v, %d) = %v, want %v", x, k, got, want[:n])
+			}
+		}
 	}
 }

@@ -675,7 +675,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 	nc := (m.cols + 31) / 32
 	err := be.do(func() error {
 		if xb.rows > 1 {
-			return be.launch("mm_"+m.name, cu.Dim{X: uint32((m.rows + mmBM - 1) / mmBM), Y: uint32((xb.rows + mmBN - 1) / mmBN)}, cu.Dim{X: 256}, 0,
+			return be.launch("mm_"+m.name, cu.Dim{X: uint32((m.rows + mmBM - 1) / mmBM), Y: uint32((xb.rows + mmBN - 1) / mmBN)}, cu.Dim{X: 128}, 0,
 				m.p, m.rowBytes, nc, m.cols, xb.p, xb.stride, ds[0].p, ds[0].stride, m.rows, xb.rows)
 		}
 		tpr := mvThreads(nc)
@@ -738,7 +738,12 @@ func (be *backend) mvRowsPerSlot(rows, rpb int) int {
 }
 
 // The prompt product's tile (mm_<type> in apr.cu: MM_BM × MM_BN).
-const mmBM, mmBN = 64, 64
+const mmBM, mmBN = 64, 32
+
+// UBatch is the most tokens one pass of the graph takes on this backend
+// (graph.UBatch is the CPU's 128): the prompt product's grid grows with the
+// tokens, and at 128 the smaller matrices left most multiprocessors idle.
+func (be *backend) UBatch() int { return 512 }
 
 func (be *backend) MatMulID(dst graph.Buf, w graph.Weight, x graph.Buf, ids []int32, k int) error {
 	d, m, xb := asBuf(dst), asMatrix(w), asBuf(x)

@@ -90,6 +90,7 @@ type Model struct {
 
 	embd, output, outNorm Weight
 	layers                []layer
+	ubatch                int // the most tokens one pass takes (UBatch, or the backend's own)
 
 	// mu serialises Evals: the sessions of a model share its work buffers
 	// (and a backend runs one op at a time).
@@ -126,7 +127,10 @@ type layer struct {
 // A layer kind or feed-forward kind without a registered description, and
 // a tensor the backend has no kernel for, are refused by name.
 func Build(spec *model.Spec, b Backend) (*Model, error) {
-	m := &Model{Spec: spec, B: b, Eps: float32(spec.RMSEps), arena: map[arenaKey]Buf{}}
+	m := &Model{Spec: spec, B: b, Eps: float32(spec.RMSEps), arena: map[arenaKey]Buf{}, ubatch: UBatch}
+	if u, ok := b.(interface{ UBatch() int }); ok && u.UBatch() > 0 {
+		m.ubatch = u.UBatch()
+	}
 	var err error
 	if m.embd, err = b.Matrix(spec.TokEmbd); err != nil {
 		return nil, err
@@ -354,6 +358,8 @@ func (s *Session) SetTrace(t model.Trace) { s.ctx.trace = t }
 // 256, 859.7 in pieces of 128, at 42.8 / 49.9 / 50.7 tok/s; qwen2.5-0.5b
 // Q4_K 374.5 / 368.9 / 366.6 MiB at 143 / 150 / 155 tok/s; Q8_0 pieces of
 // 64 were slower (120 against 140–145). The FFN goes in FFNRows chunks too.
+// A backend with an UBatch() int method sets its own (the CUDA engine's
+// products fill the device only with more tokens at once).
 const UBatch = 128
 
 // Eval feeds tokens at positions Pos(), Pos()+1, … as batches of at most
@@ -361,8 +367,8 @@ const UBatch = 128
 // returns one logits row per token when all is true, else only the last
 // token's row. The rows are the caller's.
 func (s *Session) Eval(tokens []int32, all bool) ([][]float32, error) {
-	n := len(tokens)
-	if n <= UBatch {
+	n, ub := len(tokens), s.m.ubatch
+	if n <= ub {
 		return s.evalBatch(tokens, outputs(all))
 	}
 	// Refuse what a piece would refuse before any piece runs, so that a bad
@@ -371,8 +377,8 @@ func (s *Session) Eval(tokens []int32, all bool) ([][]float32, error) {
 		return nil, err
 	}
 	var rows [][]float32
-	for lo := 0; lo < n; lo += UBatch {
-		hi := min(lo+UBatch, n)
+	for lo := 0; lo < n; lo += ub {
+		hi := min(lo+ub, n)
 		out := outNone
 		switch {
 		case all:

@@ -154,11 +154,27 @@ struct Q4_1 {
 struct Q5_0 {
   static const int QK = 32, TS = 22;
   __device__ static void deq(const u8 *b, int, float *v) {
-    float d = h2f(ld16(b));
-    u32 qh = ld32(b + 2);
+    u8 qs[16];
+    float d;
+    u32 qh;
+    if (((unsigned long long)b & 1) == 0) { // blocks of 22 bytes in rows of whole blocks: 2-aligned
+      const u16 *h = (const u16 *)b;
+      d = h2f(h[0]);
+      qh = (u32)h[1] | ((u32)h[2] << 16);
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        u16 w = h[3 + j];
+        qs[2 * j] = (u8)(w & 0xff), qs[2 * j + 1] = (u8)(w >> 8);
+      }
+    } else {
+      d = h2f(ld16(b));
+      qh = ld32(b + 2);
+#pragma unroll
+      for (int j = 0; j < 16; j++) qs[j] = b[6 + j];
+    }
 #pragma unroll
     for (int j = 0; j < 16; j++) {
-      u8 q = b[6 + j];
+      u8 q = qs[j];
       int h0 = (int)((qh >> j) << 4) & 0x10, h1 = (int)(qh >> (j + 12)) & 0x10;
       v[j] = (float)(((int)(q & 15) | h0) - 16) * d;
       v[j + 16] = (float)(((int)(q >> 4) | h1) - 16) * d;
@@ -355,6 +371,13 @@ struct Q4_K {
     float d1 = d * (float)sc, m1 = dmin * (float)m;
     const u8 *q = b + 16 + 32 * (sub / 2);
     int shift = 4 * (sub % 2);
+    if (aligned16(q)) { // rows of whole blocks at an aligned start: two 16-byte loads
+      u32x4 a = ld128(q), c = ld128(q + 16);
+      u32 w[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+#pragma unroll
+      for (int l = 0; l < 32; l++) v[l] = d1 * (float)((w[l / 4] >> (8 * (l % 4) + shift)) & 15) - m1;
+      return;
+    }
 #pragma unroll
     for (int l = 0; l < 32; l++) v[l] = d1 * (float)((q[l] >> shift) & 15) - m1;
   }
