@@ -41,6 +41,7 @@ type backend struct {
 	// scratch: attention scores (k_attend), the split attention's partial
 	// results and its counters (k_attn; zero between launches).
 	scores, attnP, attnCnt devArea
+	mmP                    devArea // the prompt product's split partials
 	plant                  *Plant
 
 	// held is true while a session's Eval holds the driver on its thread
@@ -675,8 +676,20 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 	nc := (m.cols + 31) / 32
 	err := be.do(func() error {
 		if xb.rows > 1 {
-			return be.launch("mm_"+m.name, cu.Dim{X: uint32((m.rows + mmBM - 1) / mmBM), Y: uint32((xb.rows + mmBN - 1) / mmBN)}, cu.Dim{X: 128}, 0,
-				m.p, m.rowBytes, nc, m.cols, xb.p, xb.stride, ds[0].p, ds[0].stride, m.rows, xb.rows)
+			grid := cu.Dim{X: uint32((m.rows + mmBM - 1) / mmBM), Y: uint32((xb.rows + mmBN - 1) / mmBN), Z: 1}
+			grid.Z = uint32(mmSplits(int(grid.X*grid.Y), nc, be.sms))
+			if grid.Z == 1 {
+				return be.launch("mm_"+m.name, grid, cu.Dim{X: 128}, 0,
+					m.p, m.rowBytes, nc, m.cols, xb.p, xb.stride, ds[0].p, ds[0].stride, m.rows, xb.rows, cu.Ptr(0))
+			}
+			if err := be.ensure(&be.mmP, uint64(4*int(grid.Z)*xb.rows*m.rows)); err != nil {
+				return err
+			}
+			if err := be.launch("mm_"+m.name, grid, cu.Dim{X: 128}, 0,
+				m.p, m.rowBytes, nc, m.cols, xb.p, xb.stride, ds[0].p, ds[0].stride, m.rows, xb.rows, be.mmP.p); err != nil {
+				return err
+			}
+			return be.launch("k_sumk", grid1(xb.rows*m.rows), cu.Dim{X: 256}, 0, ds[0].p, ds[0].stride, be.mmP.p, int(grid.Z), xb.rows, m.rows)
 		}
 		tpr := mvThreads(nc)
 		rpb := 128 / tpr
@@ -737,8 +750,18 @@ func (be *backend) mvRowsPerSlot(rows, rpb int) int {
 	return 1
 }
 
-// The prompt product's tile (mm_<type> in apr.cu: MM_BM × MM_BN).
-const mmBM, mmBN = 64, 32
+// The prompt product's tile (mm_<type> in apr.cu: MM_BM × MM_BN) and
+// chunks per stage (MM_BK).
+const mmBM, mmBN, mmBK = 64, 32, 2
+
+// mmSplits is how many parts the prompt product's chunks are split into
+// (grid.z; k_sumk adds the parts): enough for about eight blocks per
+// multiprocessor when the tiles alone are fewer, each part at least four
+// stages, at most 8.
+func mmSplits(tiles, nchunk, sms int) int {
+	want := (8*max(sms, 1) + tiles - 1) / tiles
+	return max(1, min(want, 8, nchunk/(4*mmBK)))
+}
 
 // UBatch is the most tokens one pass of the graph takes on this backend
 // (graph.UBatch is the CPU's 128): the prompt product's grid grows with the
@@ -1428,7 +1451,7 @@ func (be *backend) close() {
 			_ = be.d.Free(v.p)
 			v.p = 0
 		}
-		for _, a := range []*devArea{&be.stageDev, &be.scores, &be.attnP, &be.attnCnt} {
+		for _, a := range []*devArea{&be.stageDev, &be.scores, &be.attnP, &be.attnCnt, &be.mmP} {
 			_ = be.d.Free(a.p)
 			*a = devArea{}
 		}

@@ -337,8 +337,10 @@ func check(t *testing.T, what string, got, wf, x []float32, rows, cols, m int) {
 
 // TestWideProducts: the one-token product (mv) on rows wide enough for two
 // and four warps per row and for more than one shared-memory tile of x,
-// and F16 rows that end in a partial chunk, against the dequantized
-// weights in float64 (quantized with engine/quant's own quantizers).
+// and F16 rows that end in a partial chunk, and the prompt product (mm)
+// on 37 tokens of the same rows (split over the chunks where its tiles are
+// few), against the dequantized weights in float64 (quantized with
+// engine/quant's own quantizers).
 func TestWideProducts(t *testing.T) {
 	be := testBackend(t)
 	rng := rand.New(rand.NewSource(7))
@@ -379,19 +381,27 @@ func TestWideProducts(t *testing.T) {
 			if err := be.upload(); err != nil {
 				t.Fatal(err)
 			}
-			x := make([]float32, c.cols)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64())
+			// One token (mv) and a prompt of 37 (mm: tiles, and a split
+			// over the chunks where the tiles are few).
+			for _, ntok := range []int{1, 37} {
+				x := make([]float32, ntok*c.cols)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				xb := be.Work(ntok, c.cols).(*buf)
+				be.do(func() error { return be.d.HtoD(xb.p, unsafePtr(x), uint64(4*len(x))) })
+				d := be.Work(ntok, c.rows).(*buf)
+				if err := be.MatMul(d, w, xb); err != nil {
+					t.Fatal(err)
+				}
+				op := "mv"
+				if ntok > 1 {
+					op = "mm"
+				}
+				check(t, op, be.readAll(d), wf, x, c.rows, c.cols, ntok)
+				be.Release(xb)
+				be.Release(d)
 			}
-			xb := be.Work(1, c.cols).(*buf)
-			be.do(func() error { return be.d.HtoD(xb.p, unsafePtr(x), uint64(4*len(x))) })
-			d := be.Work(1, c.rows).(*buf)
-			if err := be.MatMul(d, w, xb); err != nil {
-				t.Fatal(err)
-			}
-			check(t, "mv", be.readAll(d), wf, x, c.rows, c.cols, 1)
-			be.Release(xb)
-			be.Release(d)
 		})
 	}
 	if be.err != nil {

@@ -141,6 +141,11 @@ apps() {
 		timeout 60 "$ncu" --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 400 \
 			/tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 512 -n 0 --reps 1 --warmup 0 >"$out/ncu-pp.csv" 2>>"$out/ncu.err"
 		echo "== ncu (pp512): exit $? ($(wc -l <"$out/ncu-pp.csv") lines in ncu-pp.csv)" | tee -a "$out/summary.txt"
+		# One decode product in detail (throughput, occupancy, stalls), for the next round.
+		timeout 60 "$ncu" --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+			-k regex:mv_Q5_0 --launch-skip 200 --launch-count 2 \
+			/tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 12 --reps 1 --warmup 0 >"$out/ncu-mv.txt" 2>>"$out/ncu.err"
+		echo "== ncu (mv detail): exit $?" | tee -a "$out/summary.txt"
 	fi
 }
 

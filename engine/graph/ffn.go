@@ -47,10 +47,20 @@ func newDense(m *Model, l *model.Layer) (FFN, error) {
 // buffers small (each chunk streams the FFN's weights once more).
 const FFNRows = 128
 
+// ffnRows is the most rows a feed-forward block multiplies at once on c's
+// backend: FFNRows, or the backend's UBatch when it sets one (the CUDA
+// engine's products fill the device only with more rows at once).
+func (c *Ctx) ffnRows() int {
+	if u, ok := c.B.(interface{ UBatch() int }); ok && u.UBatch() > 0 {
+		return u.UBatch()
+	}
+	return FFNRows
+}
+
 func (d *dense) Forward(c *Ctx, x, out Buf) error {
 	b := c.B
-	for r0 := 0; r0 < c.N; r0 += FFNRows {
-		r1 := min(c.N, r0+FFNRows)
+	for r0, step := 0, c.ffnRows(); r0 < c.N; r0 += step {
+		r1 := min(c.N, r0+step)
 		xs, os := b.View(x, r0, r1, 0, x.Cols()), b.View(out, r0, r1, 0, out.Cols())
 		g, u := c.BufRows("ffn.gate", r1-r0, d.ff), c.BufRows("ffn.up", r1-r0, d.ff)
 		if err := b.MatMuls(xs, []Buf{g, u}, []Weight{d.gate, d.up}); err != nil {
@@ -126,8 +136,8 @@ func newMoE(m *Model, l *model.Layer) (FFN, error) {
 
 func (f *moe) Forward(c *Ctx, x, out Buf) error {
 	b := c.B
-	for r0 := 0; r0 < c.N; r0 += FFNRows {
-		r1 := min(c.N, r0+FFNRows)
+	for r0, step := 0, c.ffnRows(); r0 < c.N; r0 += step {
+		r1 := min(c.N, r0+step)
 		if err := f.chunk(c, b.View(x, r0, r1, 0, x.Cols()), b.View(out, r0, r1, 0, out.Cols()), c.Pos+r0); err != nil {
 			return err
 		}

@@ -53,8 +53,8 @@ func newMoEShared(m *Model, l *model.Layer) (FFN, error) {
 
 func (f *moeShared) Forward(c *Ctx, x, out Buf) error {
 	b := c.B
-	for r0 := 0; r0 < c.N; r0 += FFNRows {
-		r1 := min(c.N, r0+FFNRows)
+	for r0, step := 0, c.ffnRows(); r0 < c.N; r0 += step {
+		r1 := min(c.N, r0+step)
 		n, pos := r1-r0, c.Pos+r0
 		xs, os := b.View(x, r0, r1, 0, x.Cols()), b.View(out, r0, r1, 0, out.Cols())
 		if err := f.routed.chunk(c, xs, os, pos); err != nil {

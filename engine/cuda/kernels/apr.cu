@@ -138,7 +138,14 @@ __device__ __forceinline__ void deq_chunk(const u8 *wr, int cc, int cols, float 
 
 template <class T>
 __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, int xs, float *Y,
-                         int ys, int nrows, int ntok) {
+                         int ys, int nrows, int ntok, float *P) {
+  // Split over the chunks (grid.z > 1, when the tiles alone leave the device
+  // idle): split z takes its share of the chunks and writes its partial
+  // tile to P (ntok × nrows per split); k_sumk adds them in split order.
+  int per = (nchunk + gridDim.z - 1) / gridDim.z;
+  per = (per + MM_BK - 1) / MM_BK * MM_BK;
+  int cbeg = blockIdx.z * per, cend = nchunk < cbeg + per ? nchunk : cbeg + per;
+  if (gridDim.z > 1) Y = P + (long long)blockIdx.z * ntok * nrows, ys = nrows;
   __shared__ __align__(16) float Ws[32 * MM_BK][MM_BM + 4];
   __shared__ float Xs[MM_BN][32 * MM_BK + 1];
   int tid = threadIdx.x;
@@ -150,12 +157,12 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
 #pragma unroll
     for (int j = 0; j < 4; j++) acc[i][j] = 0.f;
   int rr = tid % MM_BM, kc = tid / MM_BM;
-  for (int c = 0; c < nchunk; c += MM_BK) {
+  for (int c = cbeg; c < cend; c += MM_BK) {
     __syncthreads();
     {
       float v[32];
       int row = r0 + rr, cc = c + kc;
-      if (row < nrows && cc < nchunk) {
+      if (row < nrows && cc < cend) {
         deq_chunk<T>(W + (long long)row * rowBytes, cc, cols, v);
       } else {
 #pragma unroll
@@ -166,7 +173,7 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
     }
     for (int i = tid; i < MM_BN * 32 * MM_BK; i += blockDim.x) {
       int t = i / (32 * MM_BK), k = i % (32 * MM_BK), col = 32 * c + k;
-      Xs[t][k] = (t0 + t < ntok && col < cols) ? X[(long long)(t0 + t) * xs + col] : 0.f;
+      Xs[t][k] = (t0 + t < ntok && col < cols && col < 32 * cend) ? X[(long long)(t0 + t) * xs + col] : 0.f;
     }
     __syncthreads();
 #pragma unroll 8
@@ -196,14 +203,12 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
 // mv: Y[0][r] = Σ_c W[r][c]·X[0][c] for rows r < nrows and one token (a
 // decode step). tpr threads (32, 64 or 128: one to four warps of the
 // block) share a row and take its 32-value chunks in turn, so that rows of
-// many chunks (ffn_down) still spread over enough warps. A row slot takes
-// G rows (nflags >> 4: 1, 2 or 4): each lane loads its x chunk once (eight
-// 16-byte loads, from L1 after the first warp) and multiplies it with the
-// same chunk of each of its G rows, whose weight loads are independent.
-// Warps never wait for one another except to add a row's warps' sums.
-// Each row's sum is its lanes' chunks in order, then the warp's and the
-// block's reductions: G changes no result. Grid: the blocks of each matrix
-// (ceil(nrows / (G·128/tpr))) in turn.
+// many chunks (ffn_down) still spread over enough warps. X is staged in
+// shared memory MV_TILE chunks at a time, each chunk's 32 values padded to
+// 33 floats: the lanes, each reading its own chunk, hit 32 different banks
+// (read from global memory, 32 lanes 128 bytes apart touch 32 lines per
+// load). Grid: the blocks of each matrix (ceil(nrows / (128/tpr))) in turn.
+#define MV_TILE 160
 //
 // One launch serves what a decode step does with one X (backend.go, fuse),
 // each the same float arithmetic the separate kernels do, so that results
@@ -218,7 +223,6 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
 //     writes the normalised row to nout, where the norm would have;
 //   - the SwiGLU of gate and up (glu ≠ 0, two matrices of equal rows,
 //     paired: a block takes the same rows of both), glu[r] = silu(y0)·y1.
-#define MV_G 4
 template <class T>
 __device__ __forceinline__ float mv_chunk(const u8 *wr, int cc, int cols, const float *x) {
   float v[32];
@@ -232,11 +236,19 @@ __device__ __forceinline__ float mv_chunk(const u8 *wr, int cc, int cols, const 
 __device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
 __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); }
 
+// MV_G is the most rows a row slot takes (nflags >> 4: 1, 2 or 4): each
+// x chunk staged in shared memory then serves G rows' chunks, whose weight
+// loads are independent (in flight together), and the x tile is staged
+// once for G times the rows. Each row's sum is still its lane's chunks in
+// order, then the warp's and the block's reductions: G does not change
+// results.
+#define MV_G 4
 template <class T>
 __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, float *Y, int nrows,
                         int tpr, const float *bias, float *res, const u8 *W1, float *Y1, int nr1, const float *bias1,
                         const u8 *W2, float *Y2, int nr2, const float *bias2, const float *nw, float eps, float *nout,
                         int nflags, float *glu) {
+  __shared__ float xs[MV_TILE * 33];
   __shared__ float part[2][MV_G][4];
   __shared__ double nsh[32];
   int G = (nflags >> 4) & 15;
@@ -265,47 +277,48 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
     wr[g] = Wm + (long long)(live ? row : 0) * rowBytes;
     wr1[g] = glu ? W1 + (long long)(live ? row : 0) * rowBytes : nullptr;
   }
-  bool norm = nflags & 1;
   float scale = 1.f;
-  if (norm) {
+  if (nflags & 1) {
     double s = 0;
     for (int i = threadIdx.x; i < cols; i += blockDim.x) s += (double)X[i] * (double)X[i];
     s = block_sumd(s, nsh);
     float mean = (float)(s / cols);
     scale = 1.f / sqrtf(mean + eps);
   }
-  bool writeNorm = norm && blockIdx.x == 0 && rl == 0; // these threads see every chunk once
-  bool vec = ((unsigned long long)X & 15) == 0;
+  bool vec = ((unsigned long long)X & 15) == 0 && (cols & 3) == 0;
   float acc[MV_G], acc1[MV_G];
 #pragma unroll
   for (int g = 0; g < MV_G; g++) acc[g] = 0.f, acc1[g] = 0.f;
-  for (int c = sub; c < nchunk; c += tpr) {
-    int col0 = 32 * c;
-    float x[32];
-    if (vec && col0 + 32 <= cols) {
+  for (int c0 = 0; c0 < nchunk; c0 += MV_TILE) {
+    int nct = nchunk - c0 < MV_TILE ? nchunk - c0 : MV_TILE;
+    __syncthreads();
+    for (int i = threadIdx.x * 4; i < nct * 32; i += blockDim.x * 4) {
+      int col = c0 * 32 + i;
+      float v[4];
+      if (vec && col + 3 < cols) {
+        float4 q = *(const float4 *)(X + col);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+      } else {
 #pragma unroll
-      for (int k = 0; k < 8; k++) {
-        float4 q = *(const float4 *)(X + col0 + 4 * k);
-        x[4 * k] = q.x, x[4 * k + 1] = q.y, x[4 * k + 2] = q.z, x[4 * k + 3] = q.w;
+        for (int e = 0; e < 4; e++) v[e] = col + e < cols ? X[col + e] : 0.f;
       }
-    } else {
 #pragma unroll
-      for (int j = 0; j < 32; j++) x[j] = col0 + j < cols ? X[col0 + j] : 0.f;
-    }
-    if (norm) {
-#pragma unroll
-      for (int j = 0; j < 32; j++) {
-        if (col0 + j < cols) {
-          x[j] = nw ? (x[j] * scale) * nw[col0 + j] : x[j] * scale;
-          if (writeNorm) nout[col0 + j] = x[j];
+      for (int e = 0; e < 4; e++) {
+        if ((nflags & 1) && col + e < cols) {
+          v[e] = nw ? (v[e] * scale) * nw[col + e] : v[e] * scale;
+          if (blockIdx.x == 0) nout[col + e] = v[e];
         }
+        xs[((i + e) >> 5) * 33 + ((i + e) & 31)] = v[e];
       }
     }
+    __syncthreads();
+    for (int c = sub; c < nct; c += tpr) {
 #pragma unroll
-    for (int g = 0; g < MV_G; g++) {
-      if (g < G && base + g * rpb < nm) {
-        acc[g] += mv_chunk<T>(wr[g], c, cols, x);
-        if (glu) acc1[g] += mv_chunk<T>(wr1[g], c, cols, x);
+      for (int g = 0; g < MV_G; g++) {
+        if (g < G && base + g * rpb < nm) {
+          acc[g] += mv_chunk<T>(wr[g], c0 + c, cols, xs + c * 33);
+          if (glu) acc1[g] += mv_chunk<T>(wr1[g], c0 + c, cols, xs + c * 33);
+        }
       }
     }
   }
@@ -317,6 +330,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
   }
   if (tpr > 32) {
     int wpr = tpr / 32;
+    __syncthreads();
     if ((threadIdx.x & 31) == 0) {
 #pragma unroll
       for (int g = 0; g < MV_G; g++)
@@ -392,8 +406,9 @@ __device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, int co
                nflags, glu);                                                                                   \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(128)                                                            \
-      mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt) { \
-    mmt_body<N>(W, rb, nc, cols, X, xs, Y, ys, nr, nt);                                                        \
+      mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt,  \
+             float *P) {                                                                                       \
+    mmt_body<N>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, P);                                                     \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(128)                                                            \
       mmid_##N(const u8 *W, long long eb, long long rb, int nc, int cols, const int *ids, int xdiv, const float *X, \
@@ -413,6 +428,16 @@ APR_TYPES(APR_PRODUCTS)
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (long long)(rows) * (cols);            \
        i += (long long)gridDim.x * blockDim.x)
 
+// k_sumk: d[t][r] = Σ_s P[s][t][r] in split order (the prompt product's
+// split over chunks, mmt_body).
+extern "C" __global__ void k_sumk(float *d, int ds, const float *P, int splits, int rows, int cols) {
+  EACH(rows, cols) {
+    long long t = i / cols, r = i % cols;
+    float s = P[i];
+    for (int k = 1; k < splits; k++) s += P[(long long)k * rows * cols + i];
+    d[t * ds + r] = s;
+  }
+}
 extern "C" __global__ void k_zero(float *d, int ds, int rows, int cols) {
   EACH(rows, cols) { d[(i / cols) * ds + i % cols] = 0.f; }
 }
