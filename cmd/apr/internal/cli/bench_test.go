@@ -138,3 +138,36 @@ func TestBenchRefusesAndRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchDepth: -d D starts each test from a sequence that already holds
+// D positions (fed before the clock starts); the tests carry llama-bench's
+// "@ dD" names, and a negative depth or one past the context is rejected.
+func TestBenchDepth(t *testing.T) {
+	dir := testutil.Fixtures(t)
+	model := filepath.Join(dir, "models", "synth", "qwen2-tiny-Q8_0.gguf")
+	code, stdout, stderr := run(t, "bench", model, "-p", "4", "-n", "3", "-d", "16", "--reps", "1", "--warmup", "0", "--json")
+	if code != 0 {
+		t.Fatalf("apr bench -d 16: exit %d, stderr:\n%s", code, stderr)
+	}
+	var doc struct {
+		Depth int `json:"n_depth"`
+		Runs  []struct {
+			Tests []struct {
+				Name string `json:"name"`
+			} `json:"tests"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Depth != 16 || len(doc.Runs) != 1 || len(doc.Runs[0].Tests) != 2 ||
+		doc.Runs[0].Tests[0].Name != "pp4 @ d16" || doc.Runs[0].Tests[1].Name != "tg3 @ d16" {
+		t.Fatalf("depth %d, runs %+v; want n_depth 16 and tests pp4 @ d16, tg3 @ d16", doc.Depth, doc.Runs)
+	}
+	if code, _, stderr := run(t, "bench", model, "-d", "-1"); code != 2 {
+		t.Errorf("-d -1: exit %d, want 2\n%s", code, stderr)
+	}
+	if code, _, stderr := run(t, "bench", model, "-n", "4", "-p", "0", "-d", "100000000"); code != 3 || !strings.Contains(stderr, "context_length") {
+		t.Errorf("-d past the context: exit %d, want 3 naming context_length\n%s", code, stderr)
+	}
+}
