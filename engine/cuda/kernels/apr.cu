@@ -365,6 +365,202 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
   }
 }
 
+// mvq: the one-token product of the formats decode spends most on (Q4_K,
+// Q5_0, Q8_0), lane-cooperative: a warp takes G rows, each lane the groups
+// of 4 values lane, lane+32, … of a row (Grp4<T>::get decodes a group with
+// the formula T::deq uses for it), x read in 16-byte loads straight from
+// memory (coalesced: a warp's loads cover 512 contiguous bytes), no shared
+// x tile and no barrier but the norm's. A lane's sum runs over its groups
+// (each group's four products in order), then the warp's butterfly: an
+// order other than mv's, so mv and mvq differ in rounding (the engine uses
+// one of them throughout). Same arguments, folds and grid as mv with tpr 32.
+template <class T> struct Grp4;
+template <> struct Grp4<Q8_0> {
+  __device__ static void get(const u8 *row, int q, float *v) {
+    const u8 *b = row + (long long)(q >> 3) * 34;
+    int j = 4 * (q & 7);
+    float d;
+    u8 x[4];
+    if (((unsigned long long)b & 1) == 0) {
+      const u16 *h = (const u16 *)b;
+      d = h2f(h[0]);
+      u16 w0 = h[1 + j / 2], w1 = h[2 + j / 2];
+      x[0] = (u8)(w0 & 0xff), x[1] = (u8)(w0 >> 8), x[2] = (u8)(w1 & 0xff), x[3] = (u8)(w1 >> 8);
+    } else {
+      d = h2f(ld16(b));
+#pragma unroll
+      for (int e = 0; e < 4; e++) x[e] = b[2 + j + e];
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) v[e] = (float)(signed char)x[e] * d;
+  }
+};
+template <> struct Grp4<Q5_0> {
+  __device__ static void get(const u8 *row, int q, float *v) {
+    const u8 *b = row + (long long)(q >> 3) * 22;
+    int J = 4 * (q & 7), k = J & 15; // values J…J+3 are the low (J < 16) or high nibbles of qs[k…k+3]
+    float d;
+    u32 qh;
+    u8 x[4];
+    if (((unsigned long long)b & 1) == 0) {
+      const u16 *h = (const u16 *)b;
+      d = h2f(h[0]);
+      qh = (u32)h[1] | ((u32)h[2] << 16);
+      u16 w0 = h[3 + k / 2], w1 = h[4 + k / 2];
+      x[0] = (u8)(w0 & 0xff), x[1] = (u8)(w0 >> 8), x[2] = (u8)(w1 & 0xff), x[3] = (u8)(w1 >> 8);
+    } else {
+      d = h2f(ld16(b));
+      qh = ld32(b + 2);
+#pragma unroll
+      for (int e = 0; e < 4; e++) x[e] = b[6 + k + e];
+    }
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      int Je = J + e, lo, hb;
+      if (J < 16) {
+        lo = x[e] & 15, hb = (int)((qh >> Je) << 4) & 0x10;
+      } else {
+        lo = x[e] >> 4, hb = (int)(qh >> (Je - 4)) & 0x10;
+      }
+      v[e] = (float)((lo | hb) - 16) * d;
+    }
+  }
+};
+template <> struct Grp4<Q4_K> {
+  __device__ static void get(const u8 *row, int q, float *v) {
+    const u8 *b = row + (long long)(q >> 6) * 144;
+    int J = 4 * (q & 63), sub = J >> 5, l = J & 31;
+    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    u8 sc, m;
+    scale_min_k4(sub, b + 4, sc, m);
+    float d1 = d * (float)sc, m1 = dmin * (float)m;
+    const u8 *qb = b + 16 + 32 * (sub / 2) + l;
+    int shift = 4 * (sub % 2);
+    u32 w = ((unsigned long long)qb & 3) == 0 ? *(const u32 *)qb : ld32(qb);
+#pragma unroll
+    for (int e = 0; e < 4; e++) v[e] = d1 * (float)((w >> (8 * e + shift)) & 15) - m1;
+  }
+};
+
+template <class T>
+__device__ __forceinline__ float grp_dot(const u8 *wr, int q, const float *x) {
+  float v[4];
+  Grp4<T>::get(wr, q, v);
+  float s = v[0] * x[0];
+  s += v[1] * x[1];
+  s += v[2] * x[2];
+  s += v[3] * x[3];
+  return s;
+}
+
+template <class T>
+__device__ void mvq_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, float *Y, int nrows,
+                         const float *bias, float *res, const u8 *W1, float *Y1, int nr1, const float *bias1,
+                         const u8 *W2, float *Y2, int nr2, const float *bias2, const float *nw, float eps, float *nout,
+                         int nflags, float *glu) {
+  __shared__ double nsh[32];
+  int G = (nflags >> 4) & 15;
+  int rpbG = 4 * G;
+  int lane = threadIdx.x & 31, rl = threadIdx.x >> 5;
+  int b = blockIdx.x;
+  const u8 *Wm = W;
+  float *Ym = Y;
+  const float *bm = bias;
+  int nm = nrows;
+  if (!glu) {
+    int b0 = (nrows + rpbG - 1) / rpbG, b1 = (nr1 + rpbG - 1) / rpbG;
+    if (b >= b0 + b1) {
+      b -= b0 + b1, Wm = W2, Ym = Y2, bm = bias2, nm = nr2;
+    } else if (b >= b0) {
+      b -= b0, Wm = W1, Ym = Y1, bm = bias1, nm = nr1;
+    }
+  }
+  int base = b * rpbG + rl;
+  const u8 *wr[MV_G], *wr1[MV_G];
+#pragma unroll
+  for (int g = 0; g < MV_G; g++) {
+    int row = base + g * 4;
+    bool live = g < G && row < nm;
+    wr[g] = Wm + (long long)(live ? row : 0) * rowBytes;
+    wr1[g] = glu ? W1 + (long long)(live ? row : 0) * rowBytes : nullptr;
+  }
+  bool norm = nflags & 1;
+  float scale = 1.f;
+  if (norm) {
+    double s = 0;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) s += (double)X[i] * (double)X[i];
+    s = block_sumd(s, nsh);
+    float mean = (float)(s / cols);
+    scale = 1.f / sqrtf(mean + eps);
+  }
+  bool writeNorm = norm && blockIdx.x == 0 && rl == 0;
+  bool vec = ((unsigned long long)X & 15) == 0;
+  float acc[MV_G], acc1[MV_G];
+#pragma unroll
+  for (int g = 0; g < MV_G; g++) acc[g] = 0.f, acc1[g] = 0.f;
+  int ngrp = cols / 4;
+  for (int q = lane; q < ngrp; q += 32) {
+    float x[4];
+    if (vec) {
+      float4 t = *(const float4 *)(X + 4 * q);
+      x[0] = t.x, x[1] = t.y, x[2] = t.z, x[3] = t.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; e++) x[e] = X[4 * q + e];
+    }
+    if (norm) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        x[e] = nw ? (x[e] * scale) * nw[4 * q + e] : x[e] * scale;
+        if (writeNorm) nout[4 * q + e] = x[e];
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < MV_G; g++) {
+      if (g < G && base + g * 4 < nm) {
+        acc[g] += grp_dot<T>(wr[g], q, x);
+        if (glu) acc1[g] += grp_dot<T>(wr1[g], q, x);
+      }
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < MV_G; g++) {
+    if (g >= G) break;
+    acc[g] = warp_sum(acc[g]);
+    if (glu) acc1[g] = warp_sum(acc1[g]);
+  }
+  if (lane != 0) return;
+#pragma unroll
+  for (int g = 0; g < MV_G; g++) {
+    int row = base + g * 4;
+    if (g >= G || row >= nm) break;
+    float a = acc[g], a1 = acc1[g];
+    if (bm) a = a + bm[row];
+    if (glu) {
+      if (bias1) a1 = a1 + bias1[row];
+      Ym[row] = a;
+      Y1[row] = a1;
+      glu[row] = silu(a) * a1;
+      continue;
+    }
+    Ym[row] = a;
+    if (res) res[row] = res[row] + a;
+  }
+}
+
+#define APR_MVQ(N)                                                                                             \
+  extern "C" __global__ void __launch_bounds__(128)                                                            \
+      mvq_##N(const u8 *W, long long rb, int nc, int cols, const float *X, float *Y, int nr, int tpr,         \
+              const float *bias, float *res, const u8 *W1, float *Y1, int nr1, const float *bias1, const u8 *W2,   \
+              float *Y2, int nr2, const float *bias2, const float *nw, float eps, float *nout, int nflags,         \
+              float *glu) {                                                                                    \
+    mvq_body<N>(W, rb, nc, cols, X, Y, nr, bias, res, W1, Y1, nr1, bias1, W2, Y2, nr2, bias2, nw, eps, nout,    \
+                nflags, glu);                                                                                  \
+  }
+APR_MVQ(Q4_K)
+APR_MVQ(Q5_0)
+APR_MVQ(Q8_0)
+
 // mmid: ggml's mul_mat_id. Output slot s (grid.y) multiplies expert ids[s]
 // (its matrix at W + ids[s]·expBytes) by X row xrow = s / xdiv.
 template <class T>
