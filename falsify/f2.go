@@ -23,6 +23,7 @@ import (
 	"github.com/aprqa/apr/internal/buildinfo"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/verdict"
 )
 
 // F2 is the validation a device engine passes before it generates: the
@@ -219,7 +220,7 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 		}
 		if !th.Holds(v) {
 			res.Verdict = VerdictFail
-			res.Reason = fmt.Sprintf("%s %.9g (want %s %g, %s's tier) — worst position %d of %d", name, v, th.Op, th.Value, id, rep.Worst, len(probe))
+			res.Reason = fmt.Sprintf("%s %.9g (want %s, %s's tier) — worst position %d of %d", name, v, verdict.FormatThreshold(th), id, rep.Worst, len(probe))
 			return res
 		}
 	}

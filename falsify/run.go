@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -17,16 +16,18 @@ import (
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
-// Verdict is how a falsifier ended. There is no "skipped".
-type Verdict string
+// Verdict is how a falsifier ended: package verdict's (there is no
+// "skipped").
+type Verdict = verdict.Verdict
 
 // The verdicts.
 const (
-	VerdictPass    Verdict = "pass"
-	VerdictFail    Verdict = "fail"
-	VerdictRefused Verdict = "refused"
+	VerdictPass    = verdict.Pass
+	VerdictFail    = verdict.Fail
+	VerdictRefused = verdict.Refused
 )
 
 // ByRunner is the refuser named when the runner itself refuses a falsifier
@@ -312,11 +313,11 @@ func (r *runner) result(c *Check, start time.Time, err error) Result {
 	}
 	for _, name := range c.order {
 		v := c.measured[name]
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if nf := verdict.NonFinite(v); nf != "" {
 			if res.NonFinite == nil {
 				res.NonFinite = map[string]string{}
 			}
-			res.NonFinite[name] = nonFinite(v)
+			res.NonFinite[name] = nf
 			continue
 		}
 		res.Measured[name] = v
@@ -353,11 +354,9 @@ func (r *runner) judge(c *Check) (Verdict, string) {
 		v, ok := c.measured[name]
 		switch {
 		case !ok:
-			bad = append(bad, fmt.Sprintf("%s was not measured (threshold %s %g)", name, th.Op, th.Value))
-		case math.IsNaN(v) || math.IsInf(v, 0):
-			bad = append(bad, fmt.Sprintf("%s is %s (threshold %s %g)", name, nonFinite(v), th.Op, th.Value))
+			bad = append(bad, verdict.Missing(name, th))
 		case !th.Holds(v):
-			bad = append(bad, fmt.Sprintf("%s = %g, want %s %g", name, v, th.Op, th.Value))
+			bad = append(bad, verdict.Violation(name, v, th))
 		}
 	}
 	if len(c.F.Thresholds) == 0 {
@@ -371,16 +370,6 @@ func (r *runner) judge(c *Check) (Verdict, string) {
 		reason += ": " + c.details[0]
 	}
 	return VerdictFail, reason
-}
-
-func nonFinite(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "NaN"
-	case v > 0:
-		return "+Inf"
-	}
-	return "-Inf"
 }
 
 // optionalRefusal reports whether code is listed in params.optional_refusals.
@@ -400,4 +389,36 @@ func optionalRefusal(params map[string]any, code string) bool {
 		}
 	}
 	return false
+}
+
+// Values lists the result's measured values in package verdict's words,
+// each with the threshold it was held to: those with a threshold first, then
+// the others, each group by name; a non-finite value by its name.
+func (r Result) Values() []verdict.Value {
+	out := make([]verdict.Value, 0, len(r.Measured)+len(r.NonFinite))
+	add := func(n string, x float64, nf string) {
+		v := verdict.Value{Name: n, Value: x, NonFinite: nf}
+		if t, ok := r.Thresholds[n]; ok {
+			v.Threshold = verdict.FormatThreshold(t)
+		}
+		out = append(out, v)
+	}
+	for n, x := range r.Measured {
+		add(n, x, "")
+	}
+	for n, nf := range r.NonFinite {
+		add(n, 0, nf)
+	}
+	verdict.SortValues(out)
+	return out
+}
+
+// Outcome is the result as package verdict's outcome: its verdict, reason,
+// refuser and refusal class, values (Values) and details.
+func (r Result) Outcome() verdict.Outcome {
+	o := verdict.Outcome{Verdict: r.Verdict, Reason: r.Reason, Values: r.Values(), Details: r.Details}
+	if r.Verdict == VerdictRefused {
+		o.RemovedBy, o.Code = r.RemovedBy, r.RefusalCode
+	}
+	return o
 }

@@ -10,17 +10,18 @@ import (
 	"time"
 
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/verdict"
 )
 
-// Verdict is how a cell ended. There is no "skipped": a cell that did not
-// run is refused, by name.
-type Verdict string
+// Verdict is how a cell ended: package verdict's. There is no "skipped": a
+// cell that did not run is refused, by name.
+type Verdict = verdict.Verdict
 
 // The three verdicts.
 const (
-	Pass    Verdict = "pass"
-	Fail    Verdict = "fail"
-	Refused Verdict = "refused"
+	Pass    = verdict.Pass
+	Fail    = verdict.Fail
+	Refused = verdict.Refused
 )
 
 // ByLadder is the refuser named when no executor exists for a cell.
@@ -42,16 +43,9 @@ type Result struct {
 	Values    []Value            // what was measured, with thresholds where one applies
 }
 
-// Value is one measured number.
-type Value struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	Unit  string  `json:"unit,omitempty"`
-	Limit string  `json:"limit,omitempty"` // the threshold it was held to, e.g. ">= 0.999"; empty when none
-	// NonFinite holds "NaN", "+Inf" or "-Inf" when the measured value was not
-	// finite (JSON has no such numbers); Value is 0 then.
-	NonFinite string `json:"non_finite,omitempty"`
-}
+// Value is one measured number with the threshold it was held to, where
+// one applies: package verdict's.
+type Value = verdict.Value
 
 // Passed returns a pass with the measured values.
 func Passed(values ...Value) Result { return Result{Verdict: Pass, Values: values} }
@@ -64,6 +58,16 @@ func Failed(format string, args ...any) Result {
 // RefusedBy returns a refusal by by.
 func RefusedBy(by, format string, args ...any) Result {
 	return Result{Verdict: Refused, RemovedBy: by, Reason: fmt.Sprintf(format, args...)}
+}
+
+// FromOutcome is a cell's result from a check's outcome: its verdict,
+// reason, refuser and values; its details joined into Detail.
+func FromOutcome(o verdict.Outcome) Result {
+	r := Result{Verdict: o.Verdict, Reason: o.Reason, Values: o.Values, Detail: strings.Join(o.Details, "; ")}
+	if o.Verdict == Refused {
+		r.RemovedBy = o.RemovedBy
+	}
+	return r
 }
 
 // FromError turns an error into a result: a *refuse.Error becomes refused
@@ -99,17 +103,9 @@ func (r Result) normalize() Result {
 	r.Values = slices.Clone(r.Values)
 	for i := range r.Values {
 		v := &r.Values[i]
-		switch {
-		case math.IsNaN(v.Value):
-			v.NonFinite, v.Value = "NaN", 0
-		case math.IsInf(v.Value, 1):
-			v.NonFinite, v.Value = "+Inf", 0
-		case math.IsInf(v.Value, -1):
-			v.NonFinite, v.Value = "-Inf", 0
-		default:
-			continue
+		if *v = v.Finite(); v.NonFinite != "" {
+			bad = append(bad, v.Name+"="+v.NonFinite)
 		}
-		bad = append(bad, v.Name+"="+v.NonFinite)
 	}
 	for k, s := range r.Phases {
 		if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {

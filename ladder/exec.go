@@ -16,6 +16,7 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/qa"
+	"github.com/aprqa/apr/verdict"
 )
 
 // ExecOptions configure the real executors.
@@ -90,24 +91,7 @@ func (x *executors) qa(ctx context.Context, m *Model, backend string) Result {
 	if err != nil {
 		return FromError(err)
 	}
-	values := []Value{
-		{Name: "gates_pass", Value: float64(rep.Counts.Pass)},
-		{Name: "gates_fail", Value: float64(rep.Counts.Fail), Limit: "== 0"},
-		{Name: "gates_refused", Value: float64(rep.Counts.Refused)},
-		{Name: "gates_executed", Value: float64(rep.Executed)},
-	}
-	v, by, reason := rep.CellVerdict()
-	switch v {
-	case qa.Pass:
-		return Passed(values...)
-	case qa.Refused:
-		r := RefusedBy(by, "%s", reason)
-		r.Values = values
-		return r
-	}
-	r := Failed("%s", reason)
-	r.Values = values
-	return r
+	return FromOutcome(rep.Outcome())
 }
 
 type executors struct {
@@ -135,7 +119,7 @@ func (x *executors) run(ctx context.Context, m *Model, backend string) Result {
 		},
 		Values: []Value{
 			{Name: "prompt_tokens", Value: float64(res.PromptTokens)},
-			{Name: "tokens_out", Value: float64(res.TokensOut), Limit: fmt.Sprintf("== %d", x.opts.RunTokens)},
+			{Name: "tokens_out", Value: float64(res.TokensOut), Threshold: verdict.Limit("==", float64(x.opts.RunTokens))},
 			{Name: "decode_tok_per_s", Value: res.DecodeTokPerS, Unit: "tok/s"},
 		},
 	}
@@ -267,39 +251,16 @@ func (x *executors) logitsParity(ctx context.Context, m *Model, backend, expect 
 	return fromFalsify(rep.Results[0], "compared with "+filepath.Base(expect)+" (matched by sha256) by "+id)
 }
 
-// fromFalsify is a cell's result from a falsifier's: its verdict, reason or
-// refuser, every measured value (with its threshold as the limit) and its
-// details.
+// fromFalsify is a cell's result from a falsifier's outcome: its verdict,
+// reason (after the falsifier's id) or refuser, every measured value with its
+// threshold, and its details after detail.
 func fromFalsify(r falsify.Result, detail string) Result {
-	var out Result
-	switch r.Verdict {
-	case falsify.VerdictPass:
-		out = Passed()
-	case falsify.VerdictFail:
-		out = Failed("%s: %s", r.ID, r.Reason)
-	default:
-		out = RefusedBy(r.RemovedBy, "%s: %s", r.ID, r.Reason)
+	o := r.Outcome()
+	if o.Verdict != Pass {
+		o.Reason = r.ID + ": " + o.Reason
 	}
-	names := make([]string, 0, len(r.Measured)+len(r.NonFinite))
-	for n := range r.Measured {
-		names = append(names, n)
-	}
-	for n := range r.NonFinite {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		v := Value{Name: n, Value: r.Measured[n]}
-		if _, bad := r.NonFinite[n]; bad {
-			v.Value = math.NaN()
-		}
-		if t, ok := r.Thresholds[n]; ok {
-			v.Limit = fmt.Sprintf("%s %g", t.Op, t.Value)
-		}
-		out.Values = append(out.Values, v)
-	}
-	out.Detail = strings.Join(append([]string{detail}, r.Details...), "; ")
-	return out
+	o.Details = append([]string{detail}, o.Details...)
+	return FromOutcome(o)
 }
 
 // contracts returns ExecOptions.Contracts, or the embedded set.

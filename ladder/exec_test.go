@@ -80,7 +80,7 @@ func TestLogitsCellsRunTheContract(t *testing.T) {
 		if v, ok := cellValue(c, "excluded_positions"); !ok || v.Value != 2 {
 			t.Errorf("cell %s excluded_positions = %+v, want 2 (values %+v)", c.ID, v, c.Values)
 		}
-		if v, ok := cellValue(c, "min_cosine"); !ok || v.Limit != ">= 0.998" || v.Value < 0.998 {
+		if v, ok := cellValue(c, "min_cosine"); !ok || v.Threshold != ">= 0.998" || v.Value < 0.998 {
 			t.Errorf("cell %s min_cosine = %+v, want ≥ 0.998 held to the contract's >= 0.998", c.ID, v)
 		}
 		if !strings.Contains(c.Detail, "qwen3moe.logits_parity_quantized") || !strings.Contains(c.Detail, "position 17 excluded: router near-tie") {
@@ -91,7 +91,7 @@ func TestLogitsCellsRunTheContract(t *testing.T) {
 		if c.Verdict != ladder.Pass || !strings.Contains(c.Detail, "stories260K.logits.json (matched by sha256) by llama.logits_parity") {
 			t.Errorf("cell %s = %s (%s), detail %q; want a pass by llama.logits_parity", c.ID, c.Verdict, c.Reason, c.Detail)
 		}
-		if v, ok := cellValue(c, "mean_cosine"); !ok || v.Limit != ">= 0.999999" {
+		if v, ok := cellValue(c, "mean_cosine"); !ok || v.Threshold != ">= 0.999999" {
 			t.Errorf("cell %s mean_cosine = %+v, want the float tier's >= 0.999999", c.ID, v)
 		}
 

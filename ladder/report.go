@@ -207,8 +207,8 @@ var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 		if v.Unit != "" {
 			s += " " + v.Unit
 		}
-		if v.Limit != "" {
-			s += " (limit " + v.Limit + ")"
+		if v.Threshold != "" {
+			s += " (threshold " + v.Threshold + ")"
 		}
 		return s
 	},

@@ -9,6 +9,7 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
 func (o *Options) h() *hooks {
@@ -29,7 +30,7 @@ func WithGolden(o *Options, fn func(sha string) (*golden.File, bool, error)) { o
 // WithSloppyParity plants a parity gate that does not fail closed: when its
 // reference fails it compares the backend with itself, and passes.
 func WithSloppyParity(o *Options) {
-	o.h().parity = func(ctx context.Context, c *falsify.Check, m *modelRun, backend string) outcome {
+	o.h().parity = func(ctx context.Context, c *falsify.Check, m *modelRun, backend string) verdict.Outcome {
 		return parityWith(ctx, c, m, backend, true)
 	}
 }
@@ -42,7 +43,7 @@ func TokenizerGate(f *gguf.File, fz schema.Falsifier) (Gate, error) {
 	}
 	m := &modelRun{f: f, tok: tok}
 	o := m.tokenizerGate(fz, 1)
-	return Gate{Name: GateTokenizer, Verdict: o.verdict, Status: string(o.verdict), Reason: o.reason, Values: o.values}, nil
+	return Gate{Name: GateTokenizer, Verdict: o.Verdict, Status: string(o.Verdict), Reason: o.Reason, Values: o.Values}, nil
 }
 
 // RefNumerics is refNumerics, for the tests.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"sync"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
 	"github.com/aprqa/apr/serve"
+	"github.com/aprqa/apr/verdict"
 )
 
 func init() { Register(falsify.Default) }
@@ -36,38 +36,38 @@ const (
 // chat_template, golden_output, engine_parity and throughput. apr falsify
 // runs them like any other code; apr qa runs them through falsify.Run.
 func Register(reg *falsify.Registry) {
-	reg.Register(FalsifierTensorValues, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierTensorValues, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.tensorValues(c.F)
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("bad_tensors"),
 		falsify.Doc("every tensor's values, read through the file's mapping: no NaN, no Inf, no all-zero tensor (biases excepted)"))
-	reg.Register(FalsifierTokenizer, falsify.KindProperty, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierTokenizer, falsify.KindProperty, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.tokenizerGate(c.F, c.Seed())
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("roundtrip_mismatches", "split_control_tokens", "injected_control_tokens"),
 		falsify.Doc("a built-in multilingual text round-trips through encode/decode; chat markers stay single tokens"))
-	reg.Register(FalsifierTemplate, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierTemplate, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.templateGate(ctx, c.F)
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("missing_messages", "split_control_tokens", "roundtrip_mismatches"),
 		falsify.AppliesWhen(templateApplies),
 		falsify.Doc("the model's chat template keeps every message of a two-turn conversation; its output tokenizes with chat markers intact"))
-	reg.Register(FalsifierGoldenOutput, falsify.KindGolden, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierGoldenOutput, falsify.KindGolden, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.goldenGate(ctx, c, backendParam(c, "ref"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_logit_delta"), falsify.Params("tier", "logit_noise"),
 		falsify.Refs("golden file", "reference engine"),
 		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
 		falsify.Doc("a backend's greedy output equals the reviewed golden (or the reference's, in the numerics params.numerics names for the backend) at every step whose judge margin reaches twice the contract's numerical noise for the model's weight tier (params.logit_noise); a backend further than that noise from the reference fails"))
-	reg.Register(FalsifierEngineParity, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierEngineParity, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.opts.hooks.parity(ctx, c, m, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
 		falsify.Params("tier", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
 		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
 		falsify.Doc("a backend's logits against the reference engine's (in the numerics params.numerics names for the backend: plain, or ggml's activation rounding) at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
-	reg.Register(FalsifierGPUCPU, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierGPUCPU, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return gpuCPU(ctx, c, m, backendParam(c, "cuda"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
 		falsify.Params("tier", "backend", "against", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
 		falsify.AppliesWhen(gpuCPUApplies), falsify.VetWith(falsify.VetTier),
 		falsify.Doc("a device backend's logits (params.backend) against another engine's (params.against) at every position of a probe prompt, at the thresholds of the model's weight tier; the judge's router near-ties excluded and reported"))
-	reg.Register(FalsifierThroughput, falsify.KindTiming, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
+	reg.Register(FalsifierThroughput, falsify.KindTiming, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.throughputGate(ctx, c.F, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("decode_ratio", "prefill_ratio", "max_cv"), falsify.Refs("baseline"),
 		falsify.AppliesWhen(throughputApplies),
@@ -194,28 +194,28 @@ func backendParam(c *falsify.Check, def string) string {
 // adapt turns a gate implementation into falsifier code: the outcome's
 // values are measured (the runner judges them against the contract's
 // thresholds), a fail is a falsify.Fail, a refusal keeps its code.
-func adapt(fn func(ctx context.Context, c *falsify.Check, m *modelRun) outcome) falsify.Func {
+func adapt(fn func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome) falsify.Func {
 	return func(ctx context.Context, c *falsify.Check) error {
 		m, err := modelFor(ctx, c)
 		if err != nil {
 			return err
 		}
 		o := fn(ctx, c, m)
-		for _, v := range o.values {
+		for _, v := range o.Values {
 			c.Measure(v.Name, v.Value)
 		}
-		for _, d := range o.details {
+		for _, d := range o.Details {
 			c.Note("%s", d)
 		}
-		switch o.verdict {
+		switch o.Verdict {
 		case Fail:
-			return falsify.Fail("%s", o.reason)
+			return falsify.Fail("%s", o.Reason)
 		case Refused:
-			by := o.by
+			by := o.RemovedBy
 			if by == "" {
 				by = c.By()
 			}
-			return falsify.RefuseCode(o.code, by, "%s", o.reason)
+			return falsify.RefuseCode(o.Code, by, "%s", o.Reason)
 		}
 		return nil
 	}
@@ -289,7 +289,7 @@ func modelFor(ctx context.Context, c *falsify.Check) (*modelRun, error) {
 // execute runs falsifiers ids on the model through falsify.Run with the
 // backend (and reference) set over their params, and merges their results
 // into one outcome.
-func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend string) (outcome, []falsify.Result) {
+func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend string) (verdict.Outcome, []falsify.Result) {
 	params := map[string]any{"reference": m.opts.Reference, "baseline_file": m.opts.BaselineFile,
 		"accept_baseline": m.opts.AcceptBaseline, "host": m.host.Fingerprint, falsify.ParamKLDBase: m.opts.KLDBase}
 	if backend != "" {
@@ -298,77 +298,20 @@ func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend
 	rep, err := falsify.Run(withState(ctx, st), falsify.Options{IDs: ids, Model: m.path, Set: m.opts.Contracts,
 		Registry: m.opts.Registry, Params: params, Seed: m.opts.Seed, ModelSHA256: m.sha, Log: m.opts.Log})
 	if err != nil {
-		return refused(CodeNoContract, By, nil, "%v", err), nil
+		return verdict.RefusedBy(CodeNoContract, By, nil, "%v", err), nil
 	}
 	if len(rep.Results) == 0 {
 		var why []string
 		for _, n := range rep.NotRun {
 			why = append(why, n.ID+": "+n.Why)
 		}
-		return refused(CodeNoContract, By, nil, "falsify ran nothing: %s", strings.Join(why, "; ")), nil
+		return verdict.RefusedBy(CodeNoContract, By, nil, "falsify ran nothing: %s", strings.Join(why, "; ")), nil
 	}
-	return merge(rep.Results), rep.Results
-}
-
-// merge combines results: the worst verdict (fail, then refused, then
-// pass), every measured value, and the reasons of the worst.
-func merge(rs []falsify.Result) outcome {
-	rank := map[falsify.Verdict]int{falsify.VerdictPass: 0, falsify.VerdictRefused: 1, falsify.VerdictFail: 2}
-	worst := rs[0]
-	var o outcome
-	for _, r := range rs {
-		if rank[r.Verdict] > rank[worst.Verdict] {
-			worst = r
-		}
-		o.values = append(o.values, resultValues(r)...)
-		for _, d := range r.Details {
-			o.details = append(o.details, d)
-		}
+	os := make([]verdict.Outcome, len(rep.Results))
+	for i, r := range rep.Results {
+		os[i] = r.Outcome()
 	}
-	var reasons []string
-	for _, r := range rs {
-		if r.Verdict == worst.Verdict && r.Reason != "" {
-			reasons = append(reasons, r.Reason)
-		}
-	}
-	o.verdict = Verdict(worst.Verdict)
-	o.reason = strings.Join(reasons, "; ")
-	if worst.Verdict == falsify.VerdictRefused {
-		o.code, o.by = worst.RefusalCode, worst.RemovedBy
-	}
-	return o
-}
-
-// resultValues lists a result's measured values: those with a threshold
-// first (in threshold-name order), then the others by name.
-func resultValues(r falsify.Result) []Value {
-	var out []Value
-	names := make([]string, 0, len(r.Measured)+len(r.NonFinite))
-	for n := range r.Measured {
-		names = append(names, n)
-	}
-	for n := range r.NonFinite {
-		names = append(names, n)
-	}
-	sort.SliceStable(names, func(i, j int) bool {
-		_, ti := r.Thresholds[names[i]]
-		_, tj := r.Thresholds[names[j]]
-		if ti != tj {
-			return ti
-		}
-		return names[i] < names[j]
-	})
-	for _, n := range names {
-		v := Value{Name: n, Value: r.Measured[n]}
-		if nf, ok := r.NonFinite[n]; ok {
-			v.Value, v.NonFinite = math.NaN(), nf
-		}
-		if t, ok := r.Thresholds[n]; ok {
-			v.Threshold = thresholdString(t)
-		}
-		out = append(out, v)
-	}
-	return out
+	return verdict.Merge(os...), rep.Results
 }
 
 // failClosed runs the contract's failclosed falsifier for parity (the
@@ -376,21 +319,21 @@ func resultValues(r falsify.Result) []Value {
 // references that answer with garbage (NaN rows, too few rows, rows of the
 // wrong width): every run must end refused for the reference. A parity that
 // was refused for its real reference proves nothing and refuses.
-func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifier, parityID, backend string) outcome {
+func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifier, parityID, backend string) verdict.Outcome {
 	pr, ok := m.parityResult[backend]
 	if !ok {
 		pr, _ = m.execute(ctx, st, []string{parityID}, backend)
 		m.parityResult[backend] = pr
 	}
-	if pr.verdict == Refused {
-		return refused(pr.code, fc.ID, nil, "%s was refused with the real reference (%s); refusing with a withdrawn one proves nothing", parityID, pr.reason)
+	if pr.Verdict == Refused {
+		return verdict.RefusedBy(pr.Code, fc.ID, nil, "%s was refused with the real reference (%s); refusing with a withdrawn one proves nothing", parityID, pr.Reason)
 	}
 	o, _ := m.execute(ctx, st, []string{fc.ID}, backend)
-	if o.verdict == Refused {
+	if o.Verdict == Refused {
 		return o
 	}
 	withdrawn := 0.0
-	for _, v := range o.values {
+	for _, v := range o.Values {
 		if v.Name == "non_refusals" {
 			withdrawn = v.Value
 		}
@@ -419,24 +362,24 @@ func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifie
 		if len(rs) > 0 {
 			code = rs[0].RefusalCode
 		}
-		if r.verdict != Refused || code != CodeReference {
-			bad = append(bad, fmt.Sprintf("reference returning %s: %s gave %s (%s)", g.name, parityID, r.verdict, r.reason))
+		if r.Verdict != Refused || code != CodeReference {
+			bad = append(bad, fmt.Sprintf("reference returning %s: %s gave %s (%s)", g.name, parityID, r.Verdict, r.Reason))
 		}
 	}
-	c := newCheck(fc)
-	c.note("withdrawn_non_refusals", withdrawn, "count")
-	c.note("garbage_non_refusals", float64(len(bad)), "count")
-	c.hold("non_refusals", withdrawn+float64(len(bad)), "count")
-	out := c.outcome(firstN(append(detailsOf(o), bad...)))
-	out.details = append(o.details, bad...)
+	c := verdict.NewJudge(fc.ID, fc.Thresholds)
+	c.Note("withdrawn_non_refusals", withdrawn, "count")
+	c.Note("garbage_non_refusals", float64(len(bad)), "count")
+	c.Hold("non_refusals", withdrawn+float64(len(bad)), "count")
+	out := c.Outcome(firstN(append(detailsOf(o), bad...)))
+	out.Details = append(o.Details, bad...)
 	return out
 }
 
-func detailsOf(o outcome) []string {
-	if o.verdict == Pass {
+func detailsOf(o verdict.Outcome) []string {
+	if o.Verdict == Pass {
 		return nil
 	}
-	return []string{o.reason}
+	return []string{o.Reason}
 }
 
 func fill(n, width int, poison bool) [][]float32 {

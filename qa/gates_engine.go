@@ -14,6 +14,7 @@ import (
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
 // logitsFunc returns backend's logits at every position of tokens.
@@ -129,18 +130,18 @@ func (m *modelRun) probe(ctx context.Context, fz schema.Falsifier) ([]int32, err
 // withdrawn reference refuses; so does any answer that is not usable (an
 // error, too few rows, rows of the wrong length, a NaN or an Inf). Only
 // then does it run the backend.
-func parity(ctx context.Context, c *falsify.Check, m *modelRun, backend string) outcome {
+func parity(ctx context.Context, c *falsify.Check, m *modelRun, backend string) verdict.Outcome {
 	return parityWith(ctx, c, m, backend, false)
 }
 
 // gpuCPU is the gpu_cpu gate: a device backend's logits against another
 // engine's (params.against: cpu) at the probe, at the contract's tier; the
 // reference's router near-ties excluded for a mixture of experts.
-func gpuCPU(ctx context.Context, c *falsify.Check, m *modelRun, backend string) outcome {
+func gpuCPU(ctx context.Context, c *falsify.Check, m *modelRun, backend string) verdict.Outcome {
 	return parityWith(ctx, c, m, backend, false)
 }
 
-func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend string, sloppy bool) outcome {
+func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend string, sloppy bool) verdict.Outcome {
 	fz := c.F
 	toks, err := m.probe(ctx, fz)
 	if err != nil {
@@ -168,26 +169,26 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 		want, err = m.logits(ctx, backend, toks) // the planted defect: compare the backend with itself
 	}
 	if err != nil {
-		return refused(CodeReference, c.By(), nil, "the reference %s gave no usable logits, so nothing can be compared: %v", m.opts.Reference, err)
+		return verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s gave no usable logits, so nothing can be compared: %v", m.opts.Reference, err)
 	}
 	// A mixture of experts: the positions where the reference's router is
 	// near a tie are left out of the aggregates (and reported).
 	ties, judgeRecs, used, err := falsify.NearTiesTrace(ctx, c, toks, m.router(refNumerics(fz, backend)))
 	if err != nil {
-		return refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced, so its near-ties are unknown: %v", m.opts.Reference, err)
+		return verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s's router could not be traced, so its near-ties are unknown: %v", m.opts.Reference, err)
 	}
 	got, err := m.logits(ctx, backend, toks)
 	if err != nil {
 		return fromError(CodeBackend, err, "backend %s", backend)
 	}
 	if len(got.Logits) != len(toks) {
-		return failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(toks))
+		return verdict.Failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(toks))
 	}
 	margin := paramFloat(fz, "argmax_margin", 0.2)
 	wantRows, gotRows := want.Logits, got.Logits
 	var flips []falsify.RoutingFlip
 	if used > 0 && judge == m.opts.Reference { // a mixture of experts: used experts per token
-		var o *outcome
+		var o *verdict.Outcome
 		if wantRows, gotRows, ties, flips, o = m.routingSegments(ctx, c, backend, toks, want.Logits, got.Logits, ties, judgeRecs, used); o != nil {
 			return *o
 		}
@@ -198,34 +199,34 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	}
 	rep, err := oracle.CompareSeqWith(gotRows, wantRows, oracle.SeqOptions{Exclude: exclude, ArgmaxMargin: margin})
 	if err != nil {
-		return failed(nil, "backend %s vs %s: %v", backend, m.opts.Reference, err)
+		return verdict.Failed(nil, "backend %s vs %s: %v", backend, m.opts.Reference, err)
 	}
 	var mismatches []string
 	for _, p := range rep.ArgmaxMismatches {
 		s := rep.Positions[p]
 		mismatches = append(mismatches, fmt.Sprintf("position %d: argmax %d, reference %d (reference margin at least %g)", p, s.ArgmaxGot, s.ArgmaxWant, margin))
 	}
-	k := newCheck(fz)
-	k.hold("min_cosine", rep.MinCosine, "")
-	k.hold("mean_cosine", rep.MeanCosine, "")
-	k.hold("argmax_mismatches", float64(len(mismatches)), "count")
-	k.note("argmax_agree", float64(rep.ArgmaxAgree), "positions")
-	k.note("positions", float64(len(toks)), "positions")
-	k.note("compared_positions", float64(rep.Compared), "positions")
-	k.note("excluded_positions", float64(len(rep.Excluded)), "positions")
+	k := verdict.NewJudge(fz.ID, fz.Thresholds)
+	k.Hold("min_cosine", rep.MinCosine, "")
+	k.Hold("mean_cosine", rep.MeanCosine, "")
+	k.Hold("argmax_mismatches", float64(len(mismatches)), "count")
+	k.Note("argmax_agree", float64(rep.ArgmaxAgree), "positions")
+	k.Note("positions", float64(len(toks)), "positions")
+	k.Note("compared_positions", float64(rep.Compared), "positions")
+	k.Note("excluded_positions", float64(len(rep.Excluded)), "positions")
 	if len(rep.Excluded) > 0 {
-		k.note("excluded_min_cosine", falsify.ExcludedMinCosine(rep), "")
+		k.Note("excluded_min_cosine", falsify.ExcludedMinCosine(rep), "")
 	}
-	k.note("worst_position", float64(rep.Worst), "")
-	k.note("max_kl", rep.MaxKL, "nats")
-	o := k.outcome(firstN(mismatches))
-	o.details = append(mismatches, falsify.NearTieNotes(ties, rep, paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
-	if o.verdict == Fail {
-		o.details = append(o.details, m.firstDivergence(ctx, backend, refNumerics(fz, backend), toks, paramThreshold(fz, "min_cosine", 0.999)))
+	k.Note("worst_position", float64(rep.Worst), "")
+	k.Note("max_kl", rep.MaxKL, "nats")
+	o := k.Outcome(firstN(mismatches))
+	o.Details = append(mismatches, falsify.NearTieNotes(ties, rep, paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
+	if o.Verdict == Fail {
+		o.Details = append(o.Details, m.firstDivergence(ctx, backend, refNumerics(fz, backend), toks, paramThreshold(fz, "min_cosine", 0.999)))
 	}
 	for _, f := range flips {
 		s := rep.Positions[f.Pos]
-		o.details = append(o.details, fmt.Sprintf("%s; excluded, within params.%s %g; there cosine %.9f, argmax %d vs %d; the positions after it compared in a sequence that starts after it",
+		o.Details = append(o.Details, fmt.Sprintf("%s; excluded, within params.%s %g; there cosine %.9f, argmax %d vs %d; the positions after it compared in a sequence that starts after it",
 			f, falsify.ParamRouterNoise, paramFloat(fz, falsify.ParamRouterNoise, math.NaN()), s.Cosine, s.ArgmaxGot, s.ArgmaxWant))
 	}
 	return o
@@ -245,18 +246,18 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 // judges it), the reference's near-ties there (positions in toks) and the
 // excused flips, or the outcome that ends the gate. judgeRecs and k are the
 // reference's router over toks, as the near-ties were decided on.
-func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backend string, toks []int32, want, got [][]float32, ties []oracle.NearTie, judgeRecs []oracle.Record, k int) ([][]float32, [][]float32, []oracle.NearTie, []falsify.RoutingFlip, *outcome) {
+func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backend string, toks []int32, want, got [][]float32, ties []oracle.NearTie, judgeRecs []oracle.Record, k int) ([][]float32, [][]float32, []oracle.NearTie, []falsify.RoutingFlip, *verdict.Outcome) {
 	fz := c.F
-	end := func(o outcome) ([][]float32, [][]float32, []oracle.NearTie, []falsify.RoutingFlip, *outcome) {
+	end := func(o verdict.Outcome) ([][]float32, [][]float32, []oracle.NearTie, []falsify.RoutingFlip, *verdict.Outcome) {
 		return nil, nil, nil, nil, &o
 	}
 	if _, ok := fz.Params[falsify.ParamRouterNoise]; !ok {
-		return end(refused(CodeNoContract, c.By(), nil, "the model routes tokens to experts and params.%s is missing: the contract must name how far two engines' router probabilities may differ", falsify.ParamRouterNoise))
+		return end(verdict.RefusedBy(CodeNoContract, c.By(), nil, "the model routes tokens to experts and params.%s is missing: the contract must name how far two engines' router probabilities may differ", falsify.ParamRouterNoise))
 	}
 	noise := paramFloat(fz, falsify.ParamRouterNoise, math.NaN())
 	eps := paramFloat(fz, falsify.ParamNearTieEps, math.NaN())
 	if math.IsNaN(noise) || noise < 0 || math.IsNaN(eps) || eps < 0 {
-		return end(refused(CodeNoContract, c.By(), nil, "params.%s %v and params.%s %v: want numbers ≥ 0", falsify.ParamRouterNoise, noise, falsify.ParamNearTieEps, eps))
+		return end(verdict.RefusedBy(CodeNoContract, c.By(), nil, "params.%s %v and params.%s %v: want numbers ≥ 0", falsify.ParamRouterNoise, noise, falsify.ParamNearTieEps, eps))
 	}
 	router := m.router(refNumerics(fz, backend))
 	w := append([][]float32(nil), want...)
@@ -269,26 +270,26 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 		if from > 0 {
 			var err error
 			if jr, _, err = router(ctx, m.path, m.opts.Reference, seg); err != nil {
-				return end(refused(CodeReference, c.By(), nil, "the reference %s's router could not be traced: %v", m.opts.Reference, err))
+				return end(verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s's router could not be traced: %v", m.opts.Reference, err))
 			}
 			sw, err := m.refLogits(ctx, refNumerics(fz, backend), seg)
 			if err == nil {
 				err = usable(sw, len(seg))
 			}
 			if err != nil {
-				return end(refused(CodeReference, c.By(), nil, "the reference %s gave no usable logits for the positions after a routing flip: %v", m.opts.Reference, err))
+				return end(verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s gave no usable logits for the positions after a routing flip: %v", m.opts.Reference, err))
 			}
 			sg, err := m.logits(ctx, backend, seg)
 			if err != nil {
 				return end(fromError(CodeBackend, err, "backend %s", backend))
 			}
 			if len(sg.Logits) != len(seg) {
-				return end(failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(sg.Logits), len(seg)))
+				return end(verdict.Failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(sg.Logits), len(seg)))
 			}
 			copy(w[from:], sw.Logits)
 			copy(g[from:], sg.Logits)
 			if segTies, err = oracle.RouterNearTies(jr, len(seg), k, eps); err != nil {
-				return end(refused(CodeReference, c.By(), nil, "the reference %s's router: %v", m.opts.Reference, err))
+				return end(verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s's router: %v", m.opts.Reference, err))
 			}
 		}
 		gr, _, err := router(ctx, m.path, backend, seg)
@@ -297,7 +298,7 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 		}
 		fl, err := falsify.RoutingFlips(jr, gr, len(seg), k)
 		if err != nil {
-			return end(failed(nil, "backend %s's routing against %s's: %v", backend, m.opts.Reference, err))
+			return end(verdict.Failed(nil, "backend %s's routing against %s's: %v", backend, m.opts.Reference, err))
 		}
 		stop := len(seg)
 		if len(fl) > 0 {
@@ -323,15 +324,15 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 			continue
 		}
 		if !f.Excused(noise) {
-			o := failed(nil, "backend %s %s: beyond params.%s %g (a real difference, not noise)", backend, f, falsify.ParamRouterNoise, noise)
-			o.details = []string{o.reason}
+			o := verdict.Failed(nil, "backend %s %s: beyond params.%s %g (a real difference, not noise)", backend, f, falsify.ParamRouterNoise, noise)
+			o.Details = []string{o.Reason}
 			return end(o)
 		}
 		flips = append(flips, f)
 		from = f.Pos + 1
 	}
 	if judged := len(toks) - len(flips) - len(allTies); judged < (len(toks)+1)/2 {
-		return end(failed(nil, "backend %s: only %d of %d positions left to compare after %d routing flips and %d near-ties", backend, judged, len(toks), len(flips), len(allTies)))
+		return end(verdict.Failed(nil, "backend %s: only %d of %d positions left to compare after %d routing flips and %d near-ties", backend, judged, len(toks), len(flips), len(allTies)))
 	}
 	return w, g, allTies, flips, nil
 }
@@ -431,13 +432,13 @@ func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenize
 // golden file or, when the model has none, with the reference engine's
 // greedy output, up to the first step whose judge margin is within
 // numerical noise. Both are references, consulted through c.CallRef.
-func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend string) outcome {
+func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend string) verdict.Outcome {
 	fz := c.F
 	numerics := refNumerics(fz, backend) // the reference's, as judge and as the measure of the backend's distance
 	var gf *golden.File
 	var ok bool
 	if err := c.CallRef("golden file", func() (err error) { gf, ok, err = m.opts.hooks.golden(m.sha); return err }); err != nil {
-		return refused(CodeReference, c.By(), nil, "the golden store cannot be read: %v", err)
+		return verdict.RefusedBy(CodeReference, c.By(), nil, "the golden store cannot be read: %v", err)
 	}
 	var cases []golden.Case
 	var judge string
@@ -445,7 +446,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 	case ok:
 		cases, judge = gf.Cases, "golden "+gf.Model
 	case backend == m.opts.Reference:
-		return refused(CodeNoGolden, c.By(), nil, "no reviewed golden for this model (sha256 %.12s…); the reference %s is itself the judge of the other backends' output", m.sha, backend)
+		return verdict.RefusedBy(CodeNoGolden, c.By(), nil, "no reviewed golden for this model (sha256 %.12s…); the reference %s is itself the judge of the other backends' output", m.sha, backend)
 	default:
 		if m.tokErr != nil {
 			return tokErrOutcome(m.tokErr)
@@ -470,7 +471,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 			return err
 		})
 		if err != nil {
-			return refused(CodeReference, c.By(), nil, "the reference %s could not produce the output to compare with: %v", m.opts.Reference, err)
+			return verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s could not produce the output to compare with: %v", m.opts.Reference, err)
 		}
 		judge = "the reference " + m.opts.Reference + inNumerics(numerics) + " (no reviewed golden for this model)"
 	}
@@ -491,7 +492,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 	floor := paramFloat(fz, "noise_margin", 1e-3)
 	noise := paramFloat(fz, "logit_noise", math.NaN())
 	if math.IsNaN(noise) || noise < 0 {
-		return refused(CodeNoContract, By, nil, "falsifier %s gives no params.logit_noise (the numerical noise the gate allows): the gate cannot decide a step without one", fz.ID)
+		return verdict.RefusedBy(CodeNoContract, By, nil, "falsifier %s gives no params.logit_noise (the numerical noise the gate allows): the gate cannot decide a step without one", fz.ID)
 	}
 	cut := math.Max(floor, 2*noise)
 	var diffs, far []string
@@ -514,7 +515,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 			return fromError(CodeBackend, err, "backend %s, case %d", backend, i)
 		}
 		if len(got.Logits) != len(seq) {
-			return failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(seq))
+			return verdict.Failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(seq))
 		}
 		// How far the backend's logits are from the reference's at each step
 		// of the judge's sequence: held to the contract's noise, reported.
@@ -528,14 +529,14 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 				}
 				return usable(want, len(seq))
 			}); err != nil {
-				return refused(CodeReference, c.By(), nil, "the reference %s cannot measure how far %s is from it: %v", m.opts.Reference, backend, err)
+				return verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s cannot measure how far %s is from it: %v", m.opts.Reference, backend, err)
 			}
 			worst, at := 0.0, 0
 			for k := range n {
 				p := len(gc.PromptIDs) - 1 + k
 				d, _, err := oracle.MaxAbs(got.Logits[p], want.Logits[p])
 				if err != nil {
-					return failed(nil, "backend %s, case %d, step %d: %v", backend, i, k, err)
+					return verdict.Failed(nil, "backend %s, case %d, step %d: %v", backend, i, k, err)
 				}
 				delta[k] = d
 				if d > worst {
@@ -568,7 +569,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 			}
 			top, err := oracle.Argmax(got.Logits[len(gc.PromptIDs)-1+k])
 			if err != nil {
-				return failed(nil, "backend %s, case %d, step %d: %v", backend, i, k, err)
+				return verdict.Failed(nil, "backend %s, case %d, step %d: %v", backend, i, k, err)
 			}
 			forced++
 			if int32(top) != want {
@@ -576,18 +577,18 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 			}
 		}
 	}
-	k := newCheck(fz)
-	k.note("cases", float64(len(cases)), "count")
-	k.note("compared_tokens", float64(compared), "tokens")
-	k.note("forced_steps", float64(forced), "tokens")
-	k.note("cases_cut_at_noise", float64(noisy), "count")
-	k.note("noise_cut", cut, "")
-	k.hold("mismatches", float64(len(diffs)), "count")
-	k.hold("max_logit_delta", maxDelta, "")
-	out := k.outcome(firstN(append(append([]string(nil), diffs...), far...)))
-	out.details = append(diffs, far...)
-	if out.verdict == Pass && compared+forced == 0 {
-		return refused(CodeUndecided, c.By(), k.values, "undecided: no step could be decided; every judge margin is below %.3g (twice the contract's numerical noise %g, or the floor %g), and %s is within that noise of the reference", cut, noise, floor, backend)
+	k := verdict.NewJudge(fz.ID, fz.Thresholds)
+	k.Note("cases", float64(len(cases)), "count")
+	k.Note("compared_tokens", float64(compared), "tokens")
+	k.Note("forced_steps", float64(forced), "tokens")
+	k.Note("cases_cut_at_noise", float64(noisy), "count")
+	k.Note("noise_cut", cut, "")
+	k.Hold("mismatches", float64(len(diffs)), "count")
+	k.Hold("max_logit_delta", maxDelta, "")
+	out := k.Outcome(firstN(append(append([]string(nil), diffs...), far...)))
+	out.Details = append(diffs, far...)
+	if out.Verdict == Pass && compared+forced == 0 {
+		return verdict.RefusedBy(CodeUndecided, c.By(), k.Values, "undecided: no step could be decided; every judge margin is below %.3g (twice the contract's numerical noise %g, or the floor %g), and %s is within that noise of the reference", cut, noise, floor, backend)
 	}
 	return out
 }

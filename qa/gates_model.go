@@ -13,29 +13,30 @@ import (
 	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
 // maxListed bounds how many findings a reason lists.
 const maxListed = 5
 
 // tensorValues scans every tensor's values through the mapping.
-func (m *modelRun) tensorValues(fz schema.Falsifier) outcome {
+func (m *modelRun) tensorValues(fz schema.Falsifier) verdict.Outcome {
 	scan := ScanTensors(m.f)
-	c := newCheck(fz)
+	c := verdict.NewJudge(fz.ID, fz.Thresholds)
 	var bad []string
 	count := map[string]float64{}
 	for _, fd := range scan.Findings {
 		bad = append(bad, fmt.Sprintf("%s: %s [%s]", fd.Tensor, fd.Detail, fd.Kind))
 		count[fd.Kind]++
 	}
-	c.hold("bad_tensors", float64(len(scan.Findings)), "count")
-	c.note("tensors_scanned", float64(scan.Tensors), "count")
-	c.note("values_scanned", float64(scan.Values), "count")
-	c.note("nonfinite_tensors", count["nonfinite"], "count")
-	c.note("zero_tensors", count["all_zero"], "count")
-	c.note("unreadable_tensors", count["unreadable"], "count")
-	o := c.outcome(firstN(bad))
-	o.details = bad
+	c.Hold("bad_tensors", float64(len(scan.Findings)), "count")
+	c.Note("tensors_scanned", float64(scan.Tensors), "count")
+	c.Note("values_scanned", float64(scan.Values), "count")
+	c.Note("nonfinite_tensors", count["nonfinite"], "count")
+	c.Note("zero_tensors", count["all_zero"], "count")
+	c.Note("unreadable_tensors", count["unreadable"], "count")
+	o := c.Outcome(firstN(bad))
+	o.Details = bad
 	return o
 }
 
@@ -153,12 +154,12 @@ func attrName(a tokenizer.Attr) string {
 // each control token written in a prompt between two words stays one token
 // when control tokens are parsed (and is not produced from plain text when
 // they are not).
-func (m *modelRun) tokenizerGate(fz schema.Falsifier, seed int64) outcome {
+func (m *modelRun) tokenizerGate(fz schema.Falsifier, seed int64) verdict.Outcome {
 	if m.tokErr != nil {
 		return tokErrOutcome(m.tokErr)
 	}
 	t := m.tok
-	c := newCheck(fz)
+	c := verdict.NewJudge(fz.ID, fz.Thresholds)
 	var mismatches []string
 	texts := append(append([]string(nil), Multilingual...), RandomTexts(seed, paramInt(fz, "random_cases", 64))...)
 	for _, text := range texts {
@@ -193,19 +194,19 @@ func (m *modelRun) tokenizerGate(fz schema.Falsifier, seed int64) outcome {
 		}
 	}
 	checked := len(markers)
-	c.note("samples", float64(len(texts)), "count")
-	c.hold("roundtrip_mismatches", float64(len(mismatches)), "count")
-	c.note("markers_checked", float64(checked), "count")
-	c.hold("split_control_tokens", float64(len(split)), "count")
-	c.holdIf("injected_control_tokens", float64(len(injected)), "count")
-	return c.outcome(firstN(append(append(mismatches, split...), injected...)))
+	c.Note("samples", float64(len(texts)), "count")
+	c.Hold("roundtrip_mismatches", float64(len(mismatches)), "count")
+	c.Note("markers_checked", float64(checked), "count")
+	c.Hold("split_control_tokens", float64(len(split)), "count")
+	c.HoldIf("injected_control_tokens", float64(len(injected)), "count")
+	return c.Outcome(firstN(append(append(mismatches, split...), injected...)))
 }
 
-func tokErrOutcome(err error) outcome {
+func tokErrOutcome(err error) verdict.Outcome {
 	if r, ok := refuse.As(err); ok {
-		return refused(CodeModel, r.By, nil, "the tokenizer refused the model: %s", r.Reason)
+		return verdict.RefusedBy(CodeModel, r.By, nil, "the tokenizer refused the model: %s", r.Reason)
 	}
-	return failed(nil, "the tokenizer cannot be built: %v", err)
+	return verdict.Failed(nil, "the tokenizer cannot be built: %v", err)
 }
 
 func countID(ids []int32, id int32) int {
@@ -238,11 +239,11 @@ var Conversation = []map[string]any{
 // templateGate: the model's own chat template renders Conversation with
 // every message's content in the output, and the output tokenizes with
 // every control token intact and decodes back to itself.
-func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) outcome {
+func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) verdict.Outcome {
 	tmpl, err := chat.FromGGUF(m.f)
 	if err != nil {
 		if _, ok := m.f.Get(chat.KeyTemplate); !ok {
-			return refused(CodeNoTemplate, chat.Refuser, nil, "the model carries no %s (a base model); there is no chat template to gate", chat.KeyTemplate)
+			return verdict.RefusedBy(CodeNoTemplate, chat.Refuser, nil, "the model carries no %s (a base model); there is no chat template to gate", chat.KeyTemplate)
 		}
 		return fromError(CodeModel, err, "the chat template cannot be parsed")
 	}
@@ -253,11 +254,11 @@ func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) outcom
 	if err != nil {
 		var te *chat.TemplateError
 		if errors.As(err, &te) {
-			return failed(nil, "the template rejects a system + two-turn conversation: %v", err)
+			return verdict.Failed(nil, "the template rejects a system + two-turn conversation: %v", err)
 		}
 		return fromError(CodeModel, err, "rendering the conversation")
 	}
-	c := newCheck(fz)
+	c := verdict.NewJudge(fz.ID, fz.Thresholds)
 	var missing []string
 	for _, msg := range Conversation {
 		if s := msg["content"].(string); !strings.Contains(out, s) {
@@ -269,7 +270,7 @@ func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) outcom
 	t := m.tok
 	ids, err := t.Encode(out, tokenizer.Options{ParseSpecial: true})
 	if err != nil {
-		return failed(nil, "the rendered prompt cannot be tokenized: %v", err)
+		return verdict.Failed(nil, "the rendered prompt cannot be tokenized: %v", err)
 	}
 	markers := chatMarkers(t)
 	want := specialOccurrences(markers, out)
@@ -297,13 +298,13 @@ func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) outcom
 		roundtrip = 1
 		rt = append(rt, fmt.Sprintf("the rendered prompt does not decode back to itself (first difference at byte %d)", firstDiff(string(dec), out)))
 	}
-	c.note("rendered_bytes", float64(len(out)), "bytes")
-	c.note("prompt_tokens", float64(len(ids)), "tokens")
-	c.note("markers", float64(sumCounts(got)), "count")
-	c.hold("missing_messages", float64(len(missing)), "count")
-	c.hold("split_control_tokens", float64(len(split)), "count")
-	c.holdIf("roundtrip_mismatches", float64(roundtrip), "count")
-	return c.outcome(firstN(append(append(missing, split...), rt...)))
+	c.Note("rendered_bytes", float64(len(out)), "bytes")
+	c.Note("prompt_tokens", float64(len(ids)), "tokens")
+	c.Note("markers", float64(sumCounts(got)), "count")
+	c.Hold("missing_messages", float64(len(missing)), "count")
+	c.Hold("split_control_tokens", float64(len(split)), "count")
+	c.HoldIf("roundtrip_mismatches", float64(roundtrip), "count")
+	return c.Outcome(firstN(append(append(missing, split...), rt...)))
 }
 
 // specialOccurrences counts, scanning text left to right and taking the

@@ -520,7 +520,7 @@ func TestDefaultModels(t *testing.T) {
 	}
 }
 
-func TestCellVerdict(t *testing.T) {
+func TestReportOutcome(t *testing.T) {
 	path := qatest.Synth(t, "llama")
 	tests := []struct {
 		name string
@@ -535,9 +535,9 @@ func TestCellVerdict(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rep := gateRun(t, tt.o)
-			v, by, reason := rep.CellVerdict()
-			if v != tt.want || (v == qa.Refused) != (by != "") || reason == "" {
-				t.Errorf("CellVerdict() = %s, %q, %q; want %s (a refuser exactly when refused)", v, by, reason, tt.want)
+			o := rep.Outcome()
+			if o.Verdict != tt.want || (o.Verdict == qa.Refused) != (o.RemovedBy != "") || (o.Verdict != qa.Pass && o.Reason == "") {
+				t.Errorf("Outcome() = %s, %q, %q; want %s (a refuser exactly when refused, a reason unless passed)", o.Verdict, o.RemovedBy, o.Reason, tt.want)
 			}
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,39 +18,16 @@ import (
 	"github.com/aprqa/apr/internal/regfile"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
 // By is the refuser qa names when it refuses a gate itself.
 const By = "qa"
 
-// outcome is what a gate implementation decides.
-type outcome struct {
-	verdict Verdict
-	code    string // refusals
-	by      string
-	reason  string
-	values  []Value
-	details []string
-}
-
-func passed(values ...Value) outcome { return outcome{verdict: Pass, values: values} }
-
-func failed(values []Value, format string, args ...any) outcome {
-	return outcome{verdict: Fail, reason: fmt.Sprintf(format, args...), values: values}
-}
-
-func refused(code, by string, values []Value, format string, args ...any) outcome {
-	return outcome{verdict: Refused, code: code, by: by, reason: fmt.Sprintf(format, args...), values: values}
-}
-
 // fromError turns an error of an engine run into an outcome: a refusal stays
 // a refusal (code given), anything else is a fail.
-func fromError(code string, err error, format string, args ...any) outcome {
-	what := fmt.Sprintf(format, args...)
-	if r, ok := refuse.As(err); ok {
-		return refused(code, r.By, nil, "%s: %s", what, r.Reason)
-	}
-	return failed(nil, "%s: %v", what, err)
+func fromError(code string, err error, format string, args ...any) verdict.Outcome {
+	return verdict.FromError(code, err, fmt.Sprintf(format, args...))
 }
 
 // modelRun is the state of gating one model.
@@ -74,7 +50,7 @@ type modelRun struct {
 	mu           sync.Mutex
 	logitsCache  map[string]logitsEntry // backend and tokens → logits
 	greedyCache  map[string][]greedyCase
-	parityResult map[string]outcome // backend → the parity gate's outcome
+	parityResult map[string]verdict.Outcome // backend → the parity gate's verdict.Outcome
 }
 
 type logitsEntry struct {
@@ -84,7 +60,7 @@ type logitsEntry struct {
 
 func newModelRun(opts *Options, host HostKey, path, sha string, f *gguf.File) *modelRun {
 	m := &modelRun{opts: opts, host: host, path: path, name: filepath.Base(path), sha: sha, f: f, arch: f.Architecture(),
-		logitsCache: map[string]logitsEntry{}, greedyCache: map[string][]greedyCase{}, parityResult: map[string]outcome{}}
+		logitsCache: map[string]logitsEntry{}, greedyCache: map[string][]greedyCase{}, parityResult: map[string]verdict.Outcome{}}
 	if mc, ok := opts.Contracts.Model(m.arch); ok {
 		m.mc = mc
 	}
@@ -144,23 +120,23 @@ func (m *modelRun) record(ctx context.Context, st *state, gate, backend string) 
 		if backend != "" {
 			unavailable = model.Available(backend)
 		}
-		var r outcome
+		var r verdict.Outcome
 		switch {
 		case ctx.Err() != nil:
-			r = refused(By, By, nil, "cancelled: %v", ctx.Err())
+			r = verdict.RefusedBy(By, By, nil, "cancelled: %v", ctx.Err())
 		case unavailable != nil:
 			// A backend this build lacks, or one this machine cannot run
 			// (cuda without a device): every gate on it is refused with the
 			// reason, by "backend" (what --allow-refused backend accepts).
 			rf, _ := refuse.As(unavailable)
-			r = refused(CodeBackend, rf.By, nil, "%s", rf.Reason)
+			r = verdict.RefusedBy(CodeBackend, rf.By, nil, "%s", rf.Reason)
 		case gate == GateFailClosed:
 			r = m.failClosed(ctx, st, fzs[0], fzs[1].ID, backend)
 		case gate == GateTemplate && !m.hasTemplate():
-			r = refused(CodeNoTemplate, chat.Refuser, nil, "the model carries no %s (a base model); there is no chat template to gate", chat.KeyTemplate)
+			r = verdict.RefusedBy(CodeNoTemplate, chat.Refuser, nil, "the model carries no %s (a base model); there is no chat template to gate", chat.KeyTemplate)
 		case gate == GateThroughput && !m.opts.AcceptBaseline && !m.baselineExists(backend):
 			_, why := hasBaseline(m.opts.BaselineFile, m.sha, m.host.Fingerprint, backend)
-			r = refused(CodeNoBaseline, fzs[0].ID, nil, "%s", why)
+			r = verdict.RefusedBy(CodeNoBaseline, fzs[0].ID, nil, "%s", why)
 		default:
 			ids := make([]string, len(fzs))
 			for i, f := range fzs {
@@ -179,13 +155,13 @@ func (m *modelRun) record(ctx context.Context, st *state, gate, backend string) 
 			ids = append(ids, f.ID)
 		}
 	}
-	g := Gate{Name: gate, Backend: backend, Falsifier: strings.Join(ids, " + "), Verdict: o.verdict, Code: o.code, By: o.by,
-		Reason: o.reason, Values: o.values, Details: o.details, DurationMS: ms(time.Since(start))}
+	g := Gate{Name: gate, Backend: backend, Falsifier: strings.Join(ids, " + "), Verdict: o.Verdict, Code: o.Code, By: o.RemovedBy,
+		Reason: o.Reason, Values: o.Values, Details: o.Details, DurationMS: ms(time.Since(start))}
 	if g.Values == nil {
 		g.Values = []Value{}
 	}
 	for i := range g.Values {
-		g.Values[i] = finite(g.Values[i])
+		g.Values[i] = g.Values[i].Finite()
 	}
 	g.Status = string(g.Verdict)
 	if g.Verdict == Refused && len(fzs) > 0 && slices.Contains(optionalRefusals(fzs[0]), g.Code) {
@@ -226,31 +202,31 @@ func (m *modelRun) baselineExists(backend string) bool {
 // parity to the engine_parity of the model's weight tier; failclosed to the
 // failclosed falsifier whose target is that parity (returned first, the
 // parity second). A missing one refuses the gate.
-func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *outcome) {
+func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *verdict.Outcome) {
 	set := m.opts.Contracts
 	var list []schema.Falsifier
 	owner := ""
 	if verb := map[string]string{GateTiming: "run", GateServing: "serve"}[gate]; verb != "" {
 		v, ok := set.Verb(verb)
 		if !ok {
-			r := refused(CodeNoContract, By, nil, "the contract set (digest %.12s) has no contract for verb %s", set.Digest, verb)
+			r := verdict.RefusedBy(CodeNoContract, By, nil, "the contract set (digest %.12s) has no contract for verb %s", set.Digest, verb)
 			return nil, &r
 		}
 		list, owner = v.Falsifiers, v.ID
 	} else {
 		if m.mc == nil {
-			r := refused(CodeNoContract, By, nil, "the contract set (digest %.12s) has no model contract for architecture %q", set.Digest, m.arch)
+			r := verdict.RefusedBy(CodeNoContract, By, nil, "the contract set (digest %.12s) has no model contract for architecture %q", set.Digest, m.arch)
 			return nil, &r
 		}
 		list, owner = m.mc.Falsifiers, m.mc.ID
 	}
-	find := func(what string, ok func(schema.Falsifier) bool) (schema.Falsifier, *outcome) {
+	find := func(what string, ok func(schema.Falsifier) bool) (schema.Falsifier, *verdict.Outcome) {
 		for _, f := range list {
 			if ok(f) {
 				return f, nil
 			}
 		}
-		r := refused(CodeNoContract, By, nil, "contract %s (contracts digest %.12s) has no %s: gate %s is not defined for this model", owner, set.Digest, what, gate)
+		r := verdict.RefusedBy(CodeNoContract, By, nil, "contract %s (contracts digest %.12s) has no %s: gate %s is not defined for this model", owner, set.Digest, what, gate)
 		return schema.Falsifier{}, &r
 	}
 	byCode := func(code string) func(schema.Falsifier) bool {
@@ -312,78 +288,6 @@ func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *outcome) {
 	}
 	return []schema.Falsifier{f}, nil
 }
-
-// check holds a measured value to the falsifier's threshold name.
-type check struct {
-	fz      schema.Falsifier
-	values  []Value
-	failing []string
-	missing []string
-}
-
-func newCheck(fz schema.Falsifier) *check { return &check{fz: fz} }
-
-// hold records measured against threshold name; a threshold the contract
-// lacks is noted as missing (the gate then refuses, fail closed).
-func (c *check) hold(name string, measured float64, unit string) {
-	t, ok := c.fz.Thresholds[name]
-	if !ok {
-		c.missing = append(c.missing, name)
-		c.values = append(c.values, Value{Name: name, Value: measured, Unit: unit})
-		return
-	}
-	c.values = append(c.values, Value{Name: name, Value: measured, Unit: unit, Threshold: thresholdString(t)})
-	if !t.Holds(measured) {
-		c.failing = append(c.failing, fmt.Sprintf("%s = %s, want %s", name, num(measured), thresholdString(t)))
-	}
-}
-
-// holdIf holds measured to threshold name when the contract has one, and
-// records it as information otherwise.
-func (c *check) holdIf(name string, measured float64, unit string) {
-	if _, ok := c.fz.Thresholds[name]; ok {
-		c.hold(name, measured, unit)
-		return
-	}
-	c.note(name, measured, unit)
-}
-
-// note records a measured value the gate reports without a threshold.
-func (c *check) note(name string, measured float64, unit string) {
-	c.values = append(c.values, Value{Name: name, Value: measured, Unit: unit})
-}
-
-// threshold returns the value of threshold name.
-func (c *check) threshold(name string) (schema.Threshold, bool) {
-	t, ok := c.fz.Thresholds[name]
-	return t, ok
-}
-
-// outcome decides: refused when a threshold is missing, fail when one does
-// not hold (detail explains), else pass.
-func (c *check) outcome(detail string) outcome {
-	if len(c.missing) > 0 {
-		return refused(CodeNoContract, c.fz.ID, c.values, "falsifier %s has no threshold %s", c.fz.ID, strings.Join(c.missing, ", "))
-	}
-	if len(c.failing) > 0 {
-		r := strings.Join(c.failing, "; ")
-		if detail != "" {
-			r += ": " + detail
-		}
-		return failed(c.values, "%s", r)
-	}
-	return passed(c.values...)
-}
-
-func thresholdString(t schema.Threshold) string {
-	s := t.Op + " " + num(t.Value)
-	if t.Unit != "" {
-		s += " " + t.Unit
-	}
-	return s
-}
-
-func num(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 
 // params read typed values from a falsifier's params, with defaults.
 func paramInt(f schema.Falsifier, name string, def int) int {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,16 +20,17 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/internal/hostinfo"
+	"github.com/aprqa/apr/verdict"
 )
 
-// Verdict is how a gate ended.
-type Verdict string
+// Verdict is how a gate ended: package verdict's.
+type Verdict = verdict.Verdict
 
 // The three verdicts.
 const (
-	Pass    Verdict = "pass"
-	Fail    Verdict = "fail"
-	Refused Verdict = "refused"
+	Pass    = verdict.Pass
+	Fail    = verdict.Fail
+	Refused = verdict.Refused
 )
 
 // StatusRefusedOptional is the status of a refused gate whose refusal the
@@ -99,7 +99,7 @@ func againstReference(gate string) bool { return gate == GateParity || gate == G
 // Refusal codes: why a gate did not decide. A contract may list some of them
 // as optional for a gate (params.optional_refusals).
 const (
-	CodeNoContract   = "no_contract"           // the contract set has no falsifier (or threshold) for the gate
+	CodeNoContract   = verdict.CodeNoContract  // the contract set has no falsifier (or threshold) for the gate
 	CodeBackend      = "backend_unavailable"   // the gated backend is not in this build, or refused the model
 	CodeReference    = "reference_unavailable" // the reference could not run or gave unusable output
 	CodeModel        = "model_refused"         // the model (or its tokenizer) was refused before the gate could run
@@ -113,16 +113,8 @@ const (
 )
 
 // Value is one measured number and, where the contract holds it to one, its
-// threshold ("<= 42", ">= 0.9999").
-type Value struct {
-	Name      string  `json:"name"`
-	Value     float64 `json:"value"`
-	Unit      string  `json:"unit,omitempty"`
-	Threshold string  `json:"threshold,omitempty"`
-	// NonFinite holds "NaN", "+Inf" or "-Inf" when the value was not finite
-	// (JSON has no such numbers); Value is 0 then.
-	NonFinite string `json:"non_finite,omitempty"`
-}
+// threshold ("<= 42", ">= 0.9999"): package verdict's.
+type Value = verdict.Value
 
 // Gate is one gate's result.
 type Gate struct {
@@ -448,26 +440,13 @@ func dedupe(in []string) []string {
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
-// finite turns a value into a Value, recording non-finite values by name.
-func finite(v Value) Value {
-	switch {
-	case math.IsNaN(v.Value):
-		v.NonFinite, v.Value = "NaN", 0
-	case math.IsInf(v.Value, 1):
-		v.NonFinite, v.Value = "+Inf", 0
-	case math.IsInf(v.Value, -1):
-		v.NonFinite, v.Value = "-Inf", 0
-	}
-	return v
-}
-
 // hooks replace how engines are run: tests plant defects through them.
 type hooks struct {
 	run    func(context.Context, generate.Options) (generate.Result, error)
 	logits func(context.Context, generate.LogitsOptions) (generate.LogitsResult, error)
 	// parity replaces the parity gate's implementation (the failclosed
 	// gate's own test plants a parity that passes without its reference).
-	parity func(ctx context.Context, c *falsify.Check, m *modelRun, backend string) outcome
+	parity func(ctx context.Context, c *falsify.Check, m *modelRun, backend string) verdict.Outcome
 	// golden finds a model's reviewed golden.
 	golden func(sha string) (*golden.File, bool, error)
 	// router traces the reference's router for the parity gate's near-ties
@@ -492,12 +471,13 @@ func (h *hooks) defaults() {
 
 func baseName(p string) string { return filepath.Base(p) }
 
-// CellVerdict sums the report up as one verdict, for a ladder cell: fail
-// when a gate failed or fewer than MinGates executed, refused (by the first
-// refused gate's refuser) when none failed but a refusal counts, pass
-// otherwise. The reason names every gate that did not pass.
-func (r *Report) CellVerdict() (v Verdict, by, reason string) {
+// Outcome sums the report up as one outcome, for a ladder cell: fail when a
+// gate failed or fewer than MinGates executed, refused (by the first refused
+// gate's refuser) when none failed but a refusal counts, pass otherwise. The
+// reason names every gate that did not pass; the values are the gate counts.
+func (r *Report) Outcome() verdict.Outcome {
 	var failed, refusedGates []string
+	by := ""
 	for _, m := range r.Models {
 		for _, g := range m.Gates {
 			name := g.Name
@@ -518,11 +498,17 @@ func (r *Report) CellVerdict() (v Verdict, by, reason string) {
 			}
 		}
 	}
+	values := []Value{
+		{Name: "gates_pass", Value: float64(r.Counts.Pass)},
+		{Name: "gates_fail", Value: float64(r.Counts.Fail), Threshold: verdict.Limit("==", 0)},
+		{Name: "gates_refused", Value: float64(r.Counts.Refused)},
+		{Name: "gates_executed", Value: float64(r.Executed)},
+	}
 	switch {
 	case len(failed) > 0 || r.Executed < r.MinGates || (r.Executed == 0 && len(refusedGates) == 0):
-		return Fail, "", r.Summary + "; " + strings.Join(append(failed, refusedGates...), "; ")
+		return verdict.Failed(values, "%s", r.Summary+"; "+strings.Join(append(failed, refusedGates...), "; "))
 	case len(refusedGates) > 0:
-		return Refused, by, r.Summary + "; " + strings.Join(refusedGates, "; ")
+		return verdict.RefusedBy("", by, values, "%s", r.Summary+"; "+strings.Join(refusedGates, "; "))
 	}
-	return Pass, "", r.Summary
+	return verdict.Passed(values...)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
 const defaultThroughputPrompt = "Once upon a time, in a small village at the edge of a great forest, there lived a curious little girl who loved to read books about the stars."
@@ -87,16 +88,16 @@ func seededRand(parts ...string) *rand.Rand {
 // ratio threshold to pass and below it to fail; an interval that straddles
 // it is undecided, and runs whose coefficient of variation exceeds max_cv
 // are too noisy to decide. Both are refusals, never a coin flip.
-func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, backend string) outcome {
+func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, backend string) verdict.Outcome {
 	runs := max(2, paramInt(fz, "runs", 7))
 	n := max(2, paramInt(fz, "tokens", 32))
 	prompt := paramString(fz, "prompt", defaultThroughputPrompt)
 	conf := paramFloat(fz, "confidence", 0.95)
 	resamples := max(100, paramInt(fz, "resamples", 2000))
-	c := newCheck(fz)
+	c := verdict.NewJudge(fz.ID, fz.Thresholds)
 	for _, name := range []string{"decode_ratio", "prefill_ratio", "max_cv"} {
-		if _, ok := c.threshold(name); !ok {
-			return refused(CodeNoContract, fz.ID, nil, "falsifier %s has no threshold %s", fz.ID, name)
+		if _, ok := c.Threshold(name); !ok {
+			return verdict.RefusedBy(CodeNoContract, fz.ID, nil, "falsifier %s has no threshold %s", fz.ID, name)
 		}
 	}
 	opts := generate.Options{Model: m.path, Backend: backend, Prompt: prompt, Raw: true, MaxTokens: n,
@@ -115,7 +116,7 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 				return fromError(CodeBackend, err, "backend %s", backend)
 			}
 			if r.TokensOut < 2 || r.DecodeMS <= 0 || r.PrefillMS <= 0 || r.PromptTokens < 1 {
-				return failed(nil, "run %d: %d tokens decoded in %.3g ms, %d prompt tokens in %.3g ms: not a rate", i, r.TokensOut-1, r.DecodeMS, r.PromptTokens, r.PrefillMS)
+				return verdict.Failed(nil, "run %d: %d tokens decoded in %.3g ms, %d prompt tokens in %.3g ms: not a rate", i, r.TokensOut-1, r.DecodeMS, r.PromptTokens, r.PrefillMS)
 			}
 			dTok += r.TokensOut - 1
 			dMS += r.DecodeMS
@@ -132,53 +133,51 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 	dm, pm := stat.Mean(decode, nil), stat.Mean(prefill, nil)
 	dci, pci := MeanCI(decode, conf, resamples, rng), MeanCI(prefill, conf, resamples, rng)
 	cv := math.Max(CV(decode), CV(prefill))
-	c.note("decode_tok_per_s", dm, "tok/s")
-	c.note("decode_ci_lo", dci.Lo, "tok/s")
-	c.note("decode_ci_hi", dci.Hi, "tok/s")
-	c.note("prefill_tok_per_s", pm, "tok/s")
-	c.note("prefill_ci_lo", pci.Lo, "tok/s")
-	c.note("prefill_ci_hi", pci.Hi, "tok/s")
-	c.note("runs", float64(runs), "count")
-	c.hold("max_cv", cv, "")
-	noisy := len(c.failing) > 0
-	c.failing = nil
+	c.Note("decode_tok_per_s", dm, "tok/s")
+	c.Note("decode_ci_lo", dci.Lo, "tok/s")
+	c.Note("decode_ci_hi", dci.Hi, "tok/s")
+	c.Note("prefill_tok_per_s", pm, "tok/s")
+	c.Note("prefill_ci_lo", pci.Lo, "tok/s")
+	c.Note("prefill_ci_hi", pci.Hi, "tok/s")
+	c.Note("runs", float64(runs), "count")
+	noisy := !c.Compare("max_cv", cv, "")
 
 	key := BaselineKey(m.sha, m.host.Fingerprint, backend)
 	file := m.opts.BaselineFile
 	bl, err := LoadBaselines(file)
 	if err != nil {
-		return refused(CodeBaselineFile, fz.ID, c.values, "%v (fix or move it; --accept-baseline will not overwrite it)", err)
+		return verdict.RefusedBy(CodeBaselineFile, fz.ID, c.Values, "%v (fix or move it; --accept-baseline will not overwrite it)", err)
 	}
 	base, have := bl.Entries[key]
 	if have && (base.Prompt != prompt || base.Tokens != n || base.Threads != m.opts.Threads) {
 		if !m.opts.AcceptBaseline {
-			return refused(CodeNoBaseline, fz.ID, c.values, "the baseline for this model, host and backend in %s was measured with other parameters (prompt, %d tokens, %d threads); --accept-baseline records one for these", file, base.Tokens, base.Threads)
+			return verdict.RefusedBy(CodeNoBaseline, fz.ID, c.Values, "the baseline for this model, host and backend in %s was measured with other parameters (prompt, %d tokens, %d threads); --accept-baseline records one for these", file, base.Tokens, base.Threads)
 		}
 		have = false
 	}
-	record := func(first bool, why string) outcome {
+	record := func(first bool, why string) verdict.Outcome {
 		bl.Entries[key] = &Baseline{ModelSHA256: m.sha, Model: m.name, Host: m.host, Backend: backend,
 			Prompt: prompt, Tokens: n, Threads: m.opts.Threads, Recorded: time.Now().UTC().Format(time.RFC3339),
 			Decode: decode, Prefill: prefill}
 		if err := bl.Save(file); err != nil {
-			return refused(CodeBaselineFile, fz.ID, c.values, "%v", err)
+			return verdict.RefusedBy(CodeBaselineFile, fz.ID, c.Values, "%v", err)
 		}
 		if first {
 			// Nothing was compared: recorded, not passed.
-			return refused(CodeRecorded, fz.ID, c.values, "%s", why)
+			return verdict.RefusedBy(CodeRecorded, fz.ID, c.Values, "%s", why)
 		}
-		return outcome{verdict: Pass, values: c.values, reason: why}
+		return verdict.Outcome{Verdict: Pass, Values: c.Values, Reason: why}
 	}
-	tooNoisy := func() outcome {
-		return refused(CodeTooNoisy, fz.ID, c.values, "too noisy: the runs' coefficient of variation is %.3g, above the contract's %s; nothing is decided or recorded", cv, thresholdString(fz.Thresholds["max_cv"]))
+	tooNoisy := func() verdict.Outcome {
+		return verdict.RefusedBy(CodeTooNoisy, fz.ID, c.Values, "too noisy: the runs' coefficient of variation is %.3g, above the contract's %s; nothing is decided or recorded", cv, verdict.FormatThreshold(fz.Thresholds["max_cv"]))
 	}
 	if !have {
 		if !m.opts.AcceptBaseline {
 			also := ""
 			if noisy {
-				also = fmt.Sprintf(" (and these runs, cv %.3g, are too noisy to record one: %s)", cv, thresholdString(fz.Thresholds["max_cv"]))
+				also = fmt.Sprintf(" (and these runs, cv %.3g, are too noisy to record one: %s)", cv, verdict.FormatThreshold(fz.Thresholds["max_cv"]))
 			}
-			return refused(CodeNoBaseline, fz.ID, c.values, "no baseline for this model, host (%s) and backend in %s; run with --accept-baseline to record one%s", m.host.Fingerprint, file, also)
+			return verdict.RefusedBy(CodeNoBaseline, fz.ID, c.Values, "no baseline for this model, host (%s) and backend in %s; run with --accept-baseline to record one%s", m.host.Fingerprint, file, also)
 		}
 		if noisy {
 			return tooNoisy()
@@ -192,12 +191,12 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 	}
 	dr := RatioCI(decode, base.Decode, conf, resamples, rng)
 	pr := RatioCI(prefill, base.Prefill, conf, resamples, rng)
-	c.note("baseline_decode_tok_per_s", stat.Mean(base.Decode, nil), "tok/s")
-	c.note("baseline_prefill_tok_per_s", stat.Mean(base.Prefill, nil), "tok/s")
-	c.note("decode_ratio_ci_lo", dr.Lo, "")
-	c.note("decode_ratio_ci_hi", dr.Hi, "")
-	c.note("prefill_ratio_ci_lo", pr.Lo, "")
-	c.note("prefill_ratio_ci_hi", pr.Hi, "")
+	c.Note("baseline_decode_tok_per_s", stat.Mean(base.Decode, nil), "tok/s")
+	c.Note("baseline_prefill_tok_per_s", stat.Mean(base.Prefill, nil), "tok/s")
+	c.Note("decode_ratio_ci_lo", dr.Lo, "")
+	c.Note("decode_ratio_ci_hi", dr.Hi, "")
+	c.Note("prefill_ratio_ci_lo", pr.Lo, "")
+	c.Note("prefill_ratio_ci_hi", pr.Hi, "")
 	var drops, undecided []string
 	for _, r := range []struct {
 		name string
@@ -209,26 +208,26 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 		point := r.cur / stat.Mean(r.base, nil)
 		// The threshold holds the lower end of the interval: a pass is a
 		// pass for the whole interval.
-		c.values = append(c.values, Value{Name: r.name, Value: r.ci.Lo, Threshold: thresholdString(t)},
+		c.Values = append(c.Values, Value{Name: r.name, Value: r.ci.Lo, Threshold: verdict.FormatThreshold(t)},
 			Value{Name: r.name + "_point", Value: point})
 		lo, hi := t.Holds(r.ci.Lo), t.Holds(r.ci.Hi)
 		switch {
 		case lo && hi:
 		case !lo && !hi:
-			drops = append(drops, fmt.Sprintf("%s %.3f (%.0f%% CI [%.3f, %.3f]) is outside %s", r.name, point, conf*100, r.ci.Lo, r.ci.Hi, thresholdString(t)))
+			drops = append(drops, fmt.Sprintf("%s %.3f (%.0f%% CI [%.3f, %.3f]) is outside %s", r.name, point, conf*100, r.ci.Lo, r.ci.Hi, verdict.FormatThreshold(t)))
 		default:
-			undecided = append(undecided, fmt.Sprintf("%s %.3f: its %.0f%% CI [%.3f, %.3f] straddles %s", r.name, point, conf*100, r.ci.Lo, r.ci.Hi, thresholdString(t)))
+			undecided = append(undecided, fmt.Sprintf("%s %.3f: its %.0f%% CI [%.3f, %.3f] straddles %s", r.name, point, conf*100, r.ci.Lo, r.ci.Hi, verdict.FormatThreshold(t)))
 		}
 	}
 	switch {
 	case len(drops) > 0:
-		return failed(c.values, "slower than the baseline recorded %s: %s", base.Recorded, firstN(drops))
+		return verdict.Failed(c.Values, "slower than the baseline recorded %s: %s", base.Recorded, firstN(drops))
 	case len(undecided) > 0:
-		return refused(CodeUndecided, fz.ID, c.values, "undecided: %s; more runs or a quieter machine are needed", firstN(undecided))
+		return verdict.RefusedBy(CodeUndecided, fz.ID, c.Values, "undecided: %s; more runs or a quieter machine are needed", firstN(undecided))
 	}
 	// The ratchet: the baseline only moves up, and only when asked.
 	if m.opts.AcceptBaseline && dr.Lo > 1 && pr.Lo > 1 {
 		return record(false, fmt.Sprintf("faster than the baseline (decode ×%.3f, prefill ×%.3f, both CIs above 1): raised the baseline", dm/stat.Mean(base.Decode, nil), pm/stat.Mean(base.Prefill, nil)))
 	}
-	return passed(c.values...)
+	return verdict.Passed(c.Values...)
 }

@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
 func init() {
@@ -181,15 +183,14 @@ func falsifyInputs(o falsifyOptions) string {
 // measured against which threshold, and the duration; then the reason.
 func printResultLine(w io.Writer, r falsify.Result) {
 	var m []string
-	for _, name := range sortedNames(r.Thresholds) {
-		th := r.Thresholds[name]
+	for _, name := range slices.Sorted(maps.Keys(r.Thresholds)) {
 		got := "—"
 		if v, ok := r.Measured[name]; ok {
-			got = strconv.FormatFloat(v, 'g', 6, 64)
+			got = verdict.FormatValue(v)
 		} else if nf, ok := r.NonFinite[name]; ok {
 			got = nf
 		}
-		m = append(m, fmt.Sprintf("%s=%s (%s %g)", name, got, th.Op, th.Value))
+		m = append(m, fmt.Sprintf("%s=%s (%s)", name, got, verdict.FormatThreshold(r.Thresholds[name])))
 	}
 	fmt.Fprintf(w, "%-38s %-10s %-7s %8.1f ms  %s\n", r.ID, r.Kind, strings.ToUpper(string(r.Verdict)), r.DurationMS, strings.Join(m, ", "))
 	switch r.Verdict {
@@ -229,15 +230,6 @@ func printNotRun(w io.Writer, nr []falsify.NotRun) {
 		}
 		fmt.Fprintf(w, "    %s: %s\n", r, strings.Join(shown, ", "))
 	}
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func writeJUnitFile(path string, rep *falsify.Report, d time.Duration) error {
@@ -319,7 +311,7 @@ func CheckVerbOutput(v *schema.Verb, out []byte) []string {
 	}
 	var bad []string
 	described := map[string]map[string]bool{} // parent path → child names the contract lists
-	for _, path := range sortedNames(v.Fields) {
+	for _, path := range slices.Sorted(maps.Keys(v.Fields)) {
 		f := v.Fields[path]
 		if f.Stream != "stdout" {
 			continue

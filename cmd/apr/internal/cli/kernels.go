@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -267,7 +269,7 @@ func runKernels(ctx context.Context, env *Env, opts kernelsOptions) error {
 	}
 	fmt.Fprintf(env.Stderr, "%d kernels, %d runnable on this machine; per kernel, falsifier verdicts: %d pass, %d fail, %d refused, %d not run (never counted as passed); %d falsifiers run in %.2f s, seed %d\n",
 		len(rows), runnable, counts["pass"], counts["fail"], counts["refused"], counts[verdictNotRun], len(rep.Results), time.Since(start).Seconds(), opts.Seed)
-	for _, why := range sortedNames(notRunWhy) {
+	for _, why := range slices.Sorted(maps.Keys(notRunWhy)) {
 		fmt.Fprintf(env.Stderr, "    not run %d× (per kernel): %s\n", notRunWhy[why], why)
 	}
 	switch {
