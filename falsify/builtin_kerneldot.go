@@ -190,7 +190,7 @@ func compareKernel(k *schema.Kernel, op string, t quant.Type, info quant.Info, a
 				s += p
 				sa += math.Abs(p)
 			}
-			bound := tol.Abs + (blocks+8)*tol.Rel*sa + 1e-30
+			bound := tol.Bound((blocks+8)*sa) + 1e-30 // schema.Tolerance: a dot product's scale
 			if at == quant.Q8_1 && (t == quant.Q4_1 || t == quant.Q5_1) {
 				bound += q81SumRounding(w[r*len(w)/rows:(r+1)*len(w)/rows], acts[i*len(acts)/m:(i+1)*len(acts)/m], info.TypeSize)
 			}

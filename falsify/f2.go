@@ -198,7 +198,7 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 		return refused("the %s engine's probe failed: %v", eng.Backend(), err)
 	}
 	margin := paramNumber(fz.Params["argmax_margin"])
-	rep, err := oracle.CompareSeqWith(got, want, oracle.SeqOptions{ArgmaxMargin: margin})
+	rep, err := oracle.Parity{Margin: margin}.Judge(got, want)
 	if err != nil {
 		res.Verdict, res.Reason = VerdictFail, fmt.Sprintf("%s logits: %v", eng.Backend(), err)
 		return res

@@ -186,49 +186,29 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	}
 	margin := paramFloat(fz, "argmax_margin", 0.2)
 	wantRows, gotRows := want.Logits, got.Logits
-	var flips []falsify.RoutingFlip
+	var flips []oracle.RoutingFlip
 	if used > 0 && judge == m.opts.Reference { // a mixture of experts: used experts per token
 		var o *verdict.Outcome
 		if wantRows, gotRows, ties, flips, o = m.routingSegments(ctx, c, backend, toks, want.Logits, got.Logits, ties, judgeRecs, used); o != nil {
 			return *o
 		}
 	}
-	exclude := oracle.TiePositions(ties)
-	for _, f := range flips {
-		exclude = append(exclude, f.Pos)
-	}
-	rep, err := oracle.CompareSeqWith(gotRows, wantRows, oracle.SeqOptions{Exclude: exclude, ArgmaxMargin: margin})
+	rep, err := oracle.Parity{Margin: margin, Ties: ties, Flips: flips}.Judge(gotRows, wantRows)
 	if err != nil {
 		return verdict.Failed(nil, "backend %s vs %s: %v", backend, m.opts.Reference, err)
 	}
-	var mismatches []string
-	for _, p := range rep.ArgmaxMismatches {
-		s := rep.Positions[p]
-		mismatches = append(mismatches, fmt.Sprintf("position %d: argmax %d, reference %d (reference margin at least %g)", p, s.ArgmaxGot, s.ArgmaxWant, margin))
-	}
+	mismatches := rep.MismatchNotes("reference")
 	k := verdict.NewJudge(fz.ID, fz.Thresholds)
-	k.Hold("min_cosine", rep.MinCosine, "")
-	k.Hold("mean_cosine", rep.MeanCosine, "")
-	k.Hold("argmax_mismatches", float64(len(mismatches)), "count")
-	k.Note("argmax_agree", float64(rep.ArgmaxAgree), "positions")
-	k.Note("positions", float64(len(toks)), "positions")
-	k.Note("compared_positions", float64(rep.Compared), "positions")
-	k.Note("excluded_positions", float64(len(rep.Excluded)), "positions")
-	if len(rep.Excluded) > 0 {
-		k.Note("excluded_min_cosine", falsify.ExcludedMinCosine(rep), "")
+	for _, x := range rep.Metrics() {
+		k.HoldIf(x.Name, x.Value, x.Unit)
 	}
-	k.Note("worst_position", float64(rep.Worst), "")
-	k.Note("max_kl", rep.MaxKL, "nats")
+	k.Note("positions", float64(len(toks)), "positions")
 	o := k.Outcome(firstN(mismatches))
-	o.Details = append(mismatches, falsify.NearTieNotes(ties, rep, paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
+	o.Details = append(mismatches, rep.TieNotes(paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
 	if o.Verdict == Fail {
 		o.Details = append(o.Details, m.firstDivergence(ctx, backend, refNumerics(fz, backend), toks, paramThreshold(fz, "min_cosine", 0.999)))
 	}
-	for _, f := range flips {
-		s := rep.Positions[f.Pos]
-		o.Details = append(o.Details, fmt.Sprintf("%s; excluded, within params.%s %g; there cosine %.9f, argmax %d vs %d; the positions after it compared in a sequence that starts after it",
-			f, falsify.ParamRouterNoise, paramFloat(fz, falsify.ParamRouterNoise, math.NaN()), s.Cosine, s.ArgmaxGot, s.ArgmaxWant))
-	}
+	o.Details = append(o.Details, rep.FlipNotes(falsify.ParamRouterNoise, paramFloat(fz, falsify.ParamRouterNoise, math.NaN()))...)
 	return o
 }
 
@@ -238,7 +218,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 // by a few 1e-3 and a top-k set can flip at gaps above the near-tie rule's;
 // the flipped position's output is another expert's, and through the next
 // layers' attention so is part of every later position's. A flip is
-// excused when noise explains it (falsify.RoutingFlip.Excused with
+// excused when noise explains it (oracle.RoutingFlip.Excused with
 // params.router_noise): its position is excluded and the positions after it
 // are compared in a fresh sequence that starts after it (both engines run
 // again), and so on; a flip that noise does not explain fails the gate. It
@@ -246,9 +226,9 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 // judges it), the reference's near-ties there (positions in toks) and the
 // excused flips, or the outcome that ends the gate. judgeRecs and k are the
 // reference's router over toks, as the near-ties were decided on.
-func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backend string, toks []int32, want, got [][]float32, ties []oracle.NearTie, judgeRecs []oracle.Record, k int) ([][]float32, [][]float32, []oracle.NearTie, []falsify.RoutingFlip, *verdict.Outcome) {
+func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backend string, toks []int32, want, got [][]float32, ties []oracle.NearTie, judgeRecs []oracle.Record, k int) ([][]float32, [][]float32, []oracle.NearTie, []oracle.RoutingFlip, *verdict.Outcome) {
 	fz := c.F
-	end := func(o verdict.Outcome) ([][]float32, [][]float32, []oracle.NearTie, []falsify.RoutingFlip, *verdict.Outcome) {
+	end := func(o verdict.Outcome) ([][]float32, [][]float32, []oracle.NearTie, []oracle.RoutingFlip, *verdict.Outcome) {
 		return nil, nil, nil, nil, &o
 	}
 	if _, ok := fz.Params[falsify.ParamRouterNoise]; !ok {
@@ -263,7 +243,7 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 	w := append([][]float32(nil), want...)
 	g := append([][]float32(nil), got...)
 	var allTies []oracle.NearTie
-	var flips []falsify.RoutingFlip
+	var flips []oracle.RoutingFlip
 	for from := 0; from < len(toks); {
 		seg := toks[from:]
 		segTies, jr := ties, judgeRecs // the first sequence's, traced for the near-ties
@@ -296,7 +276,7 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 		if err != nil {
 			return end(fromError(CodeBackend, err, "backend %s's router", backend))
 		}
-		fl, err := falsify.RoutingFlips(jr, gr, len(seg), k)
+		fl, err := oracle.RoutingFlips(jr, gr, len(seg), k)
 		if err != nil {
 			return end(verdict.Failed(nil, "backend %s's routing against %s's: %v", backend, m.opts.Reference, err))
 		}

@@ -172,7 +172,9 @@ func runDiff(ctx context.Context, env *Env, opts diffOptions) error {
 	rep.First, rep.Compared = td.First, td.Compared
 	rep.OnlyIn = map[string]int{opts.Against: td.OnlyInA, opts.Backend: td.OnlyInB}
 	rep.Stages = diffStages(wantRecs, gotRecs, opts.MinCosine)
-	seq, err := oracle.CompareSeqWith(got.Logits, want.Logits, oracle.SeqOptions{ArgmaxMargin: 0})
+	// The one parity judge; margin 0: every argmax mismatch is listed (a
+	// bisection shows all, the contracts' gates count the decided ones).
+	seq, err := oracle.Parity{}.Judge(got.Logits, want.Logits)
 	if err != nil {
 		return fmt.Errorf("diff: logits: %w", err)
 	}
