@@ -26,12 +26,6 @@ type kernelSource struct {
 	run KernelFunc
 }
 
-// RegisterKernels adds an engine's kernels to the default registry: their
-// contract ids (resolved by Vet) and how to run one (for kernel_dot).
-func RegisterKernels(source string, ids func() []string, run KernelFunc) {
-	Default.RegisterKernels(source, ids, run)
-}
-
 // RegisterKernels adds an engine's runnable kernels.
 func (r *Registry) RegisterKernels(source string, ids func() []string, run KernelFunc) {
 	r.RegisterKernelIDs(source, ids)

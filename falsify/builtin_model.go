@@ -7,13 +7,8 @@ import (
 	"github.com/aprqa/apr/refuse"
 )
 
-func init() {
-	RegisterBuiltins(Default)
-}
-
-// RegisterBuiltins registers this package's falsifier code in r: what
-// Default holds before any wiring. Tests use it to build a registry of their
-// own.
+// RegisterBuiltins registers this package's falsifier code in r (Builtins).
+// Tests use it to build a registry of their own.
 func RegisterBuiltins(r *Registry) {
 	r.Register("tensor_contract", KindShape, modelCheck(contracts.TensorRules...),
 		Needs(NeedModel), Thresholds("violations"), Refs("model contract"),

@@ -101,7 +101,7 @@ type Options struct {
 	// (a caller that hashed it already); otherwise it is computed once.
 	ModelSHA256 string
 	Set         *contracts.Set
-	Registry    *Registry // nil: Default
+	Registry    *Registry // nil: Builtins (this package's own code only)
 	// Params are set over every selected falsifier's params (e.g. backend:
 	// "cpu" to run the falsifiers on another backend).
 	Params map[string]any
@@ -128,7 +128,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, errors.New("falsify: Run: no contract set")
 	}
 	if opts.Registry == nil {
-		opts.Registry = Default
+		opts.Registry = builtins()
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)

@@ -29,6 +29,9 @@ type ExecOptions struct {
 	// Contracts judge the logits cells (the model contract's logits_parity);
 	// nil: the embedded set, as the ladder's receipts record.
 	Contracts *contracts.Set
+	// Registry holds the falsifier code the qa and logits cells run (nil:
+	// qa.Registry(), falsify's code and qa's).
+	Registry *falsify.Registry
 	// RunTokens is how many tokens a run cell generates (default 8).
 	RunTokens int
 	// Prompt is the run cell's prompt, tokenized raw (default below).
@@ -87,7 +90,7 @@ func DefaultExecutors(opts ExecOptions) *Executors {
 // failed, refused by the first refuser otherwise; the values are the gate
 // counts.
 func (x *executors) qa(ctx context.Context, m *Model, backend string) Result {
-	rep, err := qa.Run(ctx, qa.Options{Model: m.realPath(), Backends: []string{backend}, Log: x.opts.Log})
+	rep, err := qa.Run(ctx, qa.Options{Model: m.realPath(), Backends: []string{backend}, Registry: x.opts.Registry, Log: x.opts.Log})
 	if err != nil {
 		return FromError(err)
 	}
@@ -240,7 +243,7 @@ func (x *executors) logitsParity(ctx context.Context, m *Model, backend, expect 
 	if id == "" {
 		return RefusedBy(mc.ID, "contract %s has no logits_parity falsifier for %s weights", mc.ID, tier)
 	}
-	rep, err := falsify.Run(ctx, falsify.Options{IDs: []string{id}, Model: m.realPath(), ModelSHA256: m.SHA256,
+	rep, err := falsify.Run(ctx, falsify.Options{IDs: []string{id}, Model: m.realPath(), ModelSHA256: m.SHA256, Registry: x.opts.Registry,
 		Set: set, Params: map[string]any{"backend": backend, "expect_dir": filepath.Dir(expect)}, Log: x.opts.Log})
 	if err != nil {
 		return RefusedBy(ByContracts, "%v", err)

@@ -18,10 +18,11 @@
 //
 // Every gate runs through falsify.Run: the falsifier's parameters and
 // thresholds come from the contract set, with the gated backend (and the
-// reference, the baseline file) set over its params. qa registers its own
-// codes (tensor_values, tokenizer_roundtrip, chat_template, golden_output,
-// engine_parity, throughput) in falsify.Default, so apr falsify and apr
-// contracts vet see the same code.
+// reference, the baseline file) set over its params. qa's own codes
+// (tensor_values, tokenizer_roundtrip, chat_template, golden_output,
+// engine_parity, gpu_cpu, throughput, serve_parity) are added to a registry by
+// Register, which apr's command line calls in its one wiring place, so apr
+// falsify and apr contracts vet see the same code.
 //
 // # Conventions
 //

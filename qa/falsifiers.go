@@ -18,7 +18,21 @@ import (
 	"github.com/aprqa/apr/verdict"
 )
 
-func init() { Register(falsify.Default) }
+// Registry returns a registry of falsify's own code and qa's
+// (falsify.Builtins, then Register): what a run without Options.Registry
+// uses. apr's binary runs the one its command line wires.
+func Registry() *falsify.Registry {
+	registryOnce.Do(func() {
+		registry = falsify.Builtins()
+		Register(registry)
+	})
+	return registry
+}
+
+var (
+	registryOnce sync.Once
+	registry     *falsify.Registry
+)
 
 // The falsifier codes qa registers (the contracts name them by these).
 const (
@@ -35,44 +49,48 @@ const (
 // Register adds qa's falsifier code to reg: tensor_values, tokenizer_roundtrip,
 // chat_template, golden_output, engine_parity and throughput. apr falsify
 // runs them like any other code; apr qa runs them through falsify.Run.
-func Register(reg *falsify.Registry) {
-	reg.Register(FalsifierTensorValues, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
+func Register(reg *falsify.Registry) { registerCodes(reg.Register, nil) }
+
+// registerCodes adds qa's code through add, bound to st (apr qa's run: its
+// options and open models) or, with st nil, to the check's own inputs.
+func registerCodes(add func(id string, kind falsify.Kind, fn falsify.Func, opts ...falsify.Option), st *state) {
+	add(FalsifierTensorValues, falsify.KindShape, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.tensorValues(c.F)
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("bad_tensors"),
 		falsify.Doc("every tensor's values, read through the file's mapping: no NaN, no Inf, no all-zero tensor (biases excepted)"))
-	reg.Register(FalsifierTokenizer, falsify.KindProperty, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
+	add(FalsifierTokenizer, falsify.KindProperty, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.tokenizerGate(c.F, c.Seed())
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("roundtrip_mismatches", "split_control_tokens", "injected_control_tokens"),
 		falsify.Doc("a built-in multilingual text round-trips through encode/decode; chat markers stay single tokens"))
-	reg.Register(FalsifierTemplate, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
+	add(FalsifierTemplate, falsify.KindShape, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.templateGate(ctx, c.F)
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("missing_messages", "split_control_tokens", "roundtrip_mismatches"),
 		falsify.AppliesWhen(templateApplies),
 		falsify.Doc("the model's chat template keeps every message of a two-turn conversation; its output tokenizes with chat markers intact"))
-	reg.Register(FalsifierGoldenOutput, falsify.KindGolden, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
+	add(FalsifierGoldenOutput, falsify.KindGolden, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.goldenGate(ctx, c, backendParam(c, "ref"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_logit_delta"), falsify.Params("tier", "logit_noise"),
 		falsify.Refs("golden file", "reference engine"),
 		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
 		falsify.Doc("a backend's greedy output equals the reviewed golden (or the reference's, in the numerics params.numerics names for the backend) at every step whose judge margin reaches twice the contract's numerical noise for the model's weight tier (params.logit_noise); a backend further than that noise from the reference fails"))
-	reg.Register(FalsifierEngineParity, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
+	add(FalsifierEngineParity, falsify.KindCosine, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.opts.hooks.parity(ctx, c, m, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
 		falsify.Params("tier", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
 		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
 		falsify.Doc("a backend's logits against the reference engine's (in the numerics params.numerics names for the backend: plain, or ggml's activation rounding) at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
-	reg.Register(FalsifierGPUCPU, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
+	add(FalsifierGPUCPU, falsify.KindCosine, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return gpuCPU(ctx, c, m, backendParam(c, "cuda"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
 		falsify.Params("tier", "backend", "against", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
 		falsify.AppliesWhen(gpuCPUApplies), falsify.VetWith(falsify.VetTier),
 		falsify.Doc("a device backend's logits (params.backend) against another engine's (params.against) at every position of a probe prompt, at the thresholds of the model's weight tier; the judge's router near-ties excluded and reported"))
-	reg.Register(FalsifierThroughput, falsify.KindTiming, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
+	add(FalsifierThroughput, falsify.KindTiming, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.throughputGate(ctx, c.F, backendParam(c, "cpu"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("decode_ratio", "prefill_ratio", "max_cv"), falsify.Refs("baseline"),
 		falsify.AppliesWhen(throughputApplies),
 		falsify.Doc("decode and prefill tok/s against the baseline recorded for this model, host and backend, by bootstrap confidence intervals"))
-	reg.Register(FalsifierServeParity, falsify.KindProperty, serveParity,
+	add(FalsifierServeParity, falsify.KindProperty, serveParity,
 		falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_batch"),
 		falsify.Params("backend", "requests", "tokens", "parallel"),
 		falsify.Doc("concurrent requests to apr serve on a backend give the token ids of the same requests run alone on it (batch invariance at the serving shape)"))
@@ -194,9 +212,9 @@ func backendParam(c *falsify.Check, def string) string {
 // adapt turns a gate implementation into falsifier code: the outcome's
 // values are measured (the runner judges them against the contract's
 // thresholds), a fail is a falsify.Fail, a refusal keeps its code.
-func adapt(fn func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome) falsify.Func {
+func adapt(st *state, fn func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome) falsify.Func {
 	return func(ctx context.Context, c *falsify.Check) error {
-		m, err := modelFor(ctx, c)
+		m, err := modelFor(st, c)
 		if err != nil {
 			return err
 		}
@@ -221,19 +239,27 @@ func adapt(fn func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.O
 	}
 }
 
-// state is what apr qa hands its falsifier code through the context: its
-// options (hooks, reference, threads, baselines) and the models it gates,
-// opened once. apr falsify hands nothing; the code then builds its own.
+// state is what apr qa binds its falsifier code to (registry): its options
+// (hooks, reference, threads, baselines) and the models it gates, opened
+// once. apr falsify binds nothing; the code then builds its own.
 type state struct {
 	opts   *Options
 	host   HostKey
 	models *modelTable
-	// refOverride, when set, replaces the reference's logits (the
-	// failclosed gate's probes).
-	refOverride logitsFunc
+
+	regOnce sync.Once
+	reg     *falsify.Registry
 }
 
-type stateKey struct{}
+// registry is opts.Registry with qa's code bound to st: a clone in which
+// every qa code registered there runs on st's open models.
+func (st *state) registry() *falsify.Registry {
+	st.regOnce.Do(func() {
+		st.reg = st.opts.Registry.Clone()
+		registerCodes(func(id string, _ falsify.Kind, fn falsify.Func, _ ...falsify.Option) { st.reg.Rebind(id, fn) }, st)
+	})
+	return st.reg
+}
 
 // modelTable holds the models apr qa is gating, by path.
 type modelTable struct {
@@ -257,15 +283,11 @@ func (t *modelTable) set(path string, m *modelRun) {
 	t.m[path] = m
 }
 
-func withState(ctx context.Context, s *state) context.Context {
-	return context.WithValue(ctx, stateKey{}, s)
-}
-
-// modelFor returns the gating state of the check's model: apr qa's, or a
-// fresh one over the check's own inputs.
-func modelFor(ctx context.Context, c *falsify.Check) (*modelRun, error) {
-	if s, ok := ctx.Value(stateKey{}).(*state); ok {
-		if m := s.models.get(c.ModelPath()); m != nil {
+// modelFor returns the gating state of the check's model: apr qa's (st),
+// or a fresh one over the check's own inputs.
+func modelFor(st *state, c *falsify.Check) (*modelRun, error) {
+	if st != nil {
+		if m := st.models.get(c.ModelPath()); m != nil {
 			return m, nil
 		}
 	}
@@ -295,8 +317,8 @@ func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend
 	if backend != "" {
 		params["backend"] = backend
 	}
-	rep, err := falsify.Run(withState(ctx, st), falsify.Options{IDs: ids, Model: m.path, Set: m.opts.Contracts,
-		Registry: m.opts.Registry, Params: params, Seed: m.opts.Seed, ModelSHA256: m.sha, Log: m.opts.Log})
+	rep, err := falsify.Run(ctx, falsify.Options{IDs: ids, Model: m.path, Set: m.opts.Contracts,
+		Registry: st.registry(), Params: params, Seed: m.opts.Seed, ModelSHA256: m.sha, Log: m.opts.Log})
 	if err != nil {
 		return verdict.RefusedBy(CodeNoContract, By, nil, "%v", err), nil
 	}
@@ -352,12 +374,12 @@ func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifie
 	}
 	var bad []string
 	for _, g := range garbage {
-		gst := &state{opts: st.opts, host: st.host, models: st.models,
-			refOverride: func(_ context.Context, _ string, toks []int32) (generate.LogitsResult, error) {
-				rows, w := g.rows(len(toks))
-				return generate.LogitsResult{NVocab: w, Tokens: toks, Logits: rows}, nil
-			}}
-		r, rs := m.execute(ctx, gst, []string{parityID}, backend)
+		m.refOverride = func(_ context.Context, _ string, toks []int32) (generate.LogitsResult, error) {
+			rows, w := g.rows(len(toks))
+			return generate.LogitsResult{NVocab: w, Tokens: toks, Logits: rows}, nil
+		}
+		r, rs := m.execute(ctx, st, []string{parityID}, backend)
+		m.refOverride = nil
 		code := ""
 		if len(rs) > 0 {
 			code = rs[0].RefusalCode

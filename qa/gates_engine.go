@@ -49,8 +49,8 @@ func (m *modelRun) logitsIn(ctx context.Context, backend, numerics string, token
 // refLogits is the reference's logits over tokens in numerics (or the
 // failclosed probe's answer in its place).
 func (m *modelRun) refLogits(ctx context.Context, numerics string, tokens []int32) (generate.LogitsResult, error) {
-	if s, ok := ctx.Value(stateKey{}).(*state); ok && s.refOverride != nil {
-		return s.refOverride(ctx, m.opts.Reference, tokens)
+	if m.refOverride != nil {
+		return m.refOverride(ctx, m.opts.Reference, tokens)
 	}
 	return m.logitsIn(ctx, m.opts.Reference, numerics, tokens)
 }

@@ -47,6 +47,10 @@ type modelRun struct {
 
 	quantized bool // some matrix is stored in a quantized type
 
+	// refOverride, when set, replaces the reference's logits: the failclosed
+	// gate's garbage probes, one at a time (gates run in turn).
+	refOverride logitsFunc
+
 	mu           sync.Mutex
 	logitsCache  map[string]logitsEntry // backend and tokens → logits
 	greedyCache  map[string][]greedyCase

@@ -223,8 +223,8 @@ type Options struct {
 	Gates []string
 	// Contracts is the contract set the gates are held to (nil: embedded).
 	Contracts *contracts.Set
-	// Registry holds the falsifier code the gates run (nil: falsify.Default,
-	// where qa registers its own code).
+	// Registry holds the falsifier code the gates run (nil: Registry(),
+	// falsify's code and qa's).
 	Registry *falsify.Registry
 	// BaselineFile holds throughput baselines ("" means DefaultBaselineFile).
 	BaselineFile string
@@ -267,7 +267,7 @@ func (o *Options) defaults() error {
 	}
 	o.hooks.defaults()
 	if o.Registry == nil {
-		o.Registry = falsify.Default
+		o.Registry = Registry()
 	}
 	if o.Contracts == nil {
 		set, err := contracts.Embedded()

@@ -155,7 +155,7 @@ func TestVerbFieldsPlanted(t *testing.T) {
 			if tt.verb == "tensors" {
 				v = tensors
 			}
-			got := cli.CheckVerbOutput(v, []byte(tt.out))
+			got := falsify.CheckVerbOutput(v, []byte(tt.out))
 			if len(tt.want) == 0 && len(got) != 0 {
 				t.Errorf("CheckVerbOutput(%s) = %v, want none", tt.name, got)
 			}

@@ -153,7 +153,7 @@ func runKernelFalsifiers(ctx context.Context, env *Env, set *contracts.Set, rows
 	if len(ids) == 0 {
 		return &falsify.Report{}, nil
 	}
-	return falsify.Run(ctx, falsify.Options{IDs: ids, Fixtures: opts.Fixtures, Seed: opts.Seed, Set: set, Log: env.Log})
+	return falsify.Run(ctx, falsify.Options{IDs: ids, Fixtures: opts.Fixtures, Seed: opts.Seed, Set: set, Registry: registry(), Log: env.Log})
 }
 
 // applyVerdicts writes the report's verdicts into the rows' falsifiers.

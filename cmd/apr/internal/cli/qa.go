@@ -172,7 +172,7 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 	}
 	prog := newProgress(env.Stderr, "qa", opts.Quiet)
 	defer prog.Done()
-	o := qa.Options{Model: opts.Model, Backends: opts.Backends, Gates: opts.Gates, Contracts: set,
+	o := qa.Options{Model: opts.Model, Backends: opts.Backends, Gates: opts.Gates, Contracts: set, Registry: registry(),
 		BaselineFile: opts.Baseline, AcceptBaseline: opts.AcceptBaseline, MinGates: opts.MinGates,
 		Threads: opts.Threads, Seed: opts.Seed, Log: env.Log, KLDBase: opts.KLDBase,
 		ModelDone: func(m *qa.ModelReport) { prog.Print(func() { qa.WriteModelTable(env.Stderr, m) }) },
