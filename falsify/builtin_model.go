@@ -16,6 +16,7 @@ func RegisterBuiltins(r *Registry) {
 	r.Register("metadata_plausibility", KindShape, modelCheck(contracts.MetadataRules...),
 		Needs(NeedModel), Thresholds("violations"), Refs("model contract"),
 		Doc("a GGUF's hyper-parameters: present, of their types, in range, consistent"))
+	registerModelValues(r)
 	registerKernelBuiltins(r)
 	registerKLD(r)
 	r.Register("failclosed", KindFailClosed, failClosed,

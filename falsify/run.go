@@ -13,6 +13,7 @@ import (
 
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
@@ -100,8 +101,12 @@ type Options struct {
 	// ModelSHA256, when set, is trusted as the sha256 of Model's bytes
 	// (a caller that hashed it already); otherwise it is computed once.
 	ModelSHA256 string
-	Set         *contracts.Set
-	Registry    *Registry // nil: Builtins (this package's own code only)
+	// Loaded, when set, is the model already opened (engine/loaded): the
+	// run uses it, and Model, instead of opening the file again, and leaves
+	// it open.
+	Loaded   *loaded.Model
+	Set      *contracts.Set
+	Registry *Registry // nil: Builtins (this package's own code only)
 	// Params are set over every selected falsifier's params (e.g. backend:
 	// "cpu" to run the falsifiers on another backend).
 	Params map[string]any
@@ -134,20 +139,26 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	r := &runner{opts: opts, reg: opts.Registry, set: opts.Set, in: &inputs{modelPath: opts.Model, fixtures: opts.Fixtures}}
-	if opts.ModelSHA256 != "" {
-		r.in.shaOnce.Do(func() { r.in.sha = opts.ModelSHA256 })
-	}
-	if opts.Model != "" {
-		r.in.model, r.in.modelErr = gguf.Open(opts.Model)
-		if r.in.model != nil {
-			defer r.in.model.Close()
+	switch {
+	case opts.Loaded != nil:
+		r.in.modelPath, r.in.loaded = opts.Loaded.Path, opts.Loaded
+	case opts.Model != "":
+		r.in.loaded, r.in.modelErr = loaded.Open(opts.Model)
+		if r.in.loaded != nil {
+			defer r.in.loaded.Close()
+			if opts.ModelSHA256 != "" {
+				r.in.loaded.KnownSHA256(opts.ModelSHA256, 0)
+			}
 		}
+	}
+	if r.in.loaded != nil {
+		r.in.model = r.in.loaded.File
 	}
 	named, err := r.expand(opts.IDs)
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{ContractsDigest: opts.Set.Digest, Model: opts.Model, Fixtures: opts.Fixtures, Seed: opts.Seed,
+	rep := &Report{ContractsDigest: opts.Set.Digest, Model: r.in.modelPath, Fixtures: opts.Fixtures, Seed: opts.Seed,
 		Results: []Result{}, NotRun: []NotRun{}}
 	for _, f := range opts.Set.Falsifiers {
 		explicit, ok := named[f.ID]

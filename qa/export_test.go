@@ -41,8 +41,7 @@ func TokenizerGate(f *gguf.File, fz schema.Falsifier) (Gate, error) {
 	if err != nil {
 		return Gate{}, err
 	}
-	m := &modelRun{f: f, tok: tok}
-	o := m.tokenizerGate(fz, 1)
+	o := falsify.TokenizerRoundTrip(fz, tok, 1)
 	return Gate{Name: GateTokenizer, Verdict: o.Verdict, Status: string(o.Verdict), Reason: o.Reason, Values: o.Values}, nil
 }
 

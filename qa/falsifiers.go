@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
@@ -36,9 +35,9 @@ var (
 
 // The falsifier codes qa registers (the contracts name them by these).
 const (
-	FalsifierTensorValues = "tensor_values"
-	FalsifierTokenizer    = "tokenizer_roundtrip"
-	FalsifierTemplate     = "chat_template"
+	FalsifierTensorValues = falsify.CodeTensorValues
+	FalsifierTokenizer    = falsify.CodeTokenizer
+	FalsifierTemplate     = falsify.CodeTemplate
 	FalsifierGoldenOutput = "golden_output"
 	FalsifierEngineParity = "engine_parity"
 	FalsifierGPUCPU       = "gpu_cpu"
@@ -46,27 +45,15 @@ const (
 	FalsifierServeParity  = "serve_parity"
 )
 
-// Register adds qa's falsifier code to reg: tensor_values, tokenizer_roundtrip,
-// chat_template, golden_output, engine_parity and throughput. apr falsify
+// Register adds qa's falsifier code to reg: golden_output, engine_parity,
+// gpu_cpu, throughput and serve_parity (tensor_values, tokenizer_roundtrip
+// and chat_template are falsify's own). apr falsify
 // runs them like any other code; apr qa runs them through falsify.Run.
 func Register(reg *falsify.Registry) { registerCodes(reg.Register, nil) }
 
 // registerCodes adds qa's code through add, bound to st (apr qa's run: its
 // options and open models) or, with st nil, to the check's own inputs.
 func registerCodes(add func(id string, kind falsify.Kind, fn falsify.Func, opts ...falsify.Option), st *state) {
-	add(FalsifierTensorValues, falsify.KindShape, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
-		return m.tensorValues(c.F)
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("bad_tensors"),
-		falsify.Doc("every tensor's values, read through the file's mapping: no NaN, no Inf, no all-zero tensor (biases excepted)"))
-	add(FalsifierTokenizer, falsify.KindProperty, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
-		return m.tokenizerGate(c.F, c.Seed())
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("roundtrip_mismatches", "split_control_tokens", "injected_control_tokens"),
-		falsify.Doc("a built-in multilingual text round-trips through encode/decode; chat markers stay single tokens"))
-	add(FalsifierTemplate, falsify.KindShape, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
-		return m.templateGate(ctx, c.F)
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("missing_messages", "split_control_tokens", "roundtrip_mismatches"),
-		falsify.AppliesWhen(templateApplies),
-		falsify.Doc("the model's chat template keeps every message of a two-turn conversation; its output tokenizes with chat markers intact"))
 	add(FalsifierGoldenOutput, falsify.KindGolden, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
 		return m.goldenGate(ctx, c, backendParam(c, "ref"))
 	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_logit_delta"), falsify.Params("tier", "logit_noise"),
@@ -131,8 +118,6 @@ const (
 
 func tier(f *gguf.File) string { return falsify.WeightTier(f) }
 
-// templateApplies: a model without a chat template has none to gate (apr
-// qa reports it refused-optional, apr falsify as not run).
 // gpuCPUApplies: gpu_cpu applies to models of its tier when its device
 // backend can run on this machine (qa gates a named backend anyway, and
 // refuses it with the reason).
@@ -143,17 +128,6 @@ func gpuCPUApplies(c *falsify.Check) (bool, string) {
 	b, _ := c.ParamString("backend", "cuda")
 	if err := model.Available(b); err != nil {
 		return false, fmt.Sprintf("backend %s cannot run here: %v", b, err)
-	}
-	return true, ""
-}
-
-func templateApplies(c *falsify.Check) (bool, string) {
-	f, err := c.Model()
-	if err != nil {
-		return true, ""
-	}
-	if _, ok := f.Get(chat.KeyTemplate); !ok {
-		return false, "the model carries no " + chat.KeyTemplate + " (a base model)"
 	}
 	return true, ""
 }
@@ -209,33 +183,15 @@ func backendParam(c *falsify.Check, def string) string {
 	return b
 }
 
-// adapt turns a gate implementation into falsifier code: the outcome's
-// values are measured (the runner judges them against the contract's
-// thresholds), a fail is a falsify.Fail, a refusal keeps its code.
+// adapt turns a gate implementation into falsifier code bound to st
+// (falsify.Decide records its outcome).
 func adapt(st *state, fn func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome) falsify.Func {
 	return func(ctx context.Context, c *falsify.Check) error {
 		m, err := modelFor(st, c)
 		if err != nil {
 			return err
 		}
-		o := fn(ctx, c, m)
-		for _, v := range o.Values {
-			c.Measure(v.Name, v.Value)
-		}
-		for _, d := range o.Details {
-			c.Note("%s", d)
-		}
-		switch o.Verdict {
-		case Fail:
-			return falsify.Fail("%s", o.Reason)
-		case Refused:
-			by := o.RemovedBy
-			if by == "" {
-				by = c.By()
-			}
-			return falsify.RefuseCode(o.Code, by, "%s", o.Reason)
-		}
-		return nil
+		return falsify.Decide(c, fn(ctx, c, m))
 	}
 }
 
@@ -291,7 +247,7 @@ func modelFor(st *state, c *falsify.Check) (*modelRun, error) {
 			return m, nil
 		}
 	}
-	f, err := c.Model()
+	h, err := c.Loaded()
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +260,7 @@ func modelFor(st *state, c *falsify.Check) (*modelRun, error) {
 		return nil, refuse.Wrap(c.By(), err)
 	}
 	o.Reference, _ = c.ParamString("reference", o.Reference)
-	m := newModelRun(o, hostKey(probeHost()), c.ModelPath(), sha, f)
+	m := newModelRun(o, hostKey(probeHost()), h, sha)
 	return m, nil
 }
 
@@ -317,7 +273,7 @@ func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend
 	if backend != "" {
 		params["backend"] = backend
 	}
-	rep, err := falsify.Run(ctx, falsify.Options{IDs: ids, Model: m.path, Set: m.opts.Contracts,
+	rep, err := falsify.Run(ctx, falsify.Options{IDs: ids, Model: m.path, Loaded: m.h, Set: m.opts.Contracts,
 		Registry: st.registry(), Params: params, Seed: m.opts.Seed, ModelSHA256: m.sha, Log: m.opts.Log})
 	if err != nil {
 		return verdict.RefusedBy(CodeNoContract, By, nil, "%v", err), nil
@@ -392,7 +348,7 @@ func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifie
 	c.Note("withdrawn_non_refusals", withdrawn, "count")
 	c.Note("garbage_non_refusals", float64(len(bad)), "count")
 	c.Hold("non_refusals", withdrawn+float64(len(bad)), "count")
-	out := c.Outcome(firstN(append(detailsOf(o), bad...)))
+	out := c.Outcome(verdict.FirstN(append(detailsOf(o), bad...)))
 	out.Details = append(o.Details, bad...)
 	return out
 }

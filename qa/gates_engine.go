@@ -9,6 +9,7 @@ import (
 
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
@@ -29,21 +30,12 @@ func (m *modelRun) logits(ctx context.Context, backend string, tokens []int32) (
 // logitsIn is logits with the backend in a declared numerics (the
 // reference's params.numerics; "": its default).
 func (m *modelRun) logitsIn(ctx context.Context, backend, numerics string, tokens []int32) (generate.LogitsResult, error) {
-	key := fmt.Sprint(backend, "/", numerics, tokens)
-	m.mu.Lock()
-	e, ok := m.logitsCache[key]
-	m.mu.Unlock()
-	if ok {
-		return e.res, e.err
-	}
-	res, err := m.opts.hooks.logits(ctx, generate.LogitsOptions{Model: m.path, Backend: backend, Tokens: tokens,
-		Threads: m.opts.Threads, Log: m.opts.Log, Numerics: numerics})
-	if ctx.Err() == nil {
-		m.mu.Lock()
-		m.logitsCache[key] = logitsEntry{res, err}
-		m.mu.Unlock()
-	}
-	return res, err
+	l := m.h.CachedLogits(backend, numerics, tokens, func() loaded.Logits {
+		res, err := m.opts.hooks.logits(ctx, generate.LogitsOptions{Model: m.path, Loaded: m.h, Backend: backend, Tokens: tokens,
+			Threads: m.opts.Threads, Log: m.opts.Log, Numerics: numerics})
+		return loaded.Logits{NVocab: res.NVocab, Rows: res.Logits, Err: err}
+	}, func() bool { return ctx.Err() != nil })
+	return generate.LogitsResult{NVocab: l.NVocab, Tokens: tokens, Logits: l.Rows}, l.Err
 }
 
 // refLogits is the reference's logits over tokens in numerics (or the
@@ -203,7 +195,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 		k.HoldIf(x.Name, x.Value, x.Unit)
 	}
 	k.Note("positions", float64(len(toks)), "positions")
-	o := k.Outcome(firstN(mismatches))
+	o := k.Outcome(verdict.FirstN(mismatches))
 	o.Details = append(mismatches, rep.TieNotes(paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
 	if o.Verdict == Fail {
 		o.Details = append(o.Details, m.firstDivergence(ctx, backend, refNumerics(fz, backend), toks, paramThreshold(fz, "min_cosine", 0.999)))
@@ -429,7 +421,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 		return verdict.RefusedBy(CodeNoGolden, c.By(), nil, "no reviewed golden for this model (sha256 %.12s…); the reference %s is itself the judge of the other backends' output", m.sha, backend)
 	default:
 		if m.tokErr != nil {
-			return tokErrOutcome(m.tokErr)
+			return falsify.TokenizerOutcome(m.tokErr)
 		}
 		err := c.CallRef("reference engine", func() error {
 			key := m.opts.Reference + "/" + numerics
@@ -565,7 +557,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 	k.Note("noise_cut", cut, "")
 	k.Hold("mismatches", float64(len(diffs)), "count")
 	k.Hold("max_logit_delta", maxDelta, "")
-	out := k.Outcome(firstN(append(append([]string(nil), diffs...), far...)))
+	out := k.Outcome(verdict.FirstN(append(append([]string(nil), diffs...), far...)))
 	out.Details = append(diffs, far...)
 	if out.Verdict == Pass && compared+forced == 0 {
 		return verdict.RefusedBy(CodeUndecided, c.By(), k.Values, "undecided: no step could be decided; every judge margin is below %.3g (twice the contract's numerical noise %g, or the floor %g), and %s is within that noise of the reference", cut, noise, floor, backend)

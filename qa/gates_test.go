@@ -133,11 +133,11 @@ func TestScanTensorsReadsTheMapping(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	r := qa.ScanTensors(f)
+	r := falsify.ScanTensors(f)
 	runtime.ReadMemStats(&after)
 	alloc := after.TotalAlloc - before.TotalAlloc
 	if alloc > uint64(st.Size())/8 {
-		t.Errorf("ScanTensors allocated %d bytes for a %d-byte file: it copies the data", alloc, st.Size())
+		t.Errorf("falsify.ScanTensors allocated %d bytes for a %d-byte file: it copies the data", alloc, st.Size())
 	}
 	if len(r.Findings) != 0 || r.Bytes == 0 || r.Tensors != len(f.Tensors) {
 		t.Errorf("ScanTensors(clean) = %d tensors, %d bytes, findings %v", r.Tensors, r.Bytes, r.Findings)

@@ -3,15 +3,14 @@ package qa
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aprqa/apr/engine/chat"
-	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/falsify"
@@ -38,7 +37,8 @@ type modelRun struct {
 	path string
 	name string
 	sha  string
-	f    *gguf.File
+	h    *loaded.Model // the model, opened once: its file, sha256, tokenizer, logits
+	f    *gguf.File    // h.File
 	arch string
 	mc   *schema.Model // nil: no contract for the architecture
 
@@ -52,23 +52,18 @@ type modelRun struct {
 	refOverride logitsFunc
 
 	mu           sync.Mutex
-	logitsCache  map[string]logitsEntry // backend and tokens → logits
 	greedyCache  map[string][]greedyCase
 	parityResult map[string]verdict.Outcome // backend → the parity gate's verdict.Outcome
 }
 
-type logitsEntry struct {
-	res generate.LogitsResult
-	err error
-}
-
-func newModelRun(opts *Options, host HostKey, path, sha string, f *gguf.File) *modelRun {
-	m := &modelRun{opts: opts, host: host, path: path, name: filepath.Base(path), sha: sha, f: f, arch: f.Architecture(),
-		logitsCache: map[string]logitsEntry{}, greedyCache: map[string][]greedyCase{}, parityResult: map[string]verdict.Outcome{}}
+func newModelRun(opts *Options, host HostKey, h *loaded.Model, sha string) *modelRun {
+	f := h.File
+	m := &modelRun{opts: opts, host: host, path: h.Path, name: h.Name(), sha: sha, h: h, f: f, arch: f.Architecture(),
+		greedyCache: map[string][]greedyCase{}, parityResult: map[string]verdict.Outcome{}}
 	if mc, ok := opts.Contracts.Model(m.arch); ok {
 		m.mc = mc
 	}
-	m.tok, m.tokErr = tokenizer.New(f)
+	m.tok, m.tokErr = h.Tokenizer()
 	m.quantized = isQuantized(f)
 	return m
 }
@@ -80,14 +75,15 @@ func gateModel(ctx context.Context, st *state, path, synth string) (ModelReport,
 	if err != nil {
 		return ModelReport{}, err
 	}
-	f, err := gguf.Open(path)
+	h, err := loaded.Open(path)
 	if err != nil {
 		return ModelReport{}, err
 	}
-	defer f.Close()
-	mr := ModelReport{Path: path, Name: filepath.Base(path), SHA256: sha, Bytes: size, Arch: f.Architecture(),
+	defer h.Close()
+	h.KnownSHA256(sha, size)
+	mr := ModelReport{Path: path, Name: h.Name(), SHA256: sha, Bytes: size, Arch: h.File.Architecture(),
 		Synth: synth, Backends: slices.Clone(opts.Backends), Gates: []Gate{}}
-	m := newModelRun(opts, st.host, path, sha, f)
+	m := newModelRun(opts, st.host, h, sha)
 	m.mr = &mr
 	st.models.set(path, m)
 	defer st.models.set(path, nil)

@@ -99,17 +99,17 @@ func againstReference(gate string) bool { return gate == GateParity || gate == G
 // Refusal codes: why a gate did not decide. A contract may list some of them
 // as optional for a gate (params.optional_refusals).
 const (
-	CodeNoContract   = verdict.CodeNoContract  // the contract set has no falsifier (or threshold) for the gate
-	CodeBackend      = "backend_unavailable"   // the gated backend is not in this build, or refused the model
-	CodeReference    = "reference_unavailable" // the reference could not run or gave unusable output
-	CodeModel        = "model_refused"         // the model (or its tokenizer) was refused before the gate could run
-	CodeNoTemplate   = "no_template"           // the model carries no chat template
-	CodeNoGolden     = "no_golden"             // no reviewed golden for this model (reference backend)
-	CodeNoBaseline   = "no_baseline"           // no comparable throughput baseline for (model, host, backend)
-	CodeBaselineFile = "baseline_unreadable"   // the baseline file exists but cannot be read
-	CodeTooNoisy     = "too_noisy"             // the runs vary more than the contract's bound
-	CodeUndecided    = "undecided"             // the confidence interval straddles the threshold
-	CodeRecorded     = "baseline_recorded"     // --accept-baseline recorded the first baseline: nothing compared yet
+	CodeNoContract   = verdict.CodeNoContract    // the contract set has no falsifier (or threshold) for the gate
+	CodeBackend      = "backend_unavailable"     // the gated backend is not in this build, or refused the model
+	CodeReference    = "reference_unavailable"   // the reference could not run or gave unusable output
+	CodeModel        = falsify.RefusalModel      // the model (or its tokenizer) was refused before the gate could run
+	CodeNoTemplate   = falsify.RefusalNoTemplate // the model carries no chat template
+	CodeNoGolden     = "no_golden"               // no reviewed golden for this model (reference backend)
+	CodeNoBaseline   = "no_baseline"             // no comparable throughput baseline for (model, host, backend)
+	CodeBaselineFile = "baseline_unreadable"     // the baseline file exists but cannot be read
+	CodeTooNoisy     = "too_noisy"               // the runs vary more than the contract's bound
+	CodeUndecided    = "undecided"               // the confidence interval straddles the threshold
+	CodeRecorded     = "baseline_recorded"       // --accept-baseline recorded the first baseline: nothing compared yet
 )
 
 // Value is one measured number and, where the contract holds it to one, its

@@ -221,9 +221,9 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 	}
 	switch {
 	case len(drops) > 0:
-		return verdict.Failed(c.Values, "slower than the baseline recorded %s: %s", base.Recorded, firstN(drops))
+		return verdict.Failed(c.Values, "slower than the baseline recorded %s: %s", base.Recorded, verdict.FirstN(drops))
 	case len(undecided) > 0:
-		return verdict.RefusedBy(CodeUndecided, fz.ID, c.Values, "undecided: %s; more runs or a quieter machine are needed", firstN(undecided))
+		return verdict.RefusedBy(CodeUndecided, fz.ID, c.Values, "undecided: %s; more runs or a quieter machine are needed", verdict.FirstN(undecided))
 	}
 	// The ratchet: the baseline only moves up, and only when asked.
 	if m.opts.AcceptBaseline && dr.Lo > 1 && pr.Lo > 1 {

@@ -253,6 +253,18 @@ func Missing(name string, t schema.Threshold) string {
 	return fmt.Sprintf("%s was not measured (threshold %s)", name, FormatThreshold(t))
 }
 
+// MaxListed bounds how many findings FirstN lists.
+const MaxListed = 5
+
+// FirstN joins the first MaxListed items for a reason, and says how many
+// more there are.
+func FirstN(items []string) string {
+	if len(items) > MaxListed {
+		return strings.Join(items[:MaxListed], "; ") + fmt.Sprintf("; … %d more", len(items)-MaxListed)
+	}
+	return strings.Join(items, "; ")
+}
+
 // SortValues orders values as reports list them: those held to a threshold
 // first, then the others, each group by name.
 func SortValues(vs []Value) {
