@@ -2,84 +2,19 @@ package qa
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"slices"
 	"time"
 
 	"gonum.org/v1/gonum/stat"
 
 	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/internal/stats"
 	"github.com/aprqa/apr/schema"
 	"github.com/aprqa/apr/verdict"
 )
 
 const defaultThroughputPrompt = "Once upon a time, in a small village at the edge of a great forest, there lived a curious little girl who loved to read books about the stars."
-
-// Interval is a bootstrap confidence interval.
-type Interval struct{ Lo, Hi float64 }
-
-// MeanCI is the percentile-bootstrap confidence interval of the mean of x
-// at level conf, from resamples resamples drawn with rng.
-func MeanCI(x []float64, conf float64, resamples int, rng *rand.Rand) Interval {
-	means := make([]float64, resamples)
-	s := make([]float64, len(x))
-	for i := range means {
-		for j := range s {
-			s[j] = x[rng.IntN(len(x))]
-		}
-		means[i] = stat.Mean(s, nil)
-	}
-	return quantiles(means, conf)
-}
-
-// RatioCI is the percentile-bootstrap confidence interval of
-// mean(cur)/mean(base), resampling both independently.
-func RatioCI(cur, base []float64, conf float64, resamples int, rng *rand.Rand) Interval {
-	ratios := make([]float64, resamples)
-	c := make([]float64, len(cur))
-	b := make([]float64, len(base))
-	for i := range ratios {
-		for j := range c {
-			c[j] = cur[rng.IntN(len(cur))]
-		}
-		for j := range b {
-			b[j] = base[rng.IntN(len(base))]
-		}
-		ratios[i] = stat.Mean(c, nil) / stat.Mean(b, nil)
-	}
-	return quantiles(ratios, conf)
-}
-
-func quantiles(v []float64, conf float64) Interval {
-	slices.Sort(v)
-	a := (1 - conf) / 2
-	return Interval{Lo: stat.Quantile(a, stat.Empirical, v, nil), Hi: stat.Quantile(1-a, stat.Empirical, v, nil)}
-}
-
-// CV is the coefficient of variation (sample standard deviation over mean).
-func CV(x []float64) float64 {
-	m, sd := stat.MeanStdDev(x, nil)
-	if m == 0 {
-		return math.Inf(1)
-	}
-	return sd / m
-}
-
-// seededRand returns a generator seeded from the strings, so that the same
-// samples always give the same interval.
-func seededRand(parts ...string) *rand.Rand {
-	h := sha256.New()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	sum := h.Sum(nil)
-	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(sum[:8]), binary.LittleEndian.Uint64(sum[8:16])))
-}
 
 // throughputGate measures decode and prefill tok/s over params.runs runs
 // (after one warm-up run that is not counted) and compares them with the
@@ -129,10 +64,10 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 		decode = append(decode, float64(dTok)/(dMS/1e3))
 		prefill = append(prefill, float64(pTok)/(pMS/1e3))
 	}
-	rng := seededRand(m.sha, backend, m.host.Fingerprint)
+	rng := stats.SeededRand(m.sha, backend, m.host.Fingerprint)
 	dm, pm := stat.Mean(decode, nil), stat.Mean(prefill, nil)
-	dci, pci := MeanCI(decode, conf, resamples, rng), MeanCI(prefill, conf, resamples, rng)
-	cv := math.Max(CV(decode), CV(prefill))
+	dci, pci := stats.MeanCI(decode, conf, resamples, rng), stats.MeanCI(prefill, conf, resamples, rng)
+	cv := math.Max(stats.CV(decode), stats.CV(prefill))
 	c.Note("decode_tok_per_s", dm, "tok/s")
 	c.Note("decode_ci_lo", dci.Lo, "tok/s")
 	c.Note("decode_ci_hi", dci.Hi, "tok/s")
@@ -189,8 +124,8 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 	if noisy {
 		return tooNoisy()
 	}
-	dr := RatioCI(decode, base.Decode, conf, resamples, rng)
-	pr := RatioCI(prefill, base.Prefill, conf, resamples, rng)
+	dr := stats.RatioCI(decode, base.Decode, conf, resamples, rng)
+	pr := stats.RatioCI(prefill, base.Prefill, conf, resamples, rng)
 	c.Note("baseline_decode_tok_per_s", stat.Mean(base.Decode, nil), "tok/s")
 	c.Note("baseline_prefill_tok_per_s", stat.Mean(base.Prefill, nil), "tok/s")
 	c.Note("decode_ratio_ci_lo", dr.Lo, "")
@@ -200,7 +135,7 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 	var drops, undecided []string
 	for _, r := range []struct {
 		name string
-		ci   Interval
+		ci   stats.Interval
 		cur  float64
 		base []float64
 	}{{"decode_ratio", dr, dm, base.Decode}, {"prefill_ratio", pr, pm, base.Prefill}} {

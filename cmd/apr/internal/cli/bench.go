@@ -9,18 +9,16 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"gonum.org/v1/gonum/stat"
 
 	"github.com/aprqa/apr/engine/cpu" // registers the "cpu" backend; StreamRead
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
-	_ "github.com/aprqa/apr/engine/ref" // registers the "ref" backend
+	"github.com/aprqa/apr/internal/stats"
 	"github.com/aprqa/apr/refuse"
 )
 
@@ -401,40 +399,19 @@ func benchBackend(ctx context.Context, env *Env, opts benchOptions, b string, re
 
 func msSince(t time.Time) float64 { return float64(time.Since(t).Nanoseconds()) / 1e6 }
 
-// summarize fills min, median, max, mean and the bootstrap CI of the mean.
+// summarize fills min, median, max, mean and the bootstrap CI of the mean
+// (internal/stats).
 func summarize(st *benchStats, seed uint64) {
-	v := append([]float64(nil), st.TokPerS...)
-	sort.Float64s(v)
-	n := len(v)
-	st.Min, st.Max = v[0], v[n-1]
-	if n%2 == 1 {
-		st.Median = v[n/2]
-	} else {
-		st.Median = (v[n/2-1] + v[n/2]) / 2
-	}
-	st.Mean = stat.Mean(v, nil)
-	st.CI95 = bootstrapCI(v, 0.95, 10000, seed)
+	sum := stats.Summarize(st.TokPerS)
+	st.Min, st.Median, st.Max, st.Mean = sum.Min, sum.Median, sum.Max, sum.Mean
+	st.CI95 = bootstrapCI(slices.Sorted(slices.Values(st.TokPerS)), 0.95, 10000, seed)
 }
 
-// bootstrapCI is the percentile bootstrap confidence interval of the mean
-// of v at level conf, from b resamples drawn with a fixed seed.
+// bootstrapCI is stats.MeanCI of v at level conf from b resamples, drawn
+// with bench's seeded generator (--seed reproduces the interval).
 func bootstrapCI(v []float64, conf float64, b int, seed uint64) [2]float64 {
-	rng := rand.New(rand.NewPCG(seed, 0x626f6f74))
-	means := make([]float64, b)
-	sample := make([]float64, len(v))
-	for i := range means {
-		for j := range sample {
-			sample[j] = v[rng.IntN(len(v))]
-		}
-		means[i] = stat.Mean(sample, nil)
-	}
-	sort.Float64s(means)
-	a := (1 - conf) / 2
-	lo, hi := stat.Quantile(a, stat.Empirical, means, nil), stat.Quantile(1-a, stat.Empirical, means, nil)
-	// A resample's mean lies within [min, max]; summation may round it an
-	// ulp outside.
-	mn, mx := slices.Min(v), slices.Max(v)
-	return [2]float64{min(max(lo, mn), mx), min(max(hi, mn), mx)}
+	ci := stats.MeanCI(v, conf, b, rand.New(rand.NewPCG(seed, 0x626f6f74)))
+	return [2]float64{ci.Lo, ci.Hi}
 }
 
 // streamBytes is the buffer of the --stream read: beyond any last-level

@@ -22,7 +22,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/aprqa/apr/engine/model"
-	_ "github.com/aprqa/apr/engine/ref" // registers the "ref" backend
 	"github.com/aprqa/apr/ladder"
 	"github.com/aprqa/apr/refuse"
 )

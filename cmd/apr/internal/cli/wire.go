@@ -1,5 +1,13 @@
 package cli
 
+// What apr is wired from, in this one file: the engines (backends) and the
+// falsifier registry.
+//
+// The engines the CLI can run: each registers itself as a backend by name
+// (model.RegisterBackend, engine/model's registry, which refuses a name that
+// is not registered); a registered backend that cannot run here (cuda
+// without a driver or device) refuses with the reason when opened. The
+// reference is imported for its registration alone.
 import (
 	"context"
 	"log/slog"
@@ -7,6 +15,7 @@ import (
 
 	"github.com/aprqa/apr/engine/cpu"
 	"github.com/aprqa/apr/engine/cuda"
+	_ "github.com/aprqa/apr/engine/ref"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/qa"
 	"github.com/aprqa/apr/serve"
@@ -17,8 +26,8 @@ import (
 // checks whose code is in falsify but needs what only the command line has
 // (verb_fields runs apr's own verbs, serve_responses serves the model), and
 // the engines' kernels (the CPU engine's run by kernel_dot; the CUDA
-// engine's resolved by apr contracts vet). No package registers into
-// another's registry from init().
+// engine's resolved by apr contracts vet). Neither falsify, qa nor the CLI
+// registers falsifier code into another package's registry from init().
 var registry = sync.OnceValue(func() *falsify.Registry {
 	r := falsify.Builtins()
 	qa.Register(r)
