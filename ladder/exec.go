@@ -127,7 +127,7 @@ func (x *executors) run(ctx context.Context, m *Model, backend string) Result {
 		},
 	}
 	fail := func(format string, args ...any) Result {
-		out.Verdict, out.Reason = Fail, fmt.Sprintf(format, args...)
+		out.Verdict, out.Reason = verdict.Fail, fmt.Sprintf(format, args...)
 		return out
 	}
 	stages := res.LoadMS + res.H2DMS + res.F2MS + res.PrefillMS + res.DecodeMS
@@ -151,7 +151,7 @@ func (x *executors) run(ctx context.Context, m *Model, backend string) Result {
 			return fail("decode_tok_per_s %.6g is not (tokens_out − 1) / decode time = %.6g", res.DecodeTokPerS, want)
 		}
 	}
-	out.Verdict = Pass
+	out.Verdict = verdict.Pass
 	return out
 }
 
@@ -193,7 +193,7 @@ func (x *executors) logits(ctx context.Context, m *Model, backend string) Result
 	}
 	out := Result{Values: []Value{{Name: "positions", Value: float64(len(tokens))}, {Name: "n_vocab", Value: float64(got.NVocab)}}}
 	fail := func(format string, args ...any) Result {
-		out.Verdict, out.Reason = Fail, fmt.Sprintf(format, args...)
+		out.Verdict, out.Reason = verdict.Fail, fmt.Sprintf(format, args...)
 		return out
 	}
 	if len(got.Logits) != len(tokens) {
@@ -207,7 +207,7 @@ func (x *executors) logits(ctx context.Context, m *Model, backend string) Result
 			return fail("%v", err)
 		}
 	}
-	out.Verdict = Pass
+	out.Verdict = verdict.Pass
 	out.Detail = "no reference outputs for this model's sha256: checked that the logits are finite and well-formed only"
 	return out
 }
@@ -259,7 +259,7 @@ func (x *executors) logitsParity(ctx context.Context, m *Model, backend, expect 
 // threshold, and its details after detail.
 func fromFalsify(r falsify.Result, detail string) Result {
 	o := r.Outcome()
-	if o.Verdict != Pass {
+	if o.Verdict != verdict.Pass {
 		o.Reason = r.ID + ": " + o.Reason
 	}
 	o.Details = append([]string{detail}, o.Details...)

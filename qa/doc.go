@@ -18,11 +18,15 @@
 //
 // Every gate runs through falsify.Run: the falsifier's parameters and
 // thresholds come from the contract set, with the gated backend (and the
-// reference, the baseline file) set over its params. qa's own codes
-// (tensor_values, tokenizer_roundtrip, chat_template, golden_output,
-// engine_parity, gpu_cpu, throughput, serve_parity) are added to a registry by
-// Register, which apr's command line calls in its one wiring place, so apr
-// falsify and apr contracts vet see the same code.
+// reference, the baseline file) set over its params, and the model opened
+// once (engine/loaded) handed to falsify and engine/generate. Verdicts,
+// values and thresholds are package verdict's. Most falsifier code is
+// falsify's own; what still lives here (golden_output, engine_parity,
+// gpu_cpu, throughput, serve_parity: the code that needs qa's engine hooks
+// and baselines) is added to a registry by Register, which apr's command line
+// calls in its one wiring place, and bound to each run's state in a clone of
+// that registry (no context values), so apr falsify and apr contracts vet see
+// the same code.
 //
 // # Conventions
 //

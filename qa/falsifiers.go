@@ -303,11 +303,11 @@ func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifie
 		pr, _ = m.execute(ctx, st, []string{parityID}, backend)
 		m.parityResult[backend] = pr
 	}
-	if pr.Verdict == Refused {
+	if pr.Verdict == verdict.Refused {
 		return verdict.RefusedBy(pr.Code, fc.ID, nil, "%s was refused with the real reference (%s); refusing with a withdrawn one proves nothing", parityID, pr.Reason)
 	}
 	o, _ := m.execute(ctx, st, []string{fc.ID}, backend)
-	if o.Verdict == Refused {
+	if o.Verdict == verdict.Refused {
 		return o
 	}
 	withdrawn := 0.0
@@ -340,7 +340,7 @@ func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifie
 		if len(rs) > 0 {
 			code = rs[0].RefusalCode
 		}
-		if r.Verdict != Refused || code != CodeReference {
+		if r.Verdict != verdict.Refused || code != CodeReference {
 			bad = append(bad, fmt.Sprintf("reference returning %s: %s gave %s (%s)", g.name, parityID, r.Verdict, r.Reason))
 		}
 	}
@@ -354,7 +354,7 @@ func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifie
 }
 
 func detailsOf(o verdict.Outcome) []string {
-	if o.Verdict == Pass {
+	if o.Verdict == verdict.Pass {
 		return nil
 	}
 	return []string{o.Reason}

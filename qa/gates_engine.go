@@ -197,7 +197,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	k.Note("positions", float64(len(toks)), "positions")
 	o := k.Outcome(verdict.FirstN(mismatches))
 	o.Details = append(mismatches, rep.TieNotes(paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
-	if o.Verdict == Fail {
+	if o.Verdict == verdict.Fail {
 		o.Details = append(o.Details, m.firstDivergence(ctx, backend, refNumerics(fz, backend), toks, paramThreshold(fz, "min_cosine", 0.999)))
 	}
 	o.Details = append(o.Details, rep.FlipNotes(falsify.ParamRouterNoise, paramFloat(fz, falsify.ParamRouterNoise, math.NaN()))...)
@@ -559,7 +559,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 	k.Hold("max_logit_delta", maxDelta, "")
 	out := k.Outcome(verdict.FirstN(append(append([]string(nil), diffs...), far...)))
 	out.Details = append(diffs, far...)
-	if out.Verdict == Pass && compared+forced == 0 {
+	if out.Verdict == verdict.Pass && compared+forced == 0 {
 		return verdict.RefusedBy(CodeUndecided, c.By(), k.Values, "undecided: no step could be decided; every judge margin is below %.3g (twice the contract's numerical noise %g, or the floor %g), and %s is within that noise of the reference", cut, noise, floor, backend)
 	}
 	return out

@@ -20,6 +20,7 @@ import (
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/qa"
 	"github.com/aprqa/apr/qa/qatest"
+	"github.com/aprqa/apr/verdict"
 )
 
 // TestStories260K is the acceptance run: every gate on ref and cpu. The
@@ -242,7 +243,7 @@ func TestTokenizerVocabularies(t *testing.T) {
 			if err != nil {
 				t.Skipf("SKIP (not a pass): %v", err)
 			}
-			if g.Verdict != qa.Pass {
+			if g.Verdict != verdict.Pass {
 				t.Errorf("tokenizer gate on %s = %s: %s", name, g.Status, g.Reason)
 			}
 			t.Logf("%s: %v", name, g.Values)
@@ -525,18 +526,18 @@ func TestReportOutcome(t *testing.T) {
 	tests := []struct {
 		name string
 		o    qa.Options
-		want qa.Verdict
+		want verdict.Verdict
 	}{
-		{"passes", qa.Options{Model: path, Backends: []string{"ref"}, Gates: []string{qa.GateTensorContract}}, qa.Pass},
-		{"a failing gate", qa.Options{Model: path, Backends: []string{"ref", qatest.Perturbed}, Gates: []string{qa.GateParity}}, qa.Fail},
-		{"a refusal that counts", qa.Options{Model: path, Backends: []string{"nonesuch"}, Gates: []string{qa.GateGolden}}, qa.Refused},
-		{"too few executed", qa.Options{Model: path, Gates: []string{qa.GateTensorContract}, MinGates: 5}, qa.Fail},
+		{"passes", qa.Options{Model: path, Backends: []string{"ref"}, Gates: []string{qa.GateTensorContract}}, verdict.Pass},
+		{"a failing gate", qa.Options{Model: path, Backends: []string{"ref", qatest.Perturbed}, Gates: []string{qa.GateParity}}, verdict.Fail},
+		{"a refusal that counts", qa.Options{Model: path, Backends: []string{"nonesuch"}, Gates: []string{qa.GateGolden}}, verdict.Refused},
+		{"too few executed", qa.Options{Model: path, Gates: []string{qa.GateTensorContract}, MinGates: 5}, verdict.Fail},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rep := gateRun(t, tt.o)
 			o := rep.Outcome()
-			if o.Verdict != tt.want || (o.Verdict == qa.Refused) != (o.RemovedBy != "") || (o.Verdict != qa.Pass && o.Reason == "") {
+			if o.Verdict != tt.want || (o.Verdict == verdict.Refused) != (o.RemovedBy != "") || (o.Verdict != verdict.Pass && o.Reason == "") {
 				t.Errorf("Outcome() = %s, %q, %q; want %s (a refuser exactly when refused, a reason unless passed)", o.Verdict, o.RemovedBy, o.Reason, tt.want)
 			}
 		})

@@ -164,7 +164,7 @@ func (m *modelRun) record(ctx context.Context, st *state, gate, backend string) 
 		g.Values[i] = g.Values[i].Finite()
 	}
 	g.Status = string(g.Verdict)
-	if g.Verdict == Refused && len(fzs) > 0 && slices.Contains(optionalRefusals(fzs[0]), g.Code) {
+	if g.Verdict == verdict.Refused && len(fzs) > 0 && slices.Contains(optionalRefusals(fzs[0]), g.Code) {
 		g.Optional = true
 		g.Status = StatusRefusedOptional
 	}

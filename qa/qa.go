@@ -23,16 +23,6 @@ import (
 	"github.com/aprqa/apr/verdict"
 )
 
-// Verdict is how a gate ended: package verdict's.
-type Verdict = verdict.Verdict
-
-// The three verdicts.
-const (
-	Pass    = verdict.Pass
-	Fail    = verdict.Fail
-	Refused = verdict.Refused
-)
-
 // StatusRefusedOptional is the status of a refused gate whose refusal the
 // contract marks optional.
 const StatusRefusedOptional = "refused-optional"
@@ -118,10 +108,10 @@ type Value = verdict.Value
 
 // Gate is one gate's result.
 type Gate struct {
-	Name      string  `json:"gate"`
-	Backend   string  `json:"backend,omitempty"`   // per-backend gates
-	Falsifier string  `json:"falsifier,omitempty"` // the contract falsifier it was held to
-	Verdict   Verdict `json:"verdict"`
+	Name      string          `json:"gate"`
+	Backend   string          `json:"backend,omitempty"`   // per-backend gates
+	Falsifier string          `json:"falsifier,omitempty"` // the contract falsifier it was held to
+	Verdict   verdict.Verdict `json:"verdict"`
 	// Status is the verdict as shown: pass, fail, refused or refused-optional.
 	Status     string   `json:"status"`
 	Optional   bool     `json:"optional,omitempty"` // refused, and the contract marks this refusal optional
@@ -135,10 +125,12 @@ type Gate struct {
 
 // Passed reports whether the gate counts as passed: pass, or a refusal the
 // contract marks optional.
-func (g Gate) Passed() bool { return g.Verdict == Pass || (g.Verdict == Refused && g.Optional) }
+func (g Gate) Passed() bool {
+	return g.Verdict == verdict.Pass || (g.Verdict == verdict.Refused && g.Optional)
+}
 
 // Executed reports whether the gate ran to a decision (pass or fail).
-func (g Gate) Executed() bool { return g.Verdict == Pass || g.Verdict == Fail }
+func (g Gate) Executed() bool { return g.Verdict == verdict.Pass || g.Verdict == verdict.Fail }
 
 // ModelReport is every gate of one model.
 type ModelReport struct {
@@ -389,9 +381,9 @@ func (r *Report) finish() {
 	r.Executed = 0
 	for _, g := range r.Gates() {
 		switch {
-		case g.Verdict == Pass:
+		case g.Verdict == verdict.Pass:
 			r.Counts.Pass++
-		case g.Verdict == Fail:
+		case g.Verdict == verdict.Fail:
 			r.Counts.Fail++
 		case g.Optional:
 			r.Counts.RefusedOptional++
@@ -488,9 +480,9 @@ func (r *Report) Outcome() verdict.Outcome {
 				name = m.Name + ":" + name
 			}
 			switch {
-			case g.Verdict == Fail:
+			case g.Verdict == verdict.Fail:
 				failed = append(failed, name+": "+g.Reason)
-			case g.Verdict == Refused && !g.Optional:
+			case g.Verdict == verdict.Refused && !g.Optional:
 				if by == "" {
 					by = g.By
 				}

@@ -101,7 +101,7 @@ func (m *modelRun) throughputGate(ctx context.Context, fz schema.Falsifier, back
 			// Nothing was compared: recorded, not passed.
 			return verdict.RefusedBy(CodeRecorded, fz.ID, c.Values, "%s", why)
 		}
-		return verdict.Outcome{Verdict: Pass, Values: c.Values, Reason: why}
+		return verdict.Outcome{Verdict: verdict.Pass, Values: c.Values, Reason: why}
 	}
 	tooNoisy := func() verdict.Outcome {
 		return verdict.RefusedBy(CodeTooNoisy, fz.ID, c.Values, "too noisy: the runs' coefficient of variation is %.3g, above the contract's %s; nothing is decided or recorded", cv, verdict.FormatThreshold(fz.Thresholds["max_cv"]))

@@ -24,6 +24,7 @@ import (
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/ladder"
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/verdict"
 )
 
 func init() { register(51, newLadderCmd) }
@@ -217,7 +218,7 @@ func finishLadder(env *Env, rec *ladder.Receipt, report string, asJSON bool, rec
 	}
 	if rec.Summary.Fail > 0 {
 		for _, c := range rec.Cells {
-			if c.Verdict == ladder.Fail {
+			if c.Verdict == verdict.Fail {
 				fmt.Fprintf(env.Stderr, "FAIL %s: %s\n", c.ID, c.Reason)
 			}
 		}
@@ -230,7 +231,7 @@ func finishLadder(env *Env, rec *ladder.Receipt, report string, asJSON bool, rec
 	var refused []string
 	by := ""
 	for _, c := range rec.Cells {
-		if c.Verdict == ladder.Refused && !refusalAllowed(c.RemovedBy, allow) {
+		if c.Verdict == verdict.Refused && !refusalAllowed(c.RemovedBy, allow) {
 			if by == "" {
 				by = c.RemovedBy
 			}
@@ -308,7 +309,7 @@ func printMatrix(w io.Writer, rec *ladder.Receipt) {
 		}
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	byID := map[string]ladder.Verdict{}
+	byID := map[string]verdict.Verdict{}
 	var keys []string
 	seen := map[string]bool{}
 	for _, c := range rec.Cells {
@@ -388,7 +389,7 @@ func (p *ladderProgress) Cell(c *ladder.Cell, reused bool) {
 			how = " (reused)"
 		}
 		line := fmt.Sprintf("[%d/%d] %s %s/%s %s%s", p.done, p.total, c.Model.Key, c.Verb, c.Backend, c.Verdict, how)
-		if c.Verdict != ladder.Pass {
+		if c.Verdict != verdict.Pass {
 			line += ": " + c.Reason
 		}
 		fmt.Fprintln(p.w, line)
