@@ -17,6 +17,7 @@ func RegisterBuiltins(r *Registry) {
 		Needs(NeedModel), Thresholds("violations"), Refs("model contract"),
 		Doc("a GGUF's hyper-parameters: present, of their types, in range, consistent"))
 	registerModelValues(r)
+	RegisterThroughput(r, nil)
 	registerKernelBuiltins(r)
 	registerKLD(r)
 	r.Register("failclosed", KindFailClosed, failClosed,

@@ -91,6 +91,50 @@ func RegisterServeResponses(r *Registry, responses ResponsesFunc) {
 		Doc("apr serve's responses (completion, chat, streamed chunks, error, models, health) carry every field of verb.serve, of its type, and its streams are framed as SSE ending in [DONE]"))
 }
 
+// ServeParityRun serves a model on loopback, sends requests concurrent
+// requests of tokens tokens each over parallel slots (request i seeded with
+// seed + i), and returns how many answers differ from the same request run
+// alone, the most sequences one step advanced, and a line per mismatch:
+// serve.Parity in apr (passed in, since package serve imports falsify).
+type ServeParityRun func(ctx context.Context, model, backend string, seed uint64, requests, tokens, parallel int) (mismatches, maxBatch int, notes []string, err error)
+
+// RegisterServeParity registers serve_parity in r over run.
+func RegisterServeParity(r *Registry, run ServeParityRun) {
+	r.Register("serve_parity", KindProperty, serveParity(run),
+		Needs(NeedModel), Thresholds("mismatches", "max_batch"),
+		Params("backend", "requests", "tokens", "parallel"),
+		Doc("concurrent requests to apr serve on a backend give the token ids of the same requests run alone on it (batch invariance at the serving shape)"))
+}
+
+// serveParity compares concurrent answers of apr serve with solo runs of
+// the same requests.
+func serveParity(run ServeParityRun) Func {
+	return func(ctx context.Context, c *Check) error {
+		requests, err := c.ParamInt("requests", 8)
+		if err != nil {
+			return err
+		}
+		tokens, err := c.ParamInt("tokens", 12)
+		if err != nil {
+			return err
+		}
+		parallel, err := c.ParamInt("parallel", 4)
+		if err != nil {
+			return err
+		}
+		mismatches, maxBatch, notes, err := run(ctx, c.ModelPath(), backendOf(c, "cpu"), uint64(c.Seed()), requests, tokens, parallel)
+		if err != nil {
+			return err
+		}
+		for _, n := range notes {
+			c.Note("%s", n)
+		}
+		c.Measure("mismatches", float64(mismatches))
+		c.Measure("max_batch", float64(maxBatch))
+		return nil
+	}
+}
+
 // serveResponses checks apr serve's responses against verb.serve with the
 // verb field checker.
 func serveResponses(responses ResponsesFunc) Func {

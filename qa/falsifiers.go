@@ -41,15 +41,24 @@ const (
 	FalsifierGoldenOutput = "golden_output"
 	FalsifierEngineParity = "engine_parity"
 	FalsifierGPUCPU       = "gpu_cpu"
-	FalsifierThroughput   = "throughput"
-	FalsifierServeParity  = "serve_parity"
+	FalsifierThroughput   = falsify.CodeThroughput
+	FalsifierServeParity  = "serve_parity" // falsify.RegisterServeParity
 )
 
-// Register adds qa's falsifier code to reg: golden_output, engine_parity,
-// gpu_cpu, throughput and serve_parity (tensor_values, tokenizer_roundtrip
-// and chat_template are falsify's own). apr falsify
+// Register adds qa's falsifier code to reg: golden_output, engine_parity and
+// gpu_cpu, and falsify's serve_parity over package serve (tensor_values,
+// tokenizer_roundtrip, chat_template and throughput are falsify's own). apr falsify
 // runs them like any other code; apr qa runs them through falsify.Run.
-func Register(reg *falsify.Registry) { registerCodes(reg.Register, nil) }
+func Register(reg *falsify.Registry) {
+	registerCodes(reg.Register, nil)
+	falsify.RegisterServeParity(reg, serveParity)
+}
+
+// serveParity is serve.Parity for falsify's serve_parity.
+func serveParity(ctx context.Context, model, backend string, seed uint64, requests, tokens, parallel int) (int, int, []string, error) {
+	res, err := serve.Parity(ctx, serve.ParityOptions{Model: model, Backend: backend, Seed: seed, Requests: requests, Tokens: tokens, Parallel: parallel})
+	return res.Mismatches, res.MaxBatch, res.Notes, err
+}
 
 // registerCodes adds qa's code through add, bound to st (apr qa's run: its
 // options and open models) or, with st nil, to the check's own inputs.
@@ -72,41 +81,6 @@ func registerCodes(add func(id string, kind falsify.Kind, fn falsify.Func, opts 
 		falsify.Params("tier", "backend", "against", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
 		falsify.AppliesWhen(gpuCPUApplies), falsify.VetWith(falsify.VetTier),
 		falsify.Doc("a device backend's logits (params.backend) against another engine's (params.against) at every position of a probe prompt, at the thresholds of the model's weight tier; the judge's router near-ties excluded and reported"))
-	add(FalsifierThroughput, falsify.KindTiming, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
-		return m.throughputGate(ctx, c.F, backendParam(c, "cpu"))
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("decode_ratio", "prefill_ratio", "max_cv"), falsify.Refs("baseline"),
-		falsify.AppliesWhen(throughputApplies),
-		falsify.Doc("decode and prefill tok/s against the baseline recorded for this model, host and backend, by bootstrap confidence intervals"))
-	add(FalsifierServeParity, falsify.KindProperty, serveParity,
-		falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_batch"),
-		falsify.Params("backend", "requests", "tokens", "parallel"),
-		falsify.Doc("concurrent requests to apr serve on a backend give the token ids of the same requests run alone on it (batch invariance at the serving shape)"))
-}
-
-// serveParity serves the model on loopback (package serve) and compares
-// concurrent answers with solo runs of the same requests.
-func serveParity(ctx context.Context, c *falsify.Check) error {
-	o := serve.ParityOptions{Model: c.ModelPath(), Backend: backendParam(c, "cpu"), Seed: uint64(c.Seed())}
-	var err error
-	if o.Requests, err = c.ParamInt("requests", 8); err != nil {
-		return err
-	}
-	if o.Tokens, err = c.ParamInt("tokens", 12); err != nil {
-		return err
-	}
-	if o.Parallel, err = c.ParamInt("parallel", 4); err != nil {
-		return err
-	}
-	res, err := serve.Parity(ctx, o)
-	if err != nil {
-		return err
-	}
-	for _, n := range res.Notes {
-		c.Note("%s", n)
-	}
-	c.Measure("mismatches", float64(res.Mismatches))
-	c.Measure("max_batch", float64(res.MaxBatch))
-	return nil
 }
 
 // Weight tiers of engine_parity (params.tier): falsify's, the one rule
@@ -130,49 +104,6 @@ func gpuCPUApplies(c *falsify.Check) (bool, string) {
 		return false, fmt.Sprintf("backend %s cannot run here: %v", b, err)
 	}
 	return true, ""
-}
-
-// throughputApplies: throughput is compared against a recorded baseline;
-// without one (and without accept_baseline) there is nothing to compare.
-// params baseline_file, accept_baseline and host (a fingerprint) are what apr
-// qa sets; apr falsify uses the defaults (the user's file, this host).
-func throughputApplies(c *falsify.Check) (bool, string) {
-	file, _ := c.ParamString("baseline_file", "")
-	if file == "" {
-		var err error
-		if file, err = DefaultBaselineFile(); err != nil {
-			return true, ""
-		}
-	}
-	if accept, _ := c.Param("accept_baseline"); accept == true {
-		return true, ""
-	}
-	host, _ := c.ParamString("host", "")
-	if host == "" {
-		host = hostKey(probeHost()).Fingerprint
-	}
-	sha, err := c.ModelSHA256()
-	if err != nil {
-		return true, ""
-	}
-	if ok, why := hasBaseline(file, sha, host, backendParam(c, "cpu")); !ok {
-		return false, why
-	}
-	return true, ""
-}
-
-// hasBaseline reports whether file holds a baseline for (sha, host,
-// backend); an unreadable file counts as having one (the gate then refuses
-// with the reason rather than skipping it).
-func hasBaseline(file, sha, host, backend string) (bool, string) {
-	bl, err := LoadBaselines(file)
-	if err != nil {
-		return true, ""
-	}
-	if _, ok := bl.Entries[BaselineKey(sha, host, backend)]; ok {
-		return true, ""
-	}
-	return false, fmt.Sprintf("no baseline for this model, host (%s) and backend %s in %s; apr qa --accept-baseline records one", host, backend, file)
 }
 
 func backendParam(c *falsify.Check, def string) string {
@@ -200,7 +131,7 @@ func adapt(st *state, fn func(ctx context.Context, c *falsify.Check, m *modelRun
 // once. apr falsify binds nothing; the code then builds its own.
 type state struct {
 	opts   *Options
-	host   HostKey
+	host   falsify.HostKey
 	models *modelTable
 
 	regOnce sync.Once
@@ -213,6 +144,7 @@ func (st *state) registry() *falsify.Registry {
 	st.regOnce.Do(func() {
 		st.reg = st.opts.Registry.Clone()
 		registerCodes(func(id string, _ falsify.Kind, fn falsify.Func, _ ...falsify.Option) { st.reg.Rebind(id, fn) }, st)
+		st.reg.Rebind(falsify.CodeThroughput, falsify.Throughput(st.opts.hooks.run))
 	})
 	return st.reg
 }
@@ -260,7 +192,7 @@ func modelFor(st *state, c *falsify.Check) (*modelRun, error) {
 		return nil, refuse.Wrap(c.By(), err)
 	}
 	o.Reference, _ = c.ParamString("reference", o.Reference)
-	m := newModelRun(o, hostKey(probeHost()), h, sha)
+	m := newModelRun(o, falsify.ThisHost(), h, sha)
 	return m, nil
 }
 
@@ -269,7 +201,7 @@ func modelFor(st *state, c *falsify.Check) (*modelRun, error) {
 // into one outcome.
 func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend string) (verdict.Outcome, []falsify.Result) {
 	params := map[string]any{"reference": m.opts.Reference, "baseline_file": m.opts.BaselineFile,
-		"accept_baseline": m.opts.AcceptBaseline, "host": m.host.Fingerprint, falsify.ParamKLDBase: m.opts.KLDBase}
+		"accept_baseline": m.opts.AcceptBaseline, "host": m.host, "threads": m.opts.Threads, falsify.ParamKLDBase: m.opts.KLDBase}
 	if backend != "" {
 		params["backend"] = backend
 	}

@@ -405,7 +405,7 @@ func TestThroughputRatchet(t *testing.T) {
 	o.AcceptBaseline = false
 	g = gate(t, gateRun(t, o), qa.GateThroughput, "cpu")
 	wantStatus(t, g, "pass")
-	bl, err := qa.LoadBaselines(file)
+	bl, err := falsify.LoadBaselines(file)
 	if err != nil || len(bl.Entries) != 1 {
 		t.Fatalf("baselines after --accept-baseline: %v, %v", bl, err)
 	}

@@ -32,7 +32,7 @@ func fromError(code string, err error, format string, args ...any) verdict.Outco
 // modelRun is the state of gating one model.
 type modelRun struct {
 	opts *Options
-	host HostKey
+	host falsify.HostKey
 	mr   *ModelReport // nil outside apr qa
 	path string
 	name string
@@ -56,7 +56,7 @@ type modelRun struct {
 	parityResult map[string]verdict.Outcome // backend → the parity gate's verdict.Outcome
 }
 
-func newModelRun(opts *Options, host HostKey, h *loaded.Model, sha string) *modelRun {
+func newModelRun(opts *Options, host falsify.HostKey, h *loaded.Model, sha string) *modelRun {
 	f := h.File
 	m := &modelRun{opts: opts, host: host, path: h.Path, name: h.Name(), sha: sha, h: h, f: f, arch: f.Architecture(),
 		greedyCache: map[string][]greedyCase{}, parityResult: map[string]verdict.Outcome{}}
@@ -135,7 +135,7 @@ func (m *modelRun) record(ctx context.Context, st *state, gate, backend string) 
 		case gate == GateTemplate && !m.hasTemplate():
 			r = verdict.RefusedBy(CodeNoTemplate, chat.Refuser, nil, "the model carries no %s (a base model); there is no chat template to gate", chat.KeyTemplate)
 		case gate == GateThroughput && !m.opts.AcceptBaseline && !m.baselineExists(backend):
-			_, why := hasBaseline(m.opts.BaselineFile, m.sha, m.host.Fingerprint, backend)
+			_, why := falsify.HasBaseline(m.opts.BaselineFile, m.sha, m.host.Fingerprint, backend)
 			r = verdict.RefusedBy(CodeNoBaseline, fzs[0].ID, nil, "%s", why)
 		default:
 			ids := make([]string, len(fzs))
@@ -192,7 +192,7 @@ func (m *modelRun) hasTemplate() bool {
 }
 
 func (m *modelRun) baselineExists(backend string) bool {
-	ok, _ := hasBaseline(m.opts.BaselineFile, m.sha, m.host.Fingerprint, backend)
+	ok, _ := falsify.HasBaseline(m.opts.BaselineFile, m.sha, m.host.Fingerprint, backend)
 	return ok
 }
 

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aprqa/apr/contracts"
@@ -89,17 +88,17 @@ func againstReference(gate string) bool { return gate == GateParity || gate == G
 // Refusal codes: why a gate did not decide. A contract may list some of them
 // as optional for a gate (params.optional_refusals).
 const (
-	CodeNoContract   = verdict.CodeNoContract    // the contract set has no falsifier (or threshold) for the gate
-	CodeBackend      = "backend_unavailable"     // the gated backend is not in this build, or refused the model
-	CodeReference    = "reference_unavailable"   // the reference could not run or gave unusable output
-	CodeModel        = falsify.RefusalModel      // the model (or its tokenizer) was refused before the gate could run
-	CodeNoTemplate   = falsify.RefusalNoTemplate // the model carries no chat template
-	CodeNoGolden     = "no_golden"               // no reviewed golden for this model (reference backend)
-	CodeNoBaseline   = "no_baseline"             // no comparable throughput baseline for (model, host, backend)
-	CodeBaselineFile = "baseline_unreadable"     // the baseline file exists but cannot be read
-	CodeTooNoisy     = "too_noisy"               // the runs vary more than the contract's bound
-	CodeUndecided    = "undecided"               // the confidence interval straddles the threshold
-	CodeRecorded     = "baseline_recorded"       // --accept-baseline recorded the first baseline: nothing compared yet
+	CodeNoContract   = verdict.CodeNoContract      // the contract set has no falsifier (or threshold) for the gate
+	CodeBackend      = falsify.RefusalBackend      // the gated backend is not in this build, or refused the model
+	CodeReference    = "reference_unavailable"     // the reference could not run or gave unusable output
+	CodeModel        = falsify.RefusalModel        // the model (or its tokenizer) was refused before the gate could run
+	CodeNoTemplate   = falsify.RefusalNoTemplate   // the model carries no chat template
+	CodeNoGolden     = "no_golden"                 // no reviewed golden for this model (reference backend)
+	CodeNoBaseline   = falsify.RefusalNoBaseline   // no comparable throughput baseline for (model, host, backend)
+	CodeBaselineFile = falsify.RefusalBaselineFile // the baseline file exists but cannot be read
+	CodeTooNoisy     = falsify.RefusalTooNoisy     // the runs vary more than the contract's bound
+	CodeUndecided    = falsify.RefusalUndecided    // the confidence interval straddles the threshold
+	CodeRecorded     = falsify.RefusalRecorded     // --accept-baseline recorded the first baseline: nothing compared yet
 )
 
 // Value is one measured number and, where the contract holds it to one, its
@@ -156,17 +155,17 @@ type Counts struct {
 type Report struct {
 	// Passed is true when every gate passed (refused-optional included)
 	// and at least MinGates gates were executed.
-	Passed          bool          `json:"passed"`
-	Summary         string        `json:"summary"`
-	Counts          Counts        `json:"counts"`
-	Executed        int           `json:"gates_executed"`
-	MinGates        int           `json:"min_gates"`
-	Seed            int64         `json:"seed"` // of the randomized falsifiers: --seed reproduces the run
-	Reference       string        `json:"reference"`
-	ContractsDigest string        `json:"contracts_digest"`
-	Host            HostKey       `json:"host"`
-	BaselineFile    string        `json:"baseline_file"`
-	Models          []ModelReport `json:"models"`
+	Passed          bool            `json:"passed"`
+	Summary         string          `json:"summary"`
+	Counts          Counts          `json:"counts"`
+	Executed        int             `json:"gates_executed"`
+	MinGates        int             `json:"min_gates"`
+	Seed            int64           `json:"seed"` // of the randomized falsifiers: --seed reproduces the run
+	Reference       string          `json:"reference"`
+	ContractsDigest string          `json:"contracts_digest"`
+	Host            falsify.HostKey `json:"host"`
+	BaselineFile    string          `json:"baseline_file"`
+	Models          []ModelReport   `json:"models"`
 	// NotGated are the linked backends left out of a run that named none
 	// because they cannot run on this machine (cuda without a device),
 	// with the reason: not gated is not passed, and naming the backend
@@ -269,7 +268,7 @@ func (o *Options) defaults() error {
 		o.Contracts = set
 	}
 	if o.BaselineFile == "" {
-		p, err := DefaultBaselineFile()
+		p, err := falsify.DefaultBaselineFile()
 		if err != nil {
 			return err
 		}
@@ -277,11 +276,6 @@ func (o *Options) defaults() error {
 	}
 	return nil
 }
-
-var probeOnce = sync.OnceValue(hostinfo.Probe)
-
-// probeHost reads this machine once per process.
-func probeHost() hostinfo.Host { return probeOnce() }
 
 // ErrNoGates is returned when Options.Gates names no known gate.
 var ErrNoGates = errors.New("qa: no gate selected")
@@ -321,14 +315,14 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	sort.SliceStable(opts.Backends, func(i, j int) bool {
 		return opts.Backends[i] == opts.Reference && opts.Backends[j] != opts.Reference
 	})
-	host := probeHost()
+	host := falsify.ThisHost()
 	if opts.Host != nil {
-		host = *opts.Host
+		host = falsify.HostKeyOf(*opts.Host)
 	}
 	if opts.Seed == 0 {
 		opts.Seed = time.Now().UnixNano()
 	}
-	st := &state{opts: &opts, host: hostKey(host), models: &modelTable{m: map[string]*modelRun{}}}
+	st := &state{opts: &opts, host: host, models: &modelTable{m: map[string]*modelRun{}}}
 	rep := Report{MinGates: opts.MinGates, Seed: opts.Seed, Reference: opts.Reference, ContractsDigest: opts.Contracts.Digest,
 		Host: st.host, BaselineFile: opts.BaselineFile, Models: []ModelReport{}, NotGated: notGated}
 	if rep.NotGated == nil {
