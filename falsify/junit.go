@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aprqa/apr/internal/junit"
+	"github.com/aprqa/apr/verdict"
 )
 
 // WriteJUnit writes rep as JUnit XML (internal/junit: a fail is a
@@ -28,9 +29,9 @@ func WriteJUnit(w io.Writer, rep *Report, total time.Duration) error {
 		}
 		tc := junit.Case{Classname: r.Binds, Name: r.ID, Time: junit.Seconds(r.DurationMS / 1000), SystemOut: resultText(r)}
 		switch r.Verdict {
-		case VerdictFail:
+		case verdict.Fail:
 			tc.Failure = &junit.Problem{Message: r.Reason, Type: "fail", Text: strings.Join(r.Details, "\n")}
-		case VerdictRefused:
+		case verdict.Refused:
 			msg := fmt.Sprintf("refused by %s: %s", r.RemovedBy, r.Reason)
 			if r.Optional {
 				// The contract accepts this refusal (params.optional_refusals):

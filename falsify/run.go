@@ -20,17 +20,6 @@ import (
 	"github.com/aprqa/apr/verdict"
 )
 
-// Verdict is how a falsifier ended: package verdict's (there is no
-// "skipped").
-type Verdict = verdict.Verdict
-
-// The verdicts.
-const (
-	VerdictPass    = verdict.Pass
-	VerdictFail    = verdict.Fail
-	VerdictRefused = verdict.Refused
-)
-
 // ByRunner is the refuser named when the runner itself refuses a falsifier
 // (no code registered, an input missing for an explicitly named one).
 const ByRunner = "falsify"
@@ -38,13 +27,13 @@ const ByRunner = "falsify"
 // Result is one falsifier's outcome: what apr falsify --json prints per
 // falsifier.
 type Result struct {
-	ID        string  `json:"id"`
-	Code      string  `json:"code"`
-	Kind      Kind    `json:"kind"`
-	Binds     string  `json:"binds"`
-	Verdict   Verdict `json:"verdict"`
-	Reason    string  `json:"reason,omitempty"`
-	RemovedBy string  `json:"removed_by,omitempty"`
+	ID        string          `json:"id"`
+	Code      string          `json:"code"`
+	Kind      Kind            `json:"kind"`
+	Binds     string          `json:"binds"`
+	Verdict   verdict.Verdict `json:"verdict"`
+	Reason    string          `json:"reason,omitempty"`
+	RemovedBy string          `json:"removed_by,omitempty"`
 	// RefusalCode is a refusal's machine-readable class, when the code
 	// gave one (RefuseCode), e.g. "no_baseline".
 	RefusalCode string `json:"refusal_code,omitempty"`
@@ -185,9 +174,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 func (rep *Report) add(res Result, on func(Result)) {
 	rep.Results = append(rep.Results, res)
 	switch res.Verdict {
-	case VerdictPass:
+	case verdict.Pass:
 		rep.Summary.Pass++
-	case VerdictFail:
+	case verdict.Fail:
 		rep.Summary.Fail++
 	default:
 		if res.Optional {
@@ -339,9 +328,9 @@ func (r *runner) result(c *Check, start time.Time, err error) Result {
 	case err == nil:
 		res.Verdict, res.Reason = r.judge(c)
 	case errors.As(err, &fl):
-		res.Verdict, res.Reason = VerdictFail, fl.Reason
+		res.Verdict, res.Reason = verdict.Fail, fl.Reason
 	default:
-		res.Verdict = VerdictRefused
+		res.Verdict = verdict.Refused
 		var coded *CodedRefusal
 		if errors.As(err, &coded) {
 			res.RefusalCode = coded.Code
@@ -358,7 +347,7 @@ func (r *runner) result(c *Check, start time.Time, err error) Result {
 
 // judge compares every threshold with its measured value: a threshold with
 // no measurement, or a non-finite one, fails.
-func (r *runner) judge(c *Check) (Verdict, string) {
+func (r *runner) judge(c *Check) (verdict.Verdict, string) {
 	var bad []string
 	for _, name := range slices.Sorted(maps.Keys(c.F.Thresholds)) {
 		th := c.F.Thresholds[name]
@@ -374,13 +363,13 @@ func (r *runner) judge(c *Check) (Verdict, string) {
 		bad = append(bad, "the contract gives no threshold: nothing can be judged")
 	}
 	if len(bad) == 0 {
-		return VerdictPass, ""
+		return verdict.Pass, ""
 	}
 	reason := strings.Join(bad, "; ")
 	if len(c.details) > 0 {
 		reason += ": " + c.details[0]
 	}
-	return VerdictFail, reason
+	return verdict.Fail, reason
 }
 
 // optionalRefusal reports whether code is listed in params.optional_refusals.
@@ -428,7 +417,7 @@ func (r Result) Values() []verdict.Value {
 // refuser and refusal class, values (Values) and details.
 func (r Result) Outcome() verdict.Outcome {
 	o := verdict.Outcome{Verdict: r.Verdict, Reason: r.Reason, Values: r.Values(), Details: r.Details}
-	if r.Verdict == VerdictRefused {
+	if r.Verdict == verdict.Refused {
 		o.RemovedBy, o.Code = r.RemovedBy, r.RefusalCode
 	}
 	return o

@@ -171,12 +171,12 @@ func printResultLine(w io.Writer, r falsify.Result) {
 	}
 	fmt.Fprintf(w, "%-38s %-10s %-7s %8.1f ms  %s\n", r.ID, r.Kind, strings.ToUpper(string(r.Verdict)), r.DurationMS, strings.Join(m, ", "))
 	switch r.Verdict {
-	case falsify.VerdictFail:
+	case verdict.Fail:
 		fmt.Fprintf(w, "    fail: %s\n", r.Reason)
 		if r.Seed != nil {
 			fmt.Fprintf(w, "    reproduce: apr falsify %s --seed %d\n", r.ID, *r.Seed)
 		}
-	case falsify.VerdictRefused:
+	case verdict.Refused:
 		opt := ""
 		if r.Optional {
 			opt = fmt.Sprintf(" (optional by contract: %s)", r.RefusalCode)

@@ -13,6 +13,7 @@ import (
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/testutil"
+	"github.com/aprqa/apr/verdict"
 )
 
 // TestFalsifyStories is the acceptance run: apr falsify --model
@@ -39,7 +40,7 @@ func TestFalsifyStories(t *testing.T) {
 	kinds := map[falsify.Kind]int{}
 	for _, r := range rep.Results {
 		kinds[r.Kind]++
-		if r.Verdict != falsify.VerdictPass {
+		if r.Verdict != verdict.Pass {
 			t.Errorf("%s: %s (%s)", r.ID, r.Verdict, r.Reason)
 		}
 		if r.Kind == falsify.KindProperty && (r.Seed == nil || *r.Seed != 11) {

@@ -21,6 +21,7 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
 func init() { register(33, newKernelsCmd) }
@@ -181,7 +182,7 @@ func applyVerdicts(rows []kernelRow, rep *falsify.Report) {
 				f.Verdict, f.Reason = verdictNotRun, "this machine cannot run the kernel"
 			case ran:
 				f.Verdict, f.Reason, f.Seed = string(res.Verdict), res.Reason, res.Seed
-				if res.Verdict == falsify.VerdictRefused && res.RemovedBy != "" {
+				if res.Verdict == verdict.Refused && res.RemovedBy != "" {
 					f.Reason = res.RemovedBy + ": " + res.Reason
 				}
 			default:
@@ -207,7 +208,7 @@ func verdictSummary(fs []kernelFalsifier) string {
 		n[f.Verdict]++
 	}
 	var parts []string
-	for _, v := range []string{string(falsify.VerdictPass), string(falsify.VerdictFail), string(falsify.VerdictRefused), verdictNotRun} {
+	for _, v := range []string{string(verdict.Pass), string(verdict.Fail), string(verdict.Refused), verdictNotRun} {
 		if n[v] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n[v], v))
 		}
@@ -299,7 +300,7 @@ func printKernels(out io.Writer, rows []kernelRow) error {
 			fmt.Fprintf(w, "        unresolved: %s\n", strings.TrimSpace(r.Unresolved))
 		}
 		for _, f := range r.Falsifiers {
-			if f.Verdict == string(falsify.VerdictFail) || f.Verdict == string(falsify.VerdictRefused) {
+			if f.Verdict == string(verdict.Fail) || f.Verdict == string(verdict.Refused) {
 				fmt.Fprintf(w, "        %s %s: %s\n", f.ID, strings.ToUpper(f.Verdict), f.Reason)
 			}
 		}
