@@ -18,6 +18,7 @@ func RegisterBuiltins(r *Registry) {
 		Doc("a GGUF's hyper-parameters: present, of their types, in range, consistent"))
 	registerModelValues(r)
 	RegisterThroughput(r, nil)
+	RegisterEngineCodes(r, Engines{})
 	registerKernelBuiltins(r)
 	registerKLD(r)
 	r.Register("failclosed", KindFailClosed, failClosed,

@@ -11,7 +11,6 @@ import (
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/falsify"
-	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
 	"github.com/aprqa/apr/serve"
 	"github.com/aprqa/apr/verdict"
@@ -33,24 +32,23 @@ var (
 	registry     *falsify.Registry
 )
 
-// The falsifier codes qa registers (the contracts name them by these).
+// The falsifier codes qa's gates run (the contracts name them by these;
+// the code is falsify's).
 const (
 	FalsifierTensorValues = falsify.CodeTensorValues
 	FalsifierTokenizer    = falsify.CodeTokenizer
 	FalsifierTemplate     = falsify.CodeTemplate
-	FalsifierGoldenOutput = "golden_output"
-	FalsifierEngineParity = "engine_parity"
-	FalsifierGPUCPU       = "gpu_cpu"
+	FalsifierGoldenOutput = falsify.CodeGoldenOutput
+	FalsifierEngineParity = falsify.CodeEngineParity
+	FalsifierGPUCPU       = falsify.CodeGPUCPU
 	FalsifierThroughput   = falsify.CodeThroughput
 	FalsifierServeParity  = "serve_parity" // falsify.RegisterServeParity
 )
 
-// Register adds qa's falsifier code to reg: golden_output, engine_parity and
-// gpu_cpu, and falsify's serve_parity over package serve (tensor_values,
-// tokenizer_roundtrip, chat_template and throughput are falsify's own). apr falsify
-// runs them like any other code; apr qa runs them through falsify.Run.
+// Register adds to reg what falsify's own code cannot: serve_parity over
+// package serve (which imports falsify). Every other falsifier a gate runs
+// is falsify's own (falsify.Builtins).
 func Register(reg *falsify.Registry) {
-	registerCodes(reg.Register, nil)
 	falsify.RegisterServeParity(reg, serveParity)
 }
 
@@ -58,29 +56,6 @@ func Register(reg *falsify.Registry) {
 func serveParity(ctx context.Context, model, backend string, seed uint64, requests, tokens, parallel int) (int, int, []string, error) {
 	res, err := serve.Parity(ctx, serve.ParityOptions{Model: model, Backend: backend, Seed: seed, Requests: requests, Tokens: tokens, Parallel: parallel})
 	return res.Mismatches, res.MaxBatch, res.Notes, err
-}
-
-// registerCodes adds qa's code through add, bound to st (apr qa's run: its
-// options and open models) or, with st nil, to the check's own inputs.
-func registerCodes(add func(id string, kind falsify.Kind, fn falsify.Func, opts ...falsify.Option), st *state) {
-	add(FalsifierGoldenOutput, falsify.KindGolden, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
-		return m.goldenGate(ctx, c, backendParam(c, "ref"))
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_logit_delta"), falsify.Params("tier", "logit_noise"),
-		falsify.Refs("golden file", "reference engine"),
-		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
-		falsify.Doc("a backend's greedy output equals the reviewed golden (or the reference's, in the numerics params.numerics names for the backend) at every step whose judge margin reaches twice the contract's numerical noise for the model's weight tier (params.logit_noise); a backend further than that noise from the reference fails"))
-	add(FalsifierEngineParity, falsify.KindCosine, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
-		return m.opts.hooks.parity(ctx, c, m, backendParam(c, "cpu"))
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
-		falsify.Params("tier", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
-		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
-		falsify.Doc("a backend's logits against the reference engine's (in the numerics params.numerics names for the backend: plain, or ggml's activation rounding) at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
-	add(FalsifierGPUCPU, falsify.KindCosine, adapt(st, func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome {
-		return gpuCPU(ctx, c, m, backendParam(c, "cuda"))
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
-		falsify.Params("tier", "backend", "against", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
-		falsify.AppliesWhen(gpuCPUApplies), falsify.VetWith(falsify.VetTier),
-		falsify.Doc("a device backend's logits (params.backend) against another engine's (params.against) at every position of a probe prompt, at the thresholds of the model's weight tier; the judge's router near-ties excluded and reported"))
 }
 
 // Weight tiers of engine_parity (params.tier): falsify's, the one rule
@@ -106,107 +81,56 @@ func gpuCPUApplies(c *falsify.Check) (bool, string) {
 	return true, ""
 }
 
-func backendParam(c *falsify.Check, def string) string {
-	b, err := c.ParamString("backend", def)
-	if err != nil || b == "" {
-		return def
-	}
-	return b
-}
-
-// adapt turns a gate implementation into falsifier code bound to st
-// (falsify.Decide records its outcome).
-func adapt(st *state, fn func(ctx context.Context, c *falsify.Check, m *modelRun) verdict.Outcome) falsify.Func {
-	return func(ctx context.Context, c *falsify.Check) error {
-		m, err := modelFor(st, c)
-		if err != nil {
-			return err
-		}
-		return falsify.Decide(c, fn(ctx, c, m))
-	}
-}
-
-// state is what apr qa binds its falsifier code to (registry): its options
-// (hooks, reference, threads, baselines) and the models it gates, opened
-// once. apr falsify binds nothing; the code then builds its own.
+// state is one qa run: its options (the planted engines among them) and
+// host, and the registry its gates run, in which falsify's engine-facing
+// code is bound to the run's engines.
 type state struct {
-	opts   *Options
-	host   falsify.HostKey
-	models *modelTable
+	opts *Options
+	host falsify.HostKey
 
 	regOnce sync.Once
 	reg     *falsify.Registry
 }
 
-// registry is opts.Registry with qa's code bound to st: a clone in which
-// every qa code registered there runs on st's open models.
+// engines are the run's engines in falsify's words (the tests' plants).
+func (st *state) engines() falsify.Engines {
+	h := st.opts.hooks
+	return falsify.Engines{Run: h.run, Logits: h.logits, Router: h.router, Golden: h.golden, SloppyParity: h.sloppyParity}
+}
+
+// registry is opts.Registry with the engine-facing code (golden_output,
+// engine_parity, gpu_cpu, throughput) bound to the run's engines, in a clone.
 func (st *state) registry() *falsify.Registry {
-	st.regOnce.Do(func() {
-		st.reg = st.opts.Registry.Clone()
-		registerCodes(func(id string, _ falsify.Kind, fn falsify.Func, _ ...falsify.Option) { st.reg.Rebind(id, fn) }, st)
-		st.reg.Rebind(falsify.CodeThroughput, falsify.Throughput(st.opts.hooks.run))
-	})
+	st.regOnce.Do(func() { st.reg = bindEngines(st.opts.Registry, st.engines()) })
 	return st.reg
 }
 
-// modelTable holds the models apr qa is gating, by path.
-type modelTable struct {
-	mu sync.Mutex
-	m  map[string]*modelRun
-}
-
-func (t *modelTable) get(path string) *modelRun {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.m[path]
-}
-
-func (t *modelTable) set(path string, m *modelRun) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if m == nil {
-		delete(t.m, path)
-		return
+// bindEngines returns a clone of reg whose engine-facing code runs e.
+func bindEngines(reg *falsify.Registry, e falsify.Engines) *falsify.Registry {
+	r := reg.Clone()
+	for id, fn := range falsify.EngineCodes(e) {
+		r.Rebind(id, fn)
 	}
-	t.m[path] = m
-}
-
-// modelFor returns the gating state of the check's model: apr qa's (st),
-// or a fresh one over the check's own inputs.
-func modelFor(st *state, c *falsify.Check) (*modelRun, error) {
-	if st != nil {
-		if m := st.models.get(c.ModelPath()); m != nil {
-			return m, nil
-		}
-	}
-	h, err := c.Loaded()
-	if err != nil {
-		return nil, err
-	}
-	sha, err := c.ModelSHA256()
-	if err != nil {
-		return nil, err
-	}
-	o := &Options{}
-	if err := o.defaults(); err != nil {
-		return nil, refuse.Wrap(c.By(), err)
-	}
-	o.Reference, _ = c.ParamString("reference", o.Reference)
-	m := newModelRun(o, falsify.ThisHost(), h, sha)
-	return m, nil
+	r.Rebind(falsify.CodeThroughput, falsify.Throughput(e.Run))
+	return r
 }
 
 // execute runs falsifiers ids on the model through falsify.Run with the
 // backend (and reference) set over their params, and merges their results
 // into one outcome.
 func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend string) (verdict.Outcome, []falsify.Result) {
+	return m.executeIn(ctx, st.registry(), ids, backend)
+}
+
+// executeIn is execute with the registry given.
+func (m *modelRun) executeIn(ctx context.Context, reg *falsify.Registry, ids []string, backend string) (verdict.Outcome, []falsify.Result) {
 	params := map[string]any{"reference": m.opts.Reference, "baseline_file": m.opts.BaselineFile,
 		"accept_baseline": m.opts.AcceptBaseline, "host": m.host, "threads": m.opts.Threads, falsify.ParamKLDBase: m.opts.KLDBase}
 	if backend != "" {
 		params["backend"] = backend
 	}
 	rep, err := falsify.Run(ctx, falsify.Options{IDs: ids, Model: m.path, Loaded: m.h, Set: m.opts.Contracts,
-		Registry: st.registry(), Params: params, Seed: m.opts.Seed, ModelSHA256: m.sha, Log: m.opts.Log})
+		Registry: reg, Params: params, Seed: m.opts.Seed, ModelSHA256: m.sha, Log: m.opts.Log})
 	if err != nil {
 		return verdict.RefusedBy(CodeNoContract, By, nil, "%v", err), nil
 	}
@@ -262,12 +186,12 @@ func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifie
 	}
 	var bad []string
 	for _, g := range garbage {
-		m.refOverride = func(_ context.Context, _ string, toks []int32) (generate.LogitsResult, error) {
+		e := st.engines()
+		e.RefLogits = func(_ context.Context, _ string, toks []int32) (generate.LogitsResult, error) {
 			rows, w := g.rows(len(toks))
 			return generate.LogitsResult{NVocab: w, Tokens: toks, Logits: rows}, nil
 		}
-		r, rs := m.execute(ctx, st, []string{parityID}, backend)
-		m.refOverride = nil
+		r, rs := m.executeIn(ctx, bindEngines(st.opts.Registry, e), []string{parityID}, backend)
 		code := ""
 		if len(rs) > 0 {
 			code = rs[0].RefusalCode

@@ -23,12 +23,6 @@ import (
 // By is the refuser qa names when it refuses a gate itself.
 const By = "qa"
 
-// fromError turns an error of an engine run into an outcome: a refusal stays
-// a refusal (code given), anything else is a fail.
-func fromError(code string, err error, format string, args ...any) verdict.Outcome {
-	return verdict.FromError(code, err, fmt.Sprintf(format, args...))
-}
-
 // modelRun is the state of gating one model.
 type modelRun struct {
 	opts *Options
@@ -47,19 +41,14 @@ type modelRun struct {
 
 	quantized bool // some matrix is stored in a quantized type
 
-	// refOverride, when set, replaces the reference's logits: the failclosed
-	// gate's garbage probes, one at a time (gates run in turn).
-	refOverride logitsFunc
-
 	mu           sync.Mutex
-	greedyCache  map[string][]greedyCase
 	parityResult map[string]verdict.Outcome // backend → the parity gate's verdict.Outcome
 }
 
 func newModelRun(opts *Options, host falsify.HostKey, h *loaded.Model, sha string) *modelRun {
 	f := h.File
 	m := &modelRun{opts: opts, host: host, path: h.Path, name: h.Name(), sha: sha, h: h, f: f, arch: f.Architecture(),
-		greedyCache: map[string][]greedyCase{}, parityResult: map[string]verdict.Outcome{}}
+		parityResult: map[string]verdict.Outcome{}}
 	if mc, ok := opts.Contracts.Model(m.arch); ok {
 		m.mc = mc
 	}
@@ -85,8 +74,6 @@ func gateModel(ctx context.Context, st *state, path, synth string) (ModelReport,
 		Synth: synth, Backends: slices.Clone(opts.Backends), Gates: []Gate{}}
 	m := newModelRun(opts, st.host, h, sha)
 	m.mr = &mr
-	st.models.set(path, m)
-	defer st.models.set(path, nil)
 	for _, gate := range Gates() {
 		if opts.Gates != nil && !slices.Contains(opts.Gates, gate) {
 			continue
@@ -287,55 +274,6 @@ func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *verdict.Outcome
 		return nil, o
 	}
 	return []schema.Falsifier{f}, nil
-}
-
-// params read typed values from a falsifier's params, with defaults.
-func paramInt(f schema.Falsifier, name string, def int) int {
-	switch v := f.Params[name].(type) {
-	case float64:
-		return int(v)
-	case int:
-		return v
-	case int64:
-		return int(v)
-	}
-	return def
-}
-
-func paramFloat(f schema.Falsifier, name string, def float64) float64 {
-	switch v := f.Params[name].(type) {
-	case float64:
-		return v
-	case int:
-		return float64(v)
-	case int64:
-		return float64(v)
-	}
-	return def
-}
-
-func paramString(f schema.Falsifier, name, def string) string {
-	if s, ok := f.Params[name].(string); ok && s != "" {
-		return s
-	}
-	return def
-}
-
-func paramStrings(f schema.Falsifier, name string, def []string) []string {
-	l, ok := f.Params[name].([]any)
-	if !ok {
-		return def
-	}
-	var out []string
-	for _, x := range l {
-		if s, ok := x.(string); ok {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 0 {
-		return def
-	}
-	return out
 }
 
 // isQuantized reports whether any matrix (≥ 2 dimensions) of f is stored in

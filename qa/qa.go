@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -322,7 +321,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if opts.Seed == 0 {
 		opts.Seed = time.Now().UnixNano()
 	}
-	st := &state{opts: &opts, host: host, models: &modelTable{m: map[string]*modelRun{}}}
+	st := &state{opts: &opts, host: host}
 	rep := Report{MinGates: opts.MinGates, Seed: opts.Seed, Reference: opts.Reference, ContractsDigest: opts.Contracts.Digest,
 		Host: st.host, BaselineFile: opts.BaselineFile, Models: []ModelReport{}, NotGated: notGated}
 	if rep.NotGated == nil {
@@ -430,9 +429,9 @@ func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 type hooks struct {
 	run    func(context.Context, generate.Options) (generate.Result, error)
 	logits func(context.Context, generate.LogitsOptions) (generate.LogitsResult, error)
-	// parity replaces the parity gate's implementation (the failclosed
-	// gate's own test plants a parity that passes without its reference).
-	parity func(ctx context.Context, c *falsify.Check, m *modelRun, backend string) verdict.Outcome
+	// sloppyParity plants a parity that passes without its reference (the
+	// failclosed gate's own test; falsify.Engines.SloppyParity).
+	sloppyParity bool
 	// golden finds a model's reviewed golden.
 	golden func(sha string) (*golden.File, bool, error)
 	// router traces the reference's router for the parity gate's near-ties
@@ -447,15 +446,10 @@ func (h *hooks) defaults() {
 	if h.logits == nil {
 		h.logits = generate.Logits
 	}
-	if h.parity == nil {
-		h.parity = parity
-	}
 	if h.golden == nil {
 		h.golden = golden.Lookup
 	}
 }
-
-func baseName(p string) string { return filepath.Base(p) }
 
 // Outcome sums the report up as one outcome, for a ladder cell: fail when a
 // gate failed or fewer than MinGates executed, refused (by the first refused

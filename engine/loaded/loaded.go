@@ -41,6 +41,7 @@ type Model struct {
 
 	mu     sync.Mutex
 	logits map[string]Logits
+	memo   map[string]any
 }
 
 // Open maps the GGUF file at path (gguf.Open; a file that is not a regular
@@ -131,4 +132,27 @@ func (m *Model) CachedLogits(backend, numerics string, tokens []int32, eval func
 		m.mu.Unlock()
 	}
 	return l
+}
+
+// Memo returns the value kept under key, computing it with fn the first
+// time; an error is returned and not kept (the next call computes again).
+// A greedy reference run that several checks compare with is computed once.
+func (m *Model) Memo(key string, fn func() (any, error)) (any, error) {
+	m.mu.Lock()
+	v, ok := m.memo[key]
+	m.mu.Unlock()
+	if ok {
+		return v, nil
+	}
+	v, err := fn()
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	if m.memo == nil {
+		m.memo = map[string]any{}
+	}
+	m.memo[key] = v
+	m.mu.Unlock()
+	return v, nil
 }

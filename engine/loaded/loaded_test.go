@@ -53,6 +53,30 @@ func TestModel(t *testing.T) {
 	}
 }
 
+// TestMemo: a value is computed once per key; an error is returned and not
+// kept.
+func TestMemo(t *testing.T) {
+	m, err := loaded.Open(testutil.Fixture(t, "models/synth/llama-tiny-F16.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	calls := 0
+	fn := func() (any, error) { calls++; return calls, nil }
+	a, _ := m.Memo("k", fn)
+	b, _ := m.Memo("k", fn)
+	if a != 1 || b != 1 || calls != 1 {
+		t.Errorf("Memo(k) twice = %v, %v after %d calls; want 1, 1 after 1", a, b, calls)
+	}
+	bad := 0
+	fail := func() (any, error) { bad++; return nil, os.ErrNotExist }
+	m.Memo("e", fail)
+	m.Memo("e", fail)
+	if bad != 2 {
+		t.Errorf("a failing Memo ran %d times in two calls, want 2 (errors are not kept)", bad)
+	}
+}
+
 func TestOpenNotAModel(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "x.gguf")
 	if err := os.WriteFile(p, []byte("not a gguf"), 0o644); err != nil {

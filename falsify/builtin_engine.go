@@ -1,62 +1,197 @@
-package qa
+package falsify
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/loaded"
+	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/tokenizer"
-	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/oracle"
+	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
 	"github.com/aprqa/apr/verdict"
 )
 
-// logitsFunc returns backend's logits at every position of tokens.
-type logitsFunc func(ctx context.Context, backend string, tokens []int32) (generate.LogitsResult, error)
+// The ids of the engine-facing code in this file.
+const (
+	CodeGoldenOutput = "golden_output"
+	CodeEngineParity = "engine_parity"
+	CodeGPUCPU       = "gpu_cpu"
+)
+
+// Refusal classes of the engine-facing code.
+const (
+	RefusalReference = "reference_unavailable" // the reference could not run or gave unusable output
+	RefusalNoGolden  = "no_golden"             // no reviewed golden for this model (reference backend)
+)
+
+// LogitsRunFunc evaluates logits: engine/generate.Logits in apr.
+type LogitsRunFunc func(context.Context, generate.LogitsOptions) (generate.LogitsResult, error)
+
+// Engines are how golden_output, engine_parity and gpu_cpu run engines;
+// apr qa's tests plant defects through them. A nil field runs apr's own
+// (engine/generate, RouterProbs, golden.Lookup).
+type Engines struct {
+	Run    RunFunc
+	Logits LogitsRunFunc
+	Router RouterFunc
+	Golden GoldenLookup
+	// SloppyParity plants a parity that does not fail closed: when its
+	// reference fails it compares the backend with itself (the failclosed
+	// gate's own test).
+	SloppyParity bool
+	// RefLogits, when set, answers in place of the reference's logits
+	// (apr qa's failclosed gate hands parity garbage this way).
+	RefLogits func(ctx context.Context, reference string, tokens []int32) (generate.LogitsResult, error)
+}
+
+func (e Engines) withDefaults() Engines {
+	if e.Run == nil {
+		e.Run = generate.Run
+	}
+	if e.Logits == nil {
+		e.Logits = generate.Logits
+	}
+	if e.Golden == nil {
+		e.Golden = golden.Lookup
+	}
+	return e
+}
+
+// EngineCodes returns the code of golden_output, engine_parity and gpu_cpu
+// over e, by id: RegisterEngineCodes registers them, and apr qa rebinds them
+// with its planted engines.
+func EngineCodes(e Engines) map[string]Func {
+	e = e.withDefaults()
+	code := func(fn func(ctx context.Context, c *Check, m *engineModel) verdict.Outcome) Func {
+		return outcomeCode(func(ctx context.Context, c *Check, h *loaded.Model) verdict.Outcome {
+			m, o := newEngineModel(c, h, e)
+			if o != nil {
+				return *o
+			}
+			return fn(ctx, c, m)
+		})
+	}
+	return map[string]Func{
+		CodeGoldenOutput: code(func(ctx context.Context, c *Check, m *engineModel) verdict.Outcome {
+			return m.goldenGate(ctx, c, backendOf(c, "ref"))
+		}),
+		CodeEngineParity: code(func(ctx context.Context, c *Check, m *engineModel) verdict.Outcome {
+			return parityWith(ctx, c, m, backendOf(c, "cpu"), e.SloppyParity)
+		}),
+		CodeGPUCPU: code(func(ctx context.Context, c *Check, m *engineModel) verdict.Outcome {
+			return parityWith(ctx, c, m, backendOf(c, "cuda"), false)
+		}),
+	}
+}
+
+// RegisterEngineCodes registers golden_output, engine_parity and gpu_cpu in
+// r over e.
+func RegisterEngineCodes(r *Registry, e Engines) {
+	codes := EngineCodes(e)
+	r.Register(CodeGoldenOutput, KindGolden, codes[CodeGoldenOutput], Needs(NeedModel), Thresholds("mismatches", "max_logit_delta"), Params("tier", "logit_noise"),
+		Refs("golden file", "reference engine"),
+		AppliesWhen(TierApplies), VetWith(VetTier),
+		Doc("a backend's greedy output equals the reviewed golden (or the reference's, in the numerics params.numerics names for the backend) at every step whose judge margin reaches twice the contract's numerical noise for the model's weight tier (params.logit_noise); a backend further than that noise from the reference fails"))
+	r.Register(CodeEngineParity, KindCosine, codes[CodeEngineParity], Needs(NeedModel), Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
+		Params("tier", "argmax_margin", ParamNearTieEps, ParamRouterNoise), Refs("reference engine", "reference engine router"),
+		AppliesWhen(TierApplies), VetWith(VetTier),
+		Doc("a backend's logits against the reference engine's (in the numerics params.numerics names for the backend: plain, or ggml's activation rounding) at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
+	r.Register(CodeGPUCPU, KindCosine, codes[CodeGPUCPU], Needs(NeedModel), Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
+		Params("tier", "backend", "against", "argmax_margin", ParamNearTieEps, ParamRouterNoise), Refs("reference engine", "reference engine router"),
+		AppliesWhen(gpuCPUApplies), VetWith(VetTier),
+		Doc("a device backend's logits (params.backend) against another engine's (params.against) at every position of a probe prompt, at the thresholds of the model's weight tier; the judge's router near-ties excluded and reported"))
+}
+
+// gpuCPUApplies: gpu_cpu applies to models of its tier when its device
+// backend can run on this machine (apr qa gates a named backend anyway, and
+// refuses it with the reason).
+func gpuCPUApplies(c *Check) (bool, string) {
+	if ok, why := TierApplies(c); !ok {
+		return ok, why
+	}
+	b, _ := c.ParamString("backend", "cuda")
+	if err := model.Available(b); err != nil {
+		return false, fmt.Sprintf("backend %s cannot run here: %v", b, err)
+	}
+	return true, ""
+}
+
+// engineModel is one check's view of the loaded model for the
+// engine-facing code: the engines, the reference (params.reference,
+// default "ref") and the threads (params.threads) it runs them with.
+type engineModel struct {
+	eng       Engines
+	h         *loaded.Model
+	path      string
+	sha       string
+	tok       *tokenizer.Tokenizer
+	tokErr    error
+	reference string
+	threads   int
+	log       *slog.Logger
+}
+
+func newEngineModel(c *Check, h *loaded.Model, e Engines) (*engineModel, *verdict.Outcome) {
+	sha, _, err := h.SHA256()
+	if err != nil {
+		o := verdict.FromError(RefusalModel, refuse.Wrap(c.By(), err), "")
+		return nil, &o
+	}
+	m := &engineModel{eng: e, h: h, path: h.Path, sha: sha, log: c.Log}
+	m.tok, m.tokErr = h.Tokenizer()
+	m.reference, _ = c.ParamString("reference", "ref")
+	if m.reference == "" {
+		m.reference = "ref"
+	}
+	m.threads, _ = c.ParamInt("threads", 0)
+	return m, nil
+}
 
 // logits runs backend over tokens through engine/generate, once per
-// (backend, tokens) within a model's gating.
-func (m *modelRun) logits(ctx context.Context, backend string, tokens []int32) (generate.LogitsResult, error) {
+// (backend, tokens) on the loaded model.
+func (m *engineModel) logits(ctx context.Context, backend string, tokens []int32) (generate.LogitsResult, error) {
 	return m.logitsIn(ctx, backend, "", tokens)
 }
 
 // logitsIn is logits with the backend in a declared numerics (the
 // reference's params.numerics; "": its default).
-func (m *modelRun) logitsIn(ctx context.Context, backend, numerics string, tokens []int32) (generate.LogitsResult, error) {
+func (m *engineModel) logitsIn(ctx context.Context, backend, numerics string, tokens []int32) (generate.LogitsResult, error) {
 	l := m.h.CachedLogits(backend, numerics, tokens, func() loaded.Logits {
-		res, err := m.opts.hooks.logits(ctx, generate.LogitsOptions{Model: m.path, Loaded: m.h, Backend: backend, Tokens: tokens,
-			Threads: m.opts.Threads, Log: m.opts.Log, Numerics: numerics})
+		res, err := m.eng.Logits(ctx, generate.LogitsOptions{Model: m.path, Loaded: m.h, Backend: backend, Tokens: tokens,
+			Threads: m.threads, Log: m.log, Numerics: numerics})
 		return loaded.Logits{NVocab: res.NVocab, Rows: res.Logits, Err: err}
 	}, func() bool { return ctx.Err() != nil })
 	return generate.LogitsResult{NVocab: l.NVocab, Tokens: tokens, Logits: l.Rows}, l.Err
 }
 
 // refLogits is the reference's logits over tokens in numerics (or the
-// failclosed probe's answer in its place).
-func (m *modelRun) refLogits(ctx context.Context, numerics string, tokens []int32) (generate.LogitsResult, error) {
-	if m.refOverride != nil {
-		return m.refOverride(ctx, m.opts.Reference, tokens)
+// answer Engines.RefLogits plants in its place).
+func (m *engineModel) refLogits(ctx context.Context, numerics string, tokens []int32) (generate.LogitsResult, error) {
+	if m.eng.RefLogits != nil {
+		return m.eng.RefLogits(ctx, m.reference, tokens)
 	}
-	return m.logitsIn(ctx, m.opts.Reference, numerics, tokens)
+	return m.logitsIn(ctx, m.reference, numerics, tokens)
 }
 
-// router is the RouterFunc the gates trace routers with: the test hook when
-// one is set, else falsify's, with the reference opened in numerics.
-func (m *modelRun) router(numerics string) falsify.RouterFunc {
-	if r := m.opts.hooks.router; r != nil {
+// router is the RouterFunc the code traces routers with: the planted one
+// when set, else RouterProbs, with the reference opened in numerics.
+func (m *engineModel) router(numerics string) RouterFunc {
+	if r := m.eng.Router; r != nil {
 		return r
 	}
 	if numerics == "" {
-		return falsify.RouterProbs
+		return RouterProbs
 	}
-	return falsify.RouterProbsIn(m.opts.Reference, numerics)
+	return RouterProbsIn(m.reference, numerics)
 }
 
 // inNumerics names a numerics mode in a sentence ("" for the default).
@@ -67,7 +202,7 @@ func inNumerics(numerics string) string {
 	return " in " + numerics + " numerics"
 }
 
-// refNumerics is the numerics in which the reference judges backend under
+// RefNumerics is the numerics in which the reference judges backend under
 // a falsifier (params.numerics: one name for every backend, or a map from
 // backend to name; a backend the map does not name is judged by the plain
 // reference): "" for the reference's default (plain), or a declared mode
@@ -75,7 +210,7 @@ func inNumerics(numerics string) string {
 // blocks each weight type's kernel consumes, as ggml-cpu does). The cpu
 // engine computes in ggml's numerics; the CUDA engine multiplies F32
 // activations, the plain reference's.
-func refNumerics(fz schema.Falsifier, backend string) string {
+func RefNumerics(fz schema.Falsifier, backend string) string {
 	var n string
 	switch v := fz.Params["numerics"].(type) {
 	case string:
@@ -100,15 +235,15 @@ var defaultGreedyPrompts = []string{"Once upon a time", "The capital of France i
 
 // probe returns the parity gate's token sequence: params.prompt tokenized
 // as a raw prompt (BOS per the model), cut to params.tokens.
-func (m *modelRun) probe(ctx context.Context, fz schema.Falsifier) ([]int32, error) {
+func (m *engineModel) probe(ctx context.Context, fz schema.Falsifier) ([]int32, error) {
 	if m.tokErr != nil {
 		return nil, m.tokErr
 	}
-	ids, err := generate.PromptTokens(ctx, m.tok, nil, paramString(fz, "prompt", defaultProbe), true)
+	ids, err := generate.PromptTokens(ctx, m.tok, nil, paramStringOr(fz, "prompt", defaultProbe), true)
 	if err != nil {
 		return nil, err
 	}
-	if n := paramInt(fz, "tokens", defaultProbeTokens); n > 0 && len(ids) > n {
+	if n := paramIntOr(fz, "tokens", defaultProbeTokens); n > 0 && len(ids) > n {
 		ids = ids[:n]
 	}
 	if len(ids) == 0 {
@@ -117,38 +252,28 @@ func (m *modelRun) probe(ctx context.Context, fz schema.Falsifier) ([]int32, err
 	return ids, nil
 }
 
-// parity compares backend's logits with the reference's at every position
-// of the probe. The reference is consulted through c.CallRef, so a
-// withdrawn reference refuses; so does any answer that is not usable (an
-// error, too few rows, rows of the wrong length, a NaN or an Inf). Only
-// then does it run the backend.
-func parity(ctx context.Context, c *falsify.Check, m *modelRun, backend string) verdict.Outcome {
-	return parityWith(ctx, c, m, backend, false)
-}
-
-// gpuCPU is the gpu_cpu gate: a device backend's logits against another
-// engine's (params.against: cpu) at the probe, at the contract's tier; the
-// reference's router near-ties excluded for a mixture of experts.
-func gpuCPU(ctx context.Context, c *falsify.Check, m *modelRun, backend string) verdict.Outcome {
-	return parityWith(ctx, c, m, backend, false)
-}
-
-func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend string, sloppy bool) verdict.Outcome {
+// parityWith compares backend's logits with the reference's (or, for
+// gpu_cpu, params.against's) at every position of the probe. The reference
+// is consulted through c.CallRef, so a withdrawn reference refuses; so does
+// any answer that is not usable (an error, too few rows, rows of the wrong
+// length, a NaN or an Inf). Only then does it run the backend. sloppy is
+// the planted defect of Engines.SloppyParity.
+func parityWith(ctx context.Context, c *Check, m *engineModel, backend string, sloppy bool) verdict.Outcome {
 	fz := c.F
 	toks, err := m.probe(ctx, fz)
 	if err != nil {
-		return fromError(CodeModel, err, "the probe prompt cannot be tokenized")
+		return verdict.FromError(RefusalModel, err, "the probe prompt cannot be tokenized")
 	}
 	// The judge: the reference, unless the falsifier names another engine
 	// in params.against (gpu_cpu holds a device engine to the cpu engine;
 	// qa sets params.reference on every falsifier, so the judge has a name
 	// of its own).
-	judge := paramString(fz, "against", m.opts.Reference)
+	judge := paramStringOr(fz, "against", m.reference)
 	var want generate.LogitsResult
 	err = c.CallRef("reference engine", func() error {
 		var err error
-		if judge == m.opts.Reference {
-			want, err = m.refLogits(ctx, refNumerics(fz, backend), toks)
+		if judge == m.reference {
+			want, err = m.refLogits(ctx, RefNumerics(fz, backend), toks)
 		} else {
 			want, err = m.logits(ctx, judge, toks)
 		}
@@ -161,25 +286,25 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 		want, err = m.logits(ctx, backend, toks) // the planted defect: compare the backend with itself
 	}
 	if err != nil {
-		return verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s gave no usable logits, so nothing can be compared: %v", m.opts.Reference, err)
+		return verdict.RefusedBy(RefusalReference, c.By(), nil, "the reference %s gave no usable logits, so nothing can be compared: %v", m.reference, err)
 	}
 	// A mixture of experts: the positions where the reference's router is
 	// near a tie are left out of the aggregates (and reported).
-	ties, judgeRecs, used, err := falsify.NearTiesTrace(ctx, c, toks, m.router(refNumerics(fz, backend)))
+	ties, judgeRecs, used, err := NearTiesTrace(ctx, c, toks, m.router(RefNumerics(fz, backend)))
 	if err != nil {
-		return verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s's router could not be traced, so its near-ties are unknown: %v", m.opts.Reference, err)
+		return verdict.RefusedBy(RefusalReference, c.By(), nil, "the reference %s's router could not be traced, so its near-ties are unknown: %v", m.reference, err)
 	}
 	got, err := m.logits(ctx, backend, toks)
 	if err != nil {
-		return fromError(CodeBackend, err, "backend %s", backend)
+		return verdict.FromError(RefusalBackend, err, fmt.Sprintf("backend %s", backend))
 	}
 	if len(got.Logits) != len(toks) {
 		return verdict.Failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(toks))
 	}
-	margin := paramFloat(fz, "argmax_margin", 0.2)
+	margin := paramFloatOr(fz, "argmax_margin", 0.2)
 	wantRows, gotRows := want.Logits, got.Logits
 	var flips []oracle.RoutingFlip
-	if used > 0 && judge == m.opts.Reference { // a mixture of experts: used experts per token
+	if used > 0 && judge == m.reference { // a mixture of experts: used experts per token
 		var o *verdict.Outcome
 		if wantRows, gotRows, ties, flips, o = m.routingSegments(ctx, c, backend, toks, want.Logits, got.Logits, ties, judgeRecs, used); o != nil {
 			return *o
@@ -187,7 +312,7 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	}
 	rep, err := oracle.Parity{Margin: margin, Ties: ties, Flips: flips}.Judge(gotRows, wantRows)
 	if err != nil {
-		return verdict.Failed(nil, "backend %s vs %s: %v", backend, m.opts.Reference, err)
+		return verdict.Failed(nil, "backend %s vs %s: %v", backend, m.reference, err)
 	}
 	mismatches := rep.MismatchNotes("reference")
 	k := verdict.NewJudge(fz.ID, fz.Thresholds)
@@ -196,11 +321,11 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 	}
 	k.Note("positions", float64(len(toks)), "positions")
 	o := k.Outcome(verdict.FirstN(mismatches))
-	o.Details = append(mismatches, rep.TieNotes(paramFloat(fz, falsify.ParamNearTieEps, math.NaN()))...)
+	o.Details = append(mismatches, rep.TieNotes(paramFloatOr(fz, ParamNearTieEps, math.NaN()))...)
 	if o.Verdict == verdict.Fail {
-		o.Details = append(o.Details, m.firstDivergence(ctx, backend, refNumerics(fz, backend), toks, paramThreshold(fz, "min_cosine", 0.999)))
+		o.Details = append(o.Details, m.firstDivergence(ctx, backend, RefNumerics(fz, backend), toks, paramThreshold(fz, "min_cosine", 0.999)))
 	}
-	o.Details = append(o.Details, rep.FlipNotes(falsify.ParamRouterNoise, paramFloat(fz, falsify.ParamRouterNoise, math.NaN()))...)
+	o.Details = append(o.Details, rep.FlipNotes(ParamRouterNoise, paramFloatOr(fz, ParamRouterNoise, math.NaN()))...)
 	return o
 }
 
@@ -218,20 +343,20 @@ func parityWith(ctx context.Context, c *falsify.Check, m *modelRun, backend stri
 // judges it), the reference's near-ties there (positions in toks) and the
 // excused flips, or the outcome that ends the gate. judgeRecs and k are the
 // reference's router over toks, as the near-ties were decided on.
-func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backend string, toks []int32, want, got [][]float32, ties []oracle.NearTie, judgeRecs []oracle.Record, k int) ([][]float32, [][]float32, []oracle.NearTie, []oracle.RoutingFlip, *verdict.Outcome) {
+func (m *engineModel) routingSegments(ctx context.Context, c *Check, backend string, toks []int32, want, got [][]float32, ties []oracle.NearTie, judgeRecs []oracle.Record, k int) ([][]float32, [][]float32, []oracle.NearTie, []oracle.RoutingFlip, *verdict.Outcome) {
 	fz := c.F
 	end := func(o verdict.Outcome) ([][]float32, [][]float32, []oracle.NearTie, []oracle.RoutingFlip, *verdict.Outcome) {
 		return nil, nil, nil, nil, &o
 	}
-	if _, ok := fz.Params[falsify.ParamRouterNoise]; !ok {
-		return end(verdict.RefusedBy(CodeNoContract, c.By(), nil, "the model routes tokens to experts and params.%s is missing: the contract must name how far two engines' router probabilities may differ", falsify.ParamRouterNoise))
+	if _, ok := fz.Params[ParamRouterNoise]; !ok {
+		return end(verdict.RefusedBy(verdict.CodeNoContract, c.By(), nil, "the model routes tokens to experts and params.%s is missing: the contract must name how far two engines' router probabilities may differ", ParamRouterNoise))
 	}
-	noise := paramFloat(fz, falsify.ParamRouterNoise, math.NaN())
-	eps := paramFloat(fz, falsify.ParamNearTieEps, math.NaN())
+	noise := paramFloatOr(fz, ParamRouterNoise, math.NaN())
+	eps := paramFloatOr(fz, ParamNearTieEps, math.NaN())
 	if math.IsNaN(noise) || noise < 0 || math.IsNaN(eps) || eps < 0 {
-		return end(verdict.RefusedBy(CodeNoContract, c.By(), nil, "params.%s %v and params.%s %v: want numbers ≥ 0", falsify.ParamRouterNoise, noise, falsify.ParamNearTieEps, eps))
+		return end(verdict.RefusedBy(verdict.CodeNoContract, c.By(), nil, "params.%s %v and params.%s %v: want numbers ≥ 0", ParamRouterNoise, noise, ParamNearTieEps, eps))
 	}
-	router := m.router(refNumerics(fz, backend))
+	router := m.router(RefNumerics(fz, backend))
 	w := append([][]float32(nil), want...)
 	g := append([][]float32(nil), got...)
 	var allTies []oracle.NearTie
@@ -241,19 +366,19 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 		segTies, jr := ties, judgeRecs // the first sequence's, traced for the near-ties
 		if from > 0 {
 			var err error
-			if jr, _, err = router(ctx, m.path, m.opts.Reference, seg); err != nil {
-				return end(verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s's router could not be traced: %v", m.opts.Reference, err))
+			if jr, _, err = router(ctx, m.path, m.reference, seg); err != nil {
+				return end(verdict.RefusedBy(RefusalReference, c.By(), nil, "the reference %s's router could not be traced: %v", m.reference, err))
 			}
-			sw, err := m.refLogits(ctx, refNumerics(fz, backend), seg)
+			sw, err := m.refLogits(ctx, RefNumerics(fz, backend), seg)
 			if err == nil {
 				err = usable(sw, len(seg))
 			}
 			if err != nil {
-				return end(verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s gave no usable logits for the positions after a routing flip: %v", m.opts.Reference, err))
+				return end(verdict.RefusedBy(RefusalReference, c.By(), nil, "the reference %s gave no usable logits for the positions after a routing flip: %v", m.reference, err))
 			}
 			sg, err := m.logits(ctx, backend, seg)
 			if err != nil {
-				return end(fromError(CodeBackend, err, "backend %s", backend))
+				return end(verdict.FromError(RefusalBackend, err, fmt.Sprintf("backend %s", backend)))
 			}
 			if len(sg.Logits) != len(seg) {
 				return end(verdict.Failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(sg.Logits), len(seg)))
@@ -261,16 +386,16 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 			copy(w[from:], sw.Logits)
 			copy(g[from:], sg.Logits)
 			if segTies, err = oracle.RouterNearTies(jr, len(seg), k, eps); err != nil {
-				return end(verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s's router: %v", m.opts.Reference, err))
+				return end(verdict.RefusedBy(RefusalReference, c.By(), nil, "the reference %s's router: %v", m.reference, err))
 			}
 		}
 		gr, _, err := router(ctx, m.path, backend, seg)
 		if err != nil {
-			return end(fromError(CodeBackend, err, "backend %s's router", backend))
+			return end(verdict.FromError(RefusalBackend, err, fmt.Sprintf("backend %s's router", backend)))
 		}
 		fl, err := oracle.RoutingFlips(jr, gr, len(seg), k)
 		if err != nil {
-			return end(verdict.Failed(nil, "backend %s's routing against %s's: %v", backend, m.opts.Reference, err))
+			return end(verdict.Failed(nil, "backend %s's routing against %s's: %v", backend, m.reference, err))
 		}
 		stop := len(seg)
 		if len(fl) > 0 {
@@ -296,7 +421,7 @@ func (m *modelRun) routingSegments(ctx context.Context, c *falsify.Check, backen
 			continue
 		}
 		if !f.Excused(noise) {
-			o := verdict.Failed(nil, "backend %s %s: beyond params.%s %g (a real difference, not noise)", backend, f, falsify.ParamRouterNoise, noise)
+			o := verdict.Failed(nil, "backend %s %s: beyond params.%s %g (a real difference, not noise)", backend, f, ParamRouterNoise, noise)
 			o.Details = []string{o.Reason}
 			return end(o)
 		}
@@ -362,33 +487,31 @@ func Greedy(ctx context.Context, model, backend string, prompts []string, n int)
 	if err != nil {
 		return nil, err
 	}
-	h := &hooks{}
-	h.defaults()
-	return greedy(ctx, h, model, tok, backend, "", prompts, n, 0)
+	return greedy(ctx, Engines{}.withDefaults(), model, tok, backend, "", prompts, n, 0)
 }
 
-func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenizer, backend, numerics string, prompts []string, n, threads int) ([]golden.Case, error) {
+func greedy(ctx context.Context, h Engines, model string, tok *tokenizer.Tokenizer, backend, numerics string, prompts []string, n, threads int) ([]golden.Case, error) {
 	var out []golden.Case
 	for _, p := range prompts {
 		ids, err := generate.PromptTokens(ctx, tok, nil, p, true)
 		if err != nil {
 			return nil, err
 		}
-		res, err := h.run(ctx, generate.Options{Model: model, Backend: backend, Numerics: numerics, Prompt: p, Raw: true, MaxTokens: n,
+		res, err := h.Run(ctx, generate.Options{Model: model, Backend: backend, Numerics: numerics, Prompt: p, Raw: true, MaxTokens: n,
 			IgnoreEOS: true, Threads: threads})
 		if err != nil {
 			return nil, err
 		}
 		if res.PromptTokens != len(ids) || len(res.TokenIDs) != n {
-			return nil, fmt.Errorf("qa: %s: generate fed %d prompt tokens and produced %d, expected %d and %d", backend, res.PromptTokens, len(res.TokenIDs), len(ids), n)
+			return nil, fmt.Errorf("%s: generate fed %d prompt tokens and produced %d, expected %d and %d", backend, res.PromptTokens, len(res.TokenIDs), len(ids), n)
 		}
 		seq := append(append([]int32(nil), ids...), res.TokenIDs[:n-1]...)
-		lg, err := h.logits(ctx, generate.LogitsOptions{Model: model, Backend: backend, Numerics: numerics, Tokens: seq, Threads: threads})
+		lg, err := h.Logits(ctx, generate.LogitsOptions{Model: model, Backend: backend, Numerics: numerics, Tokens: seq, Threads: threads})
 		if err != nil {
 			return nil, err
 		}
 		if err := usable(lg, len(seq)); err != nil {
-			return nil, fmt.Errorf("qa: %s: %w", backend, err)
+			return nil, fmt.Errorf("%s: %w", backend, err)
 		}
 		margins := make([]float64, n)
 		for k := range n {
@@ -404,48 +527,39 @@ func greedy(ctx context.Context, h *hooks, model string, tok *tokenizer.Tokenize
 // golden file or, when the model has none, with the reference engine's
 // greedy output, up to the first step whose judge margin is within
 // numerical noise. Both are references, consulted through c.CallRef.
-func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend string) verdict.Outcome {
+func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) verdict.Outcome {
 	fz := c.F
-	numerics := refNumerics(fz, backend) // the reference's, as judge and as the measure of the backend's distance
+	numerics := RefNumerics(fz, backend) // the reference's, as judge and as the measure of the backend's distance
 	var gf *golden.File
 	var ok bool
-	if err := c.CallRef("golden file", func() (err error) { gf, ok, err = m.opts.hooks.golden(m.sha); return err }); err != nil {
-		return verdict.RefusedBy(CodeReference, c.By(), nil, "the golden store cannot be read: %v", err)
+	if err := c.CallRef("golden file", func() (err error) { gf, ok, err = m.eng.Golden(m.sha); return err }); err != nil {
+		return verdict.RefusedBy(RefusalReference, c.By(), nil, "the golden store cannot be read: %v", err)
 	}
 	var cases []golden.Case
 	var judge string
 	switch {
 	case ok:
 		cases, judge = gf.Cases, "golden "+gf.Model
-	case backend == m.opts.Reference:
-		return verdict.RefusedBy(CodeNoGolden, c.By(), nil, "no reviewed golden for this model (sha256 %.12s…); the reference %s is itself the judge of the other backends' output", m.sha, backend)
+	case backend == m.reference:
+		return verdict.RefusedBy(RefusalNoGolden, c.By(), nil, "no reviewed golden for this model (sha256 %.12s…); the reference %s is itself the judge of the other backends' output", m.sha, backend)
 	default:
 		if m.tokErr != nil {
-			return falsify.TokenizerOutcome(m.tokErr)
+			return TokenizerOutcome(m.tokErr)
 		}
 		err := c.CallRef("reference engine", func() error {
-			key := m.opts.Reference + "/" + numerics
-			m.mu.Lock()
-			cached, hit := m.greedyCache[key]
-			m.mu.Unlock()
-			if hit {
-				cases = cached
-				return nil
-			}
-			var err error
-			cases, err = greedy(ctx, m.opts.hooks, m.path, m.tok, m.opts.Reference, numerics,
-				paramStrings(fz, "prompts", defaultGreedyPrompts), paramInt(fz, "tokens", defaultGreedyN), m.opts.Threads)
+			v, err := m.h.Memo("greedy|"+m.reference+"|"+numerics, func() (any, error) {
+				return greedy(ctx, m.eng, m.path, m.tok, m.reference, numerics,
+					paramStringsOr(fz, "prompts", defaultGreedyPrompts), paramIntOr(fz, "tokens", defaultGreedyN), m.threads)
+			})
 			if err == nil {
-				m.mu.Lock()
-				m.greedyCache[key] = cases
-				m.mu.Unlock()
+				cases = v.([]golden.Case)
 			}
 			return err
 		})
 		if err != nil {
-			return verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s could not produce the output to compare with: %v", m.opts.Reference, err)
+			return verdict.RefusedBy(RefusalReference, c.By(), nil, "the reference %s could not produce the output to compare with: %v", m.reference, err)
 		}
-		judge = "the reference " + m.opts.Reference + inNumerics(numerics) + " (no reviewed golden for this model)"
+		judge = "the reference " + m.reference + inNumerics(numerics) + " (no reviewed golden for this model)"
 	}
 	// The numerical noise the gate allows is the contract's (params.
 	// logit_noise of the model's weight tier), never measured on the judged
@@ -461,10 +575,10 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 	// backend's top token at every step whose judge margin reaches the cut
 	// (forced steps: each has the judge's prefix, so no earlier noisy step
 	// ends the comparison).
-	floor := paramFloat(fz, "noise_margin", 1e-3)
-	noise := paramFloat(fz, "logit_noise", math.NaN())
+	floor := paramFloatOr(fz, "noise_margin", 1e-3)
+	noise := paramFloatOr(fz, "logit_noise", math.NaN())
 	if math.IsNaN(noise) || noise < 0 {
-		return verdict.RefusedBy(CodeNoContract, By, nil, "falsifier %s gives no params.logit_noise (the numerical noise the gate allows): the gate cannot decide a step without one", fz.ID)
+		return verdict.RefusedBy(verdict.CodeNoContract, c.By(), nil, "falsifier %s gives no params.logit_noise (the numerical noise the gate allows): the gate cannot decide a step without one", fz.ID)
 	}
 	cut := math.Max(floor, 2*noise)
 	var diffs, far []string
@@ -472,10 +586,10 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 	maxDelta := 0.0
 	for i, gc := range cases {
 		n := len(gc.TokenIDs)
-		res, err := m.opts.hooks.run(ctx, generate.Options{Model: m.path, Backend: backend, Prompt: gc.Prompt, Raw: true,
-			MaxTokens: n, IgnoreEOS: true, Threads: m.opts.Threads, Log: m.opts.Log})
+		res, err := m.eng.Run(ctx, generate.Options{Model: m.path, Backend: backend, Prompt: gc.Prompt, Raw: true,
+			MaxTokens: n, IgnoreEOS: true, Threads: m.threads, Log: m.log})
 		if err != nil {
-			return fromError(CodeBackend, err, "backend %s, case %d", backend, i)
+			return verdict.FromError(RefusalBackend, err, fmt.Sprintf("backend %s, case %d", backend, i))
 		}
 		if res.PromptTokens != len(gc.PromptIDs) {
 			diffs = append(diffs, fmt.Sprintf("case %d %q: the prompt is %d tokens, %s has %d", i, gc.Prompt, res.PromptTokens, judge, len(gc.PromptIDs)))
@@ -484,7 +598,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 		seq := append(append([]int32(nil), gc.PromptIDs...), gc.TokenIDs[:n-1]...)
 		got, err := m.logits(ctx, backend, seq)
 		if err != nil {
-			return fromError(CodeBackend, err, "backend %s, case %d", backend, i)
+			return verdict.FromError(RefusalBackend, err, fmt.Sprintf("backend %s, case %d", backend, i))
 		}
 		if len(got.Logits) != len(seq) {
 			return verdict.Failed(nil, "backend %s returned %d logit rows for %d positions", backend, len(got.Logits), len(seq))
@@ -492,7 +606,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 		// How far the backend's logits are from the reference's at each step
 		// of the judge's sequence: held to the contract's noise, reported.
 		delta := make([]float64, n)
-		if backend != m.opts.Reference {
+		if backend != m.reference {
 			var want generate.LogitsResult
 			if err := c.CallRef("reference engine", func() error {
 				var err error
@@ -501,7 +615,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 				}
 				return usable(want, len(seq))
 			}); err != nil {
-				return verdict.RefusedBy(CodeReference, c.By(), nil, "the reference %s cannot measure how far %s is from it: %v", m.opts.Reference, backend, err)
+				return verdict.RefusedBy(RefusalReference, c.By(), nil, "the reference %s cannot measure how far %s is from it: %v", m.reference, backend, err)
 			}
 			worst, at := 0.0, 0
 			for k := range n {
@@ -560,7 +674,7 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 	out := k.Outcome(verdict.FirstN(append(append([]string(nil), diffs...), far...)))
 	out.Details = append(diffs, far...)
 	if out.Verdict == verdict.Pass && compared+forced == 0 {
-		return verdict.RefusedBy(CodeUndecided, c.By(), k.Values, "undecided: no step could be decided; every judge margin is below %.3g (twice the contract's numerical noise %g, or the floor %g), and %s is within that noise of the reference", cut, noise, floor, backend)
+		return verdict.RefusedBy(RefusalUndecided, c.By(), k.Values, "undecided: no step could be decided; every judge margin is below %.3g (twice the contract's numerical noise %g, or the floor %g), and %s is within that noise of the reference", cut, noise, floor, backend)
 	}
 	return out
 }
@@ -570,16 +684,16 @@ func (m *modelRun) goldenGate(ctx context.Context, c *falsify.Check, backend str
 // position) whose cosine falls below minCos is named, with the command that
 // shows every op. It is a detail for whoever investigates, not part of the
 // verdict: a trace that cannot be taken says so.
-func (m *modelRun) firstDivergence(ctx context.Context, backend, numerics string, toks []int32, minCos float64) string {
+func (m *engineModel) firstDivergence(ctx context.Context, backend, numerics string, toks []int32, minCos float64) string {
 	traced := func(b, num string) ([]oracle.Record, error) {
 		var rec oracle.Recording
-		_, err := m.opts.hooks.logits(ctx, generate.LogitsOptions{Model: m.path, Backend: b, Tokens: toks,
-			Threads: m.opts.Threads, Log: m.opts.Log, Trace: rec.Trace(), Numerics: num})
+		_, err := m.eng.Logits(ctx, generate.LogitsOptions{Model: m.path, Backend: b, Tokens: toks,
+			Threads: m.threads, Log: m.log, Trace: rec.Trace(), Numerics: num})
 		return rec.Records, err
 	}
-	want, err := traced(m.opts.Reference, numerics)
+	want, err := traced(m.reference, numerics)
 	if err != nil {
-		return fmt.Sprintf("first divergent op: not traced (%s: %v)", m.opts.Reference, err)
+		return fmt.Sprintf("first divergent op: not traced (%s: %v)", m.reference, err)
 	}
 	got, err := traced(backend, "")
 	if err != nil {
@@ -590,7 +704,7 @@ func (m *modelRun) firstDivergence(ctx context.Context, backend, numerics string
 	if numerics != "" {
 		num = " --numerics " + numerics
 	}
-	how := fmt.Sprintf("apr diff %s --backend %s --against %s%s --tokens %s --min-cosine %g shows every op", m.path, backend, m.opts.Reference, num, joinTokens(toks), minCos)
+	how := fmt.Sprintf("apr diff %s --backend %s --against %s%s --tokens %s --min-cosine %g shows every op", m.path, backend, m.reference, num, joinTokens(toks), minCos)
 	if d.First == nil {
 		return fmt.Sprintf("first divergent op: none below cosine %g among %d traced records (the logits alone part); %s", minCos, d.Compared, how)
 	}
@@ -611,4 +725,21 @@ func paramThreshold(f schema.Falsifier, name string, def float64) float64 {
 		return t.Value
 	}
 	return def
+}
+
+func paramStringsOr(f schema.Falsifier, name string, def []string) []string {
+	l, ok := f.Params[name].([]any)
+	if !ok {
+		return def
+	}
+	var out []string
+	for _, x := range l {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return def
+	}
+	return out
 }
