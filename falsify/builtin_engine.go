@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/aprqa/apr/engine/generate"
-	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/tokenizer"
@@ -478,12 +477,12 @@ type greedyCase = golden.Case
 // logits evaluation of the whole sequence. Its output is what a golden
 // file holds.
 func Greedy(ctx context.Context, model, backend string, prompts []string, n int) ([]golden.Case, error) {
-	f, err := gguf.Open(model)
+	h, err := loaded.Open(model)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	tok, err := tokenizer.New(f)
+	defer h.Close()
+	tok, err := h.Tokenizer()
 	if err != nil {
 		return nil, err
 	}
