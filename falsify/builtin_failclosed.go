@@ -6,6 +6,7 @@ import (
 
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
 // failClosed runs the target falsifier twice, once with its references
@@ -21,10 +22,10 @@ func failClosed(ctx context.Context, c *Check) error {
 	for _, fl := range []fault{faultUnavailable, faultErrors} {
 		tc := c.run.newCheck(tf, fl)
 		res := c.run.execute(ctx, tc)
-		if tc.refsUsed == 0 && res.Verdict == VerdictRefused {
+		if tc.refsUsed == 0 && res.Verdict == verdict.Refused {
 			return c.Refuse("target %s refused before consulting its reference (%s): fail-closedness cannot be judged", tf.ID, res.Reason)
 		}
-		if res.Verdict == VerdictRefused {
+		if res.Verdict == verdict.Refused {
 			c.Note("reference %s: %s refused (%s)", fl, tf.ID, res.Reason)
 			continue
 		}

@@ -169,8 +169,8 @@ func DequantExact(impl DequantFunc) Func {
 		if !ok {
 			return c.Refuse("contract %s has no dequant op", k.ID)
 		}
-		tol := oracle.Tolerance{Abs: op.Tolerance.Abs, Rel: op.Tolerance.Rel, ULP: op.Tolerance.ULP}
-		exact := tol == oracle.Tolerance{}
+		tol := op.Tolerance
+		exact := tol.Exact()
 		var refErr error
 		p := prop.ForAllNoShrink(func(blocks int, seed int64) string {
 			n := blocks * info.BlockSize

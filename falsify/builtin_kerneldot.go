@@ -26,12 +26,6 @@ type kernelSource struct {
 	run KernelFunc
 }
 
-// RegisterKernels adds an engine's kernels to the default registry: their
-// contract ids (resolved by Vet) and how to run one (for kernel_dot).
-func RegisterKernels(source string, ids func() []string, run KernelFunc) {
-	Default.RegisterKernels(source, ids, run)
-}
-
 // RegisterKernels adds an engine's runnable kernels.
 func (r *Registry) RegisterKernels(source string, ids func() []string, run KernelFunc) {
 	r.RegisterKernelIDs(source, ids)
@@ -190,7 +184,7 @@ func compareKernel(k *schema.Kernel, op string, t quant.Type, info quant.Info, a
 				s += p
 				sa += math.Abs(p)
 			}
-			bound := tol.Abs + (blocks+8)*tol.Rel*sa + 1e-30
+			bound := tol.Bound((blocks+8)*sa) + 1e-30 // schema.Tolerance: a dot product's scale
 			if at == quant.Q8_1 && (t == quant.Q4_1 || t == quant.Q5_1) {
 				bound += q81SumRounding(w[r*len(w)/rows:(r+1)*len(w)/rows], acts[i*len(acts)/m:(i+1)*len(acts)/m], info.TypeSize)
 			}

@@ -7,13 +7,8 @@ import (
 	"github.com/aprqa/apr/refuse"
 )
 
-func init() {
-	RegisterBuiltins(Default)
-}
-
-// RegisterBuiltins registers this package's falsifier code in r: what
-// Default holds before any wiring. Tests use it to build a registry of their
-// own.
+// RegisterBuiltins registers this package's falsifier code in r (Builtins).
+// Tests use it to build a registry of their own.
 func RegisterBuiltins(r *Registry) {
 	r.Register("tensor_contract", KindShape, modelCheck(contracts.TensorRules...),
 		Needs(NeedModel), Thresholds("violations"), Refs("model contract"),
@@ -21,6 +16,9 @@ func RegisterBuiltins(r *Registry) {
 	r.Register("metadata_plausibility", KindShape, modelCheck(contracts.MetadataRules...),
 		Needs(NeedModel), Thresholds("violations"), Refs("model contract"),
 		Doc("a GGUF's hyper-parameters: present, of their types, in range, consistent"))
+	registerModelValues(r)
+	RegisterThroughput(r, nil)
+	RegisterEngineCodes(r, Engines{})
 	registerKernelBuiltins(r)
 	registerKLD(r)
 	r.Register("failclosed", KindFailClosed, failClosed,

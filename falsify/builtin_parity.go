@@ -170,7 +170,7 @@ func logitsParity(ctx context.Context, c *Check) error {
 // are left out of every aggregate and reported. It measures min_cosine,
 // mean_cosine, argmax_mismatches (positions whose argmax differs where
 // llama.cpp's top-1 margin is at least params.argmax_margin), argmax_agree
-// (fraction of compared positions), max_kl, worst_position,
+// (compared positions whose argmax agrees), max_kl, worst_position,
 // excluded_positions and compared_positions, and notes the worst position
 // and each excluded one. A NaN, an Inf or a zero row is a fail by name.
 func LogitsParity(eval LogitsFunc, router RouterFunc) Func {
@@ -218,37 +218,35 @@ func LogitsParity(eval LogitsFunc, router RouterFunc) Func {
 	}
 }
 
-// CompareLogits is the cosine kind's judgement of got against want, with
-// the positions of ties left out of the aggregates (and reported).
+// CompareLogits is the cosine kind's judgement of got against want: the
+// one parity judge (oracle.Parity) under the contract's argmax margin
+// (params.argmax_margin), with the judge's router near-ties left out of the
+// aggregates (and reported). Every metric of the report is measured (the
+// runner holds them to the thresholds); the worst position, each counted
+// argmax mismatch and each near-tie are noted.
 func CompareLogits(c *Check, got, want [][]float32, ties []oracle.NearTie) error {
 	margin, err := c.ParamFloat("argmax_margin", 0)
 	if err != nil {
 		return err
 	}
 	eps, _ := c.ParamFloat(ParamNearTieEps, math.NaN())
-	rep, err := oracle.CompareSeqWith(got, want, oracle.SeqOptions{Exclude: oracle.TiePositions(ties), ArgmaxMargin: margin})
+	rep, err := oracle.Parity{Margin: margin, Ties: ties}.Judge(got, want)
 	if err != nil {
 		return Fail("%v", err)
 	}
-	w := rep.Positions[rep.Worst]
-	c.Note("worst position %d: cosine %.9f, max-abs %.3g, KL %.3g, argmax %d vs %d", rep.Worst, w.Cosine, w.MaxAbs, w.KL, w.ArgmaxGot, w.ArgmaxWant)
-	for _, p := range rep.ArgmaxMismatches {
-		s := rep.Positions[p]
-		c.Note("argmax mismatch at position %d: %d vs %d (the reference's top-1 margin is at least %g)", p, s.ArgmaxGot, s.ArgmaxWant, margin)
-	}
-	for _, n := range NearTieNotes(ties, rep, eps) {
+	MeasureParity(c, rep, "reference", eps)
+	return nil
+}
+
+// MeasureParity records a parity report in c: the worst position, the
+// counted argmax mismatches and the near-ties as notes (judge names the
+// reference in them), every metric as a measured value.
+func MeasureParity(c *Check, rep oracle.ParityReport, judge string, eps float64) {
+	c.Note("%s", rep.WorstNote())
+	for _, n := range append(rep.MismatchNotes(judge), rep.TieNotes(eps)...) {
 		c.Note("%s", n)
 	}
-	c.Measure("min_cosine", rep.MinCosine)
-	c.Measure("mean_cosine", rep.MeanCosine)
-	c.Measure("argmax_mismatches", float64(len(rep.ArgmaxMismatches)))
-	c.Measure("argmax_agree", float64(rep.ArgmaxAgree)/float64(rep.Compared))
-	c.Measure("max_kl", rep.MaxKL)
-	c.Measure("worst_position", float64(rep.Worst))
-	c.Measure("compared_positions", float64(rep.Compared))
-	c.Measure("excluded_positions", float64(len(rep.Excluded)))
-	if len(rep.Excluded) > 0 {
-		c.Measure("excluded_min_cosine", ExcludedMinCosine(rep))
+	for _, m := range rep.Metrics() {
+		c.Measure(m.Name, m.Value)
 	}
-	return nil
 }

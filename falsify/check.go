@@ -6,11 +6,10 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
-	"sync"
 
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/gguf"
-	"github.com/aprqa/apr/internal/regfile"
+	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
 )
@@ -66,20 +65,10 @@ func (f fault) String() string {
 // inputs are what a run was given, shared by its checks.
 type inputs struct {
 	modelPath string
-	model     *gguf.File
+	loaded    *loaded.Model // the model, opened once; nil when it could not be (modelErr)
+	model     *gguf.File    // loaded.File
 	modelErr  error
 	fixtures  string
-
-	shaOnce sync.Once
-	sha     string
-	shaErr  error
-}
-
-func (in *inputs) modelSHA256() (string, error) {
-	in.shaOnce.Do(func() {
-		in.sha, _, in.shaErr = regfile.SHA256(in.modelPath)
-	})
-	return in.sha, in.shaErr
 }
 
 // Check is one falsifier's run: its contract entry, the inputs, and what it
@@ -148,12 +137,22 @@ func (c *Check) Model() (*gguf.File, error) {
 	return c.in.model, nil
 }
 
+// Loaded returns the opened --model (its file, sha256, spec, tokenizer and
+// logits cache, engine/loaded), or a refusal when there is none.
+func (c *Check) Loaded() (*loaded.Model, error) {
+	if _, err := c.Model(); err != nil {
+		return nil, err
+	}
+	return c.in.loaded, nil
+}
+
 // ModelSHA256 returns the sha256 of --model's bytes.
 func (c *Check) ModelSHA256() (string, error) {
-	if c.in.modelPath == "" {
-		return "", c.Refuse("needs a model (--model FILE)")
+	m, err := c.Loaded()
+	if err != nil {
+		return "", err
 	}
-	s, err := c.in.modelSHA256()
+	s, _, err := m.SHA256()
 	if err != nil {
 		return "", refuse.Wrap(c.By(), err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/aprqa/apr/internal/buildinfo"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/verdict"
 )
 
 // F2 is the validation a device engine passes before it generates: the
@@ -89,26 +90,26 @@ type F2Options struct {
 
 // F2Result is F2's verdict with what it measured.
 type F2Result struct {
-	Verdict     Verdict `json:"verdict"` // pass, fail or refused
-	Reason      string  `json:"reason,omitempty"`
-	RefusedBy   string  `json:"refused_by,omitempty"`
-	Falsifier   string  `json:"falsifier,omitempty"` // the contract falsifier whose tier was applied
-	ProbeTokens int     `json:"probe_tokens"`
-	MinCosine   float64 `json:"min_cosine"`
-	MeanCosine  float64 `json:"mean_cosine"`
-	Worst       int     `json:"worst_position"`
-	Mismatches  int     `json:"argmax_mismatches"`
-	RefCached   bool    `json:"reference_cached"` // the reference's logits came from the cache
-	MS          float64 `json:"ms"`
+	Verdict     verdict.Verdict `json:"verdict"` // pass, fail or refused
+	Reason      string          `json:"reason,omitempty"`
+	RefusedBy   string          `json:"refused_by,omitempty"`
+	Falsifier   string          `json:"falsifier,omitempty"` // the contract falsifier whose tier was applied
+	ProbeTokens int             `json:"probe_tokens"`
+	MinCosine   float64         `json:"min_cosine"`
+	MeanCosine  float64         `json:"mean_cosine"`
+	Worst       int             `json:"worst_position"`
+	Mismatches  int             `json:"argmax_mismatches"`
+	RefCached   bool            `json:"reference_cached"` // the reference's logits came from the cache
+	MS          float64         `json:"ms"`
 }
 
 // Err is nil for a pass, ErrF2Failed (wrapped with the reason) for a fail
 // and a refusal for everything else.
 func (r F2Result) Err() error {
 	switch r.Verdict {
-	case VerdictPass:
+	case verdict.Pass:
 		return nil
-	case VerdictFail:
+	case verdict.Fail:
 		return fmt.Errorf("%w: %s", ErrF2Failed, r.Reason)
 	}
 	by := r.RefusedBy
@@ -178,7 +179,7 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 	start := time.Now()
 	defer func() { res.MS = float64(time.Since(start).Nanoseconds()) / 1e6 }()
 	refused := func(format string, args ...any) F2Result {
-		res.Verdict, res.Reason = VerdictRefused, fmt.Sprintf(format, args...)
+		res.Verdict, res.Reason = verdict.Refused, fmt.Sprintf(format, args...)
 		return res
 	}
 	if o.Reference == "" {
@@ -233,9 +234,9 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 		return refused("the %s engine's probe failed: %v", eng.Backend(), err)
 	}
 	margin := paramNumber(fz.Params["argmax_margin"])
-	rep, err := oracle.CompareSeqWith(got, want, oracle.SeqOptions{ArgmaxMargin: margin})
+	rep, err := oracle.Parity{Margin: margin}.Judge(got, want)
 	if err != nil {
-		res.Verdict, res.Reason = VerdictFail, fmt.Sprintf("%s logits: %v", eng.Backend(), err)
+		res.Verdict, res.Reason = verdict.Fail, fmt.Sprintf("%s logits: %v", eng.Backend(), err)
 		return res
 	}
 	res.MinCosine, res.MeanCosine, res.Worst, res.Mismatches = rep.MinCosine, rep.MeanCosine, rep.Worst, len(rep.ArgmaxMismatches)
@@ -254,12 +255,12 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 			return refused("%s has a threshold on %s, which F2 does not measure (it measures min_cosine, mean_cosine, argmax_mismatches)", id, name)
 		}
 		if !th.Holds(v) {
-			res.Verdict = VerdictFail
-			res.Reason = fmt.Sprintf("%s %.9g (want %s %g, %s's tier) — worst position %d of %d", name, v, th.Op, th.Value, id, rep.Worst, len(probe))
+			res.Verdict = verdict.Fail
+			res.Reason = fmt.Sprintf("%s %.9g (want %s, %s's tier) — worst position %d of %d", name, v, verdict.FormatThreshold(th), id, rep.Worst, len(probe))
 			return res
 		}
 	}
-	res.Verdict = VerdictPass
+	res.Verdict = verdict.Pass
 	return res
 }
 
@@ -410,7 +411,7 @@ func f2Code(ctx context.Context, c *Check) error {
 			return out, refErr
 		}})
 	c.Note("F2 on %s: %s over %d probe tokens (prefill + one decode step); worst position %d", backend, r.Verdict, r.ProbeTokens, r.Worst)
-	if r.Verdict == VerdictRefused {
+	if r.Verdict == verdict.Refused {
 		if refErr != nil {
 			return refErr
 		}
@@ -443,7 +444,7 @@ func F2Validate(path string, log *slog.Logger) func(ctx context.Context, eng mod
 		}
 		id := buildinfo.Current()
 		if id.SHA256 == "" {
-			return string(VerdictRefused), refuse.New(F2By, "F2: this executable's sha256 could not be measured (%s): the reference's answer has no identity to be kept under", id.Error)
+			return string(verdict.Refused), refuse.New(F2By, "F2: this executable's sha256 could not be measured (%s): the reference's answer has no identity to be kept under", id.Error)
 		}
 		identity := id.Short() + " sha256 " + id.SHA256
 		r := RunF2(ctx, eng, F2Options{Model: path, ModelSHA256: sha, Tokens: tokens, Identity: identity})

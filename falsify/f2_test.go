@@ -19,6 +19,7 @@ import (
 	"github.com/aprqa/apr/engine/synth"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/verdict"
 )
 
 // f2Model writes apr synth's tiny llama at Q8_0 and opens it on the
@@ -101,7 +102,7 @@ func TestF2(t *testing.T) {
 
 	t.Run("pass, then from the cache", func(t *testing.T) {
 		r := falsify.RunF2(ctx, eng, base)
-		if r.Verdict != falsify.VerdictPass || r.ProbeTokens != 8 || r.RefCached {
+		if r.Verdict != verdict.Pass || r.ProbeTokens != 8 || r.RefCached {
 			t.Fatalf("F2 on a correct engine: %+v; want pass over 8 probe tokens, reference computed", r)
 		}
 		if r.Falsifier != "llama.f2" || r.MinCosine < 0.99999 {
@@ -109,13 +110,13 @@ func TestF2(t *testing.T) {
 		}
 		calls := refCalls
 		r = falsify.RunF2(ctx, eng, base)
-		if r.Verdict != falsify.VerdictPass || !r.RefCached || refCalls != calls {
+		if r.Verdict != verdict.Pass || !r.RefCached || refCalls != calls {
 			t.Fatalf("second F2: %+v, reference calls %d → %d; want a pass from the cache without a reference forward", r, calls, refCalls)
 		}
 	})
 	t.Run("planted wrong kernel fails", func(t *testing.T) {
 		r := falsify.RunF2(ctx, wrongEngine{Engine: eng, shift: 0.05}, base)
-		if r.Verdict != falsify.VerdictFail || !errors.Is(r.Err(), falsify.ErrF2Failed) || !strings.Contains(r.Reason, "worst position") {
+		if r.Verdict != verdict.Fail || !errors.Is(r.Err(), falsify.ErrF2Failed) || !strings.Contains(r.Reason, "worst position") {
 			t.Fatalf("F2 on a wrong engine: %+v; want fail naming the worst position", r)
 		}
 	})
@@ -140,7 +141,7 @@ func TestF2(t *testing.T) {
 			o := base
 			tc.edit(&o)
 			r := falsify.RunF2(ctx, tc.eng, o)
-			if r.Verdict != falsify.VerdictRefused || !strings.Contains(r.Reason, tc.want) {
+			if r.Verdict != verdict.Refused || !strings.Contains(r.Reason, tc.want) {
 				t.Fatalf("F2 with %s: %+v; want refused mentioning %q", tc.name, r, tc.want)
 			}
 			if _, ok := refuse.As(r.Err()); !ok {
@@ -162,7 +163,7 @@ func TestF2(t *testing.T) {
 		o := base
 		o.Contracts = set
 		r := falsify.RunF2(ctx, eng, o)
-		if r.Verdict != falsify.VerdictRefused || !strings.Contains(r.Reason, "max_kl") {
+		if r.Verdict != verdict.Refused || !strings.Contains(r.Reason, "max_kl") {
 			t.Fatalf("F2 with a threshold it does not measure: %+v; want refused naming max_kl", r)
 		}
 	})
@@ -175,7 +176,7 @@ func TestF2(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := falsify.RunF2(ctx, eng, o)
-		if r.Verdict != falsify.VerdictRefused || !strings.Contains(r.Reason, "another binary") {
+		if r.Verdict != verdict.Refused || !strings.Contains(r.Reason, "another binary") {
 			t.Fatalf("F2 over another binary's cache entry: %+v; want refused", r)
 		}
 	})
@@ -189,7 +190,7 @@ func realLogitsOf(ctx context.Context, m, backend string, toks []int32) ([][]flo
 // device or binary writes another receipt.
 func TestF2Receipt(t *testing.T) {
 	dir := t.TempDir()
-	r := falsify.F2Receipt{Identity: "bin a", ModelSHA256: "m", Device: "H200 sm_90 driver 13000 kernels x", Result: falsify.F2Result{Verdict: falsify.VerdictPass}}
+	r := falsify.F2Receipt{Identity: "bin a", ModelSHA256: "m", Device: "H200 sm_90 driver 13000 kernels x", Result: falsify.F2Result{Verdict: verdict.Pass}}
 	p1, err := falsify.WriteF2Receipt(dir, r)
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +207,7 @@ func TestF2Receipt(t *testing.T) {
 	}
 	var back falsify.F2Receipt
 	b, _ := os.ReadFile(p1)
-	if err := json.Unmarshal(b, &back); err != nil || back.Device != "H200 sm_90 driver 13000 kernels x" || back.Result.Verdict != falsify.VerdictPass {
+	if err := json.Unmarshal(b, &back); err != nil || back.Device != "H200 sm_90 driver 13000 kernels x" || back.Result.Verdict != verdict.Pass {
 		t.Fatalf("receipt read back as %+v (%v)", back, err)
 	}
 }

@@ -5,10 +5,12 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aprqa/apr/internal/junit"
+	"github.com/aprqa/apr/verdict"
 )
 
 // WriteJUnit writes rep as JUnit XML (internal/junit: a fail is a
@@ -27,9 +29,9 @@ func WriteJUnit(w io.Writer, rep *Report, total time.Duration) error {
 		}
 		tc := junit.Case{Classname: r.Binds, Name: r.ID, Time: junit.Seconds(r.DurationMS / 1000), SystemOut: resultText(r)}
 		switch r.Verdict {
-		case VerdictFail:
+		case verdict.Fail:
 			tc.Failure = &junit.Problem{Message: r.Reason, Type: "fail", Text: strings.Join(r.Details, "\n")}
-		case VerdictRefused:
+		case verdict.Refused:
 			msg := fmt.Sprintf("refused by %s: %s", r.RemovedBy, r.Reason)
 			if r.Optional {
 				// The contract accepts this refusal (params.optional_refusals):
@@ -56,15 +58,16 @@ func WriteJUnit(w io.Writer, rep *Report, total time.Duration) error {
 func resultText(r Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "kind %s, code %s, verdict %s\n", r.Kind, r.Code, r.Verdict)
-	for _, name := range slices.Sorted(maps.Keys(r.Measured)) {
-		fmt.Fprintf(&b, "%s = %g", name, r.Measured[name])
-		if th, ok := r.Thresholds[name]; ok {
-			fmt.Fprintf(&b, " (want %s %g)", th.Op, th.Value)
+	for _, v := range r.Values() {
+		x := strconv.FormatFloat(v.Value, 'g', -1, 64)
+		if v.NonFinite != "" {
+			x = v.NonFinite
+		}
+		fmt.Fprintf(&b, "%s = %s", v.Name, x)
+		if v.Threshold != "" {
+			fmt.Fprintf(&b, " (want %s)", v.Threshold)
 		}
 		b.WriteString("\n")
-	}
-	for name, v := range r.NonFinite {
-		fmt.Fprintf(&b, "%s = %s\n", name, v)
 	}
 	if r.Seed != nil {
 		fmt.Fprintf(&b, "seed %d\n", *r.Seed)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/testutil"
+	"github.com/aprqa/apr/verdict"
 )
 
 // runKLD runs falsifier id with params.kld_base = base.
@@ -32,13 +33,13 @@ func runKLD(t *testing.T, id, model, base string) falsify.Result {
 func TestKLDFalsifier(t *testing.T) {
 	fx := testutil.Fixtures(t)
 	qwen2 := filepath.Join(fx, "models/synth/qwen2-tiny-Q4_K_M.gguf")
-	if r := runKLD(t, "qwen2.kld", qwen2, filepath.Join(fx, "kld/qwen2-tiny-Q4_K_M.kld")); r.Verdict != falsify.VerdictPass || r.Measured["mean_kld"] > 0.05 {
+	if r := runKLD(t, "qwen2.kld", qwen2, filepath.Join(fx, "kld/qwen2-tiny-Q4_K_M.kld")); r.Verdict != verdict.Pass || r.Measured["mean_kld"] > 0.05 {
 		t.Errorf("qwen2 Q4_K_M against its base: %s %s %v", r.Verdict, r.Reason, r.Measured)
 	}
-	if r := runKLD(t, "qwen2.kld", qwen2, filepath.Join(fx, "kld/llama-tiny-Q4_K_M.kld")); r.Verdict != falsify.VerdictFail || !strings.Contains(r.Reason, "mean_kld") {
+	if r := runKLD(t, "qwen2.kld", qwen2, filepath.Join(fx, "kld/llama-tiny-Q4_K_M.kld")); r.Verdict != verdict.Fail || !strings.Contains(r.Reason, "mean_kld") {
 		t.Errorf("qwen2 against llama's base: %s %q, want fail on mean_kld", r.Verdict, r.Reason)
 	}
-	if r := runKLD(t, "qwen2.kld", qwen2, filepath.Join(t.TempDir(), "missing.kld")); r.Verdict != falsify.VerdictRefused {
+	if r := runKLD(t, "qwen2.kld", qwen2, filepath.Join(t.TempDir(), "missing.kld")); r.Verdict != verdict.Refused {
 		t.Errorf("missing base: %s %q, want refused", r.Verdict, r.Reason)
 	}
 	rep, err := falsify.Run(context.Background(), falsify.Options{Model: qwen2, Seed: 1, Set: embedded(t), Registry: fullRegistry(),

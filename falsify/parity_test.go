@@ -14,6 +14,7 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/oracle"
+	"github.com/aprqa/apr/verdict"
 )
 
 // moeRegistry registers logits_parity with eval and router planted.
@@ -46,7 +47,7 @@ func TestLogitsParityMoENearTies(t *testing.T) {
 	const id = "qwen3moe.logits_parity_quantized"
 
 	r := runOne(t, fullRegistry(), embedded(t), id, model, fixtures)
-	if r.Verdict != falsify.VerdictPass {
+	if r.Verdict != verdict.Pass {
 		t.Fatalf("%s: %s (%s)", id, r.Verdict, r.Reason)
 	}
 	if diff := cmp.Diff([]float64{2, 22}, []float64{r.Measured["excluded_positions"], r.Measured["compared_positions"]}); diff != "" {
@@ -72,7 +73,7 @@ func TestLogitsParityMoENearTies(t *testing.T) {
 		return recs, k, err
 	}
 	r = runOne(t, moeRegistry(realLogits, noTies), embedded(t), id, model, fixtures)
-	notPass(t, r, falsify.VerdictFail, "min_cosine")
+	notPass(t, r, verdict.Fail, "min_cosine")
 	if r.Measured["excluded_positions"] != 0 {
 		t.Errorf("%s with a router without near-ties excluded %v positions", id, r.Measured["excluded_positions"])
 	}
@@ -88,7 +89,7 @@ func TestLogitsParityMoENearTies(t *testing.T) {
 		return lg, err
 	}
 	r = runOne(t, moeRegistry(flip, nil), embedded(t), id, model, fixtures)
-	notPass(t, r, falsify.VerdictFail, "min_cosine")
+	notPass(t, r, verdict.Fail, "min_cosine")
 	// A NaN at an excluded position is still a fail.
 	poison := func(ctx context.Context, m, b string, toks []int32) ([][]float32, error) {
 		lg, err := realLogits(ctx, m, b, toks)
@@ -98,20 +99,20 @@ func TestLogitsParityMoENearTies(t *testing.T) {
 		return lg, err
 	}
 	r = runOne(t, moeRegistry(poison, nil), embedded(t), id, model, fixtures)
-	notPass(t, r, falsify.VerdictFail, "position 17")
+	notPass(t, r, verdict.Fail, "position 17")
 
 	// A router that fails, or reports a trace with a position missing, refuses.
 	broken := func(ctx context.Context, m, b string, toks []int32) ([]oracle.Record, int, error) {
 		return nil, 0, errors.New("planted: the router trace is unavailable")
 	}
 	r = runOne(t, moeRegistry(realLogits, broken), embedded(t), id, model, fixtures)
-	notPass(t, r, falsify.VerdictRefused, "planted: the router trace is unavailable")
+	notPass(t, r, verdict.Refused, "planted: the router trace is unavailable")
 	short := func(ctx context.Context, m, b string, toks []int32) ([]oracle.Record, int, error) {
 		recs, k, err := falsify.RouterProbs(ctx, m, b, toks)
 		return recs[1:], k, err
 	}
 	r = runOne(t, moeRegistry(realLogits, short), embedded(t), id, model, fixtures)
-	notPass(t, r, falsify.VerdictRefused, "incomplete or malformed trace")
+	notPass(t, r, verdict.Refused, "incomplete or malformed trace")
 }
 
 // TestCompareLogitsExcludes: CompareLogits leaves the near-ties' positions
@@ -123,14 +124,14 @@ func TestCompareLogitsExcludes(t *testing.T) {
 	tests := []struct {
 		name     string
 		ties     []oracle.NearTie
-		verdict  falsify.Verdict
+		verdict  verdict.Verdict
 		reason   string
 		excluded float64
 	}{
-		{"no near-tie", nil, falsify.VerdictFail, "min_cosine", 0},
-		{"the bad position a near-tie", []oracle.NearTie{{Pos: 2, Layer: 1, Gap: 4e-4}}, falsify.VerdictPass, "", 1},
-		{"another position a near-tie", []oracle.NearTie{{Pos: 0, Layer: 0, Gap: 4e-4}}, falsify.VerdictFail, "min_cosine", 1},
-		{"every position a near-tie", []oracle.NearTie{{Pos: 0}, {Pos: 1}, {Pos: 2}}, falsify.VerdictFail, "none is left to compare", -1},
+		{"no near-tie", nil, verdict.Fail, "min_cosine", 0},
+		{"the bad position a near-tie", []oracle.NearTie{{Pos: 2, Layer: 1, Gap: 4e-4}}, verdict.Pass, "", 1},
+		{"another position a near-tie", []oracle.NearTie{{Pos: 0, Layer: 0, Gap: 4e-4}}, verdict.Fail, "min_cosine", 1},
+		{"every position a near-tie", []oracle.NearTie{{Pos: 0}, {Pos: 1}, {Pos: 2}}, verdict.Fail, "none is left to compare", -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -143,7 +144,7 @@ func TestCompareLogitsExcludes(t *testing.T) {
 			if tt.excluded >= 0 && r.Measured["excluded_positions"] != tt.excluded {
 				t.Errorf("CompareLogits(ties %v) excluded_positions = %v, want %v", tt.ties, r.Measured["excluded_positions"], tt.excluded)
 			}
-			if tt.verdict == falsify.VerdictPass && !strings.Contains(details(r), "position 2 excluded: router near-tie at layer 1") {
+			if tt.verdict == verdict.Pass && !strings.Contains(details(r), "position 2 excluded: router near-tie at layer 1") {
 				t.Errorf("CompareLogits(ties %v) details do not report the excluded position:\n%s", tt.ties, details(r))
 			}
 		})
@@ -158,7 +159,7 @@ func TestRecordedLogitsBySHA256(t *testing.T) {
 	expect := filepath.Join(fixtures, "expect")
 	model := filepath.Join(fixtures, "models", "stories260K.gguf")
 	r := runOne(t, fullRegistry(), embedded(t), "llama.logits_parity", model, fixtures)
-	if r.Verdict != falsify.VerdictPass {
+	if r.Verdict != verdict.Pass {
 		t.Fatalf("llama.logits_parity on stories260K: %s (%s)", r.Verdict, r.Reason)
 	}
 	sha := strings.TrimSpace(readSHA(t, filepath.Join(expect, "stories260K.logits.json")))
@@ -192,7 +193,7 @@ func TestRecordedLogitsBySHA256(t *testing.T) {
 	}
 	rep, err := falsify.Run(context.Background(), falsify.Options{IDs: []string{"llama.logits_parity"}, Model: link,
 		Set: embedded(t), Registry: fullRegistry(), Params: map[string]any{"expect_dir": expect}})
-	if err != nil || len(rep.Results) != 1 || rep.Results[0].Verdict != falsify.VerdictPass {
+	if err != nil || len(rep.Results) != 1 || rep.Results[0].Verdict != verdict.Pass {
 		t.Errorf("Run(llama.logits_parity, renamed model, expect_dir) = %+v, %v; want one pass", rep, err)
 	}
 }

@@ -20,9 +20,10 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/internal/testutil"
+	"github.com/aprqa/apr/verdict"
 )
 
-func notPass(t *testing.T, r falsify.Result, want falsify.Verdict, reason string) {
+func notPass(t *testing.T, r falsify.Result, want verdict.Verdict, reason string) {
 	t.Helper()
 	if r.Verdict != want || !strings.Contains(r.Reason, reason) {
 		t.Errorf("%s: verdict %s (%s), want %s mentioning %q", r.ID, r.Verdict, r.Reason, want, reason)
@@ -44,7 +45,7 @@ func TestPlantedPropertyFlippedScale(t *testing.T) {
 	reg.Register("dequant_exact", falsify.KindProperty, falsify.DequantExact(flipped),
 		falsify.Thresholds("mismatches"), falsify.Refs("independent dequantizer"))
 	r := runOne(t, reg, embedded(t), "q8_0.dequant_exact", "", "")
-	notPass(t, r, falsify.VerdictFail, "mismatches = 1")
+	notPass(t, r, verdict.Fail, "mismatches = 1")
 	if r.Seed == nil || *r.Seed != 1 {
 		t.Errorf("property result seed = %v, want 1 recorded so that the failure reproduces", r.Seed)
 	}
@@ -52,7 +53,7 @@ func TestPlantedPropertyFlippedScale(t *testing.T) {
 		t.Errorf("property result details %q do not name the failing case", r.Details)
 	}
 	// The real dequantizer passes the same check with the same seed.
-	if r := runOne(t, fullRegistry(), embedded(t), "q8_0.dequant_exact", "", ""); r.Verdict != falsify.VerdictPass {
+	if r := runOne(t, fullRegistry(), embedded(t), "q8_0.dequant_exact", "", ""); r.Verdict != verdict.Pass {
 		t.Errorf("q8_0.dequant_exact on quant.Dequantize: %s (%s)", r.Verdict, r.Reason)
 	}
 }
@@ -68,7 +69,7 @@ func TestPlantedPropertyShortRead(t *testing.T) {
 	reg := falsify.NewRegistry()
 	reg.Register("dequant_layout", falsify.KindProperty, falsify.DequantLayout(short), falsify.Thresholds("failures"))
 	r := runOne(t, reg, embedded(t), "q8_0.dequant_layout", "", "")
-	notPass(t, r, falsify.VerdictFail, "failures = 1")
+	notPass(t, r, verdict.Fail, "failures = 1")
 }
 
 // property: a quantizer whose scale is off by a factor of two.
@@ -86,7 +87,7 @@ func TestPlantedPropertyQuantizerScale(t *testing.T) {
 	reg := falsify.NewRegistry()
 	reg.Register("quant_roundtrip", falsify.KindProperty, falsify.QuantRoundtrip(half, quant.Dequantize), falsify.Thresholds("max_nmse"))
 	r := runOne(t, reg, embedded(t), "q8_0.quant_roundtrip", "", "")
-	notPass(t, r, falsify.VerdictFail, "max_nmse")
+	notPass(t, r, verdict.Fail, "max_nmse")
 }
 
 // timing: a pipeline that sleeps prefill's planted delay inside decode.
@@ -114,11 +115,11 @@ func TestPlantedTimingWrongStage(t *testing.T) {
 	for _, tt := range []struct {
 		name            string
 		misplace, twice bool
-		want            falsify.Verdict
+		want            verdict.Verdict
 	}{
-		{"honest pipeline", false, false, falsify.VerdictPass},
-		{"delay in the wrong stage", true, false, falsify.VerdictFail},
-		{"delay counted twice", false, true, falsify.VerdictFail},
+		{"honest pipeline", false, false, verdict.Pass},
+		{"delay in the wrong stage", true, false, verdict.Fail},
+		{"delay counted twice", false, true, verdict.Fail},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := falsify.NewRegistry()
@@ -148,7 +149,7 @@ func TestTimingRealPipeline(t *testing.T) {
 	}
 	model := testutil.Fixture(t, "models/stories260K.gguf")
 	r := runOne(t, fullRegistry(), embedded(t), "run.timing", model, "")
-	if r.Verdict != falsify.VerdictPass {
+	if r.Verdict != verdict.Pass {
 		t.Errorf("run.timing on stories260K: %s (%s) %v", r.Verdict, r.Reason, r.Details)
 	}
 }
@@ -173,19 +174,19 @@ func TestPlantedCosine(t *testing.T) {
 	tests := []struct {
 		name   string
 		got    func() [][]float32
-		want   falsify.Verdict
+		want   verdict.Verdict
 		reason string
 	}{
-		{"same logits", clone, falsify.VerdictPass, ""},
+		{"same logits", clone, verdict.Pass, ""},
 		{"one position reversed", func() [][]float32 {
 			g := clone()
 			for i, j := 0, len(g[4])-1; i < j; i, j = i+1, j-1 {
 				g[4][i], g[4][j] = g[4][j], g[4][i]
 			}
 			return g
-		}, falsify.VerdictFail, "min_cosine"},
-		{"a NaN", func() [][]float32 { g := clone(); g[2][7] = float32(math.NaN()); return g }, falsify.VerdictFail, "NaN"},
-		{"a zero row", func() [][]float32 { g := clone(); g[1] = make([]float32, 50); return g }, falsify.VerdictFail, "zero vector"},
+		}, verdict.Fail, "min_cosine"},
+		{"a NaN", func() [][]float32 { g := clone(); g[2][7] = float32(math.NaN()); return g }, verdict.Fail, "NaN"},
+		{"a zero row", func() [][]float32 { g := clone(); g[1] = make([]float32, 50); return g }, verdict.Fail, "zero vector"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,12 +218,12 @@ func TestPlantedCosineRealLogits(t *testing.T) {
 		return lg, err
 	}, nil), falsify.Needs(falsify.NeedModel, falsify.NeedFixtures), falsify.Thresholds("min_cosine", "mean_cosine"), falsify.Refs("llama.cpp logits"))
 	r := runOne(t, reg, embedded(t), "llama.logits_parity", model, fixtures)
-	notPass(t, r, falsify.VerdictFail, "min_cosine")
+	notPass(t, r, verdict.Fail, "min_cosine")
 	if !strings.Contains(strings.Join(r.Details, "\n"), "worst position 10") {
 		t.Errorf("details %q do not name the worst position 10", r.Details)
 	}
 	// And unplanted it passes.
-	if r := runOne(t, fullRegistry(), embedded(t), "llama.logits_parity", model, fixtures); r.Verdict != falsify.VerdictPass {
+	if r := runOne(t, fullRegistry(), embedded(t), "llama.logits_parity", model, fixtures); r.Verdict != verdict.Pass {
 		t.Errorf("llama.logits_parity on the reference engine: %s (%s)", r.Verdict, r.Reason)
 	}
 }
@@ -245,10 +246,10 @@ func TestPlantedFailClosed(t *testing.T) {
 			falsify.Refs(code.Refs...), falsify.Needs(code.Needs...), falsify.AppliesWhen(code.Applies))
 	}
 	r := runOne(t, reg2, embedded(t), "f32.dequant_exact.failclosed", "", "")
-	notPass(t, r, falsify.VerdictFail, "non_refusals = 2")
+	notPass(t, r, verdict.Fail, "non_refusals = 2")
 	// The real check refuses when its reference is withdrawn, so its
 	// failclosed falsifier passes; the target itself, run normally, passes.
-	if r := runOne(t, reg, embedded(t), "f32.dequant_exact.failclosed", "", ""); r.Verdict != falsify.VerdictPass {
+	if r := runOne(t, reg, embedded(t), "f32.dequant_exact.failclosed", "", ""); r.Verdict != verdict.Pass {
 		t.Errorf("f32.dequant_exact.failclosed on the real code: %s (%s) %v", r.Verdict, r.Reason, r.Details)
 	}
 }
@@ -258,10 +259,10 @@ func TestPlantedFailClosed(t *testing.T) {
 func TestGoldenMissingRefuses(t *testing.T) {
 	model := testutil.Fixture(t, "models/llama-2-tiny-random.gguf")
 	r := runOne(t, fullRegistry(), embedded(t), "llama.greedy_golden", model, "")
-	notPass(t, r, falsify.VerdictRefused, "no reviewed golden")
+	notPass(t, r, verdict.Refused, "no reviewed golden")
 	// With the store withdrawn, the check itself refuses: its failclosed twin passes.
 	stories := testutil.Fixture(t, "models/stories260K.gguf")
-	if r := runOne(t, fullRegistry(), embedded(t), "llama.greedy_golden.failclosed", stories, ""); r.Verdict != falsify.VerdictPass {
+	if r := runOne(t, fullRegistry(), embedded(t), "llama.greedy_golden.failclosed", stories, ""); r.Verdict != verdict.Pass {
 		t.Errorf("llama.greedy_golden.failclosed: %s (%s) %v", r.Verdict, r.Reason, r.Details)
 	}
 }
@@ -287,8 +288,8 @@ func TestPlantedGoldenDiffers(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		lookup falsify.GoldenLookup
-		want   falsify.Verdict
-	}{{"reviewed golden", golden.Lookup, falsify.VerdictPass}, {"golden differs", altered, falsify.VerdictFail}} {
+		want   verdict.Verdict
+	}{{"reviewed golden", golden.Lookup, verdict.Pass}, {"golden differs", altered, verdict.Fail}} {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := falsify.NewRegistry()
 			reg.Register("greedy_golden", falsify.KindGolden, falsify.GreedyGoldenCheck(gen, tt.lookup),
@@ -297,7 +298,7 @@ func TestPlantedGoldenDiffers(t *testing.T) {
 			if r.Verdict != tt.want {
 				t.Fatalf("llama.greedy_golden with the %s: %s (%s)", tt.name, r.Verdict, r.Reason)
 			}
-			if tt.want == falsify.VerdictFail && !strings.Contains(strings.Join(r.Details, "\n"), "case 0 (\"Once upon a time\"): step 1") {
+			if tt.want == verdict.Fail && !strings.Contains(strings.Join(r.Details, "\n"), "case 0 (\"Once upon a time\"): step 1") {
 				t.Errorf("details %q do not name the first differing step", r.Details)
 			}
 		})
@@ -316,7 +317,7 @@ func TestPlantedDequantGolden(t *testing.T) {
 	reg.Register("dequant_golden", falsify.KindGolden, falsify.DequantGolden(off),
 		falsify.Needs(falsify.NeedFixtures), falsify.Thresholds("mismatches"), falsify.Refs("golden file"))
 	r := runOne(t, reg, embedded(t), "q4_k.dequant_golden", "", fixtures)
-	notPass(t, r, falsify.VerdictFail, "mismatches = 1")
+	notPass(t, r, verdict.Fail, "mismatches = 1")
 }
 
 // shape: a model with one tensor's shape changed, written with apr's writer.
@@ -346,9 +347,9 @@ func TestPlantedShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runOne(t, fullRegistry(), embedded(t), "llama.tensor_contract", bad, "")
-	notPass(t, r, falsify.VerdictFail, "blk.1.attn_k.weight: shape [64 31]")
+	notPass(t, r, verdict.Fail, "blk.1.attn_k.weight: shape [64 31]")
 	// Metadata is intact: the other shape falsifier still passes.
-	if r := runOne(t, fullRegistry(), embedded(t), "llama.metadata_plausibility", bad, ""); r.Verdict != falsify.VerdictPass {
+	if r := runOne(t, fullRegistry(), embedded(t), "llama.metadata_plausibility", bad, ""); r.Verdict != verdict.Pass {
 		t.Errorf("llama.metadata_plausibility: %s (%s)", r.Verdict, r.Reason)
 	}
 	_ = errors.New
@@ -389,8 +390,8 @@ func TestPlantedKernelDot(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		flip bool
-		want falsify.Verdict
-	}{{"honest kernel", false, falsify.VerdictPass}, {"flipped scale", true, falsify.VerdictFail}} {
+		want verdict.Verdict
+	}{{"honest kernel", false, verdict.Pass}, {"flipped scale", true, verdict.Fail}} {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := fullRegistry()
 			reg.RegisterKernels("planted", func() []string {

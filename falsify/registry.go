@@ -3,6 +3,7 @@ package falsify
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 
@@ -98,12 +99,18 @@ func NewRegistry() *Registry {
 	return &Registry{codes: map[string]Code{}, kernels: map[string]func() []string{}}
 }
 
-// Default is the registry apr's binary runs: the builtin codes of this
-// package and whatever the wiring (cmd/apr/internal/cli) registers.
-var Default = NewRegistry()
+// Builtins returns a new registry holding this package's own code
+// (RegisterBuiltins). The registry apr's binary runs adds to it, in one
+// place (cmd/apr/internal/cli's wiring): qa's gates, verb_fields and the
+// engines' kernels.
+func Builtins() *Registry {
+	r := NewRegistry()
+	RegisterBuiltins(r)
+	return r
+}
 
-// Register adds code id of kind to the default registry.
-func Register(id string, kind Kind, fn Func, opts ...Option) { Default.Register(id, kind, fn, opts...) }
+// builtins is the registry a run without Options.Registry uses.
+var builtins = sync.OnceValue(Builtins)
 
 // Register adds code id of kind. An empty or duplicate id, an unknown kind or
 // a nil fn is a programmer error and panics.
@@ -127,11 +134,8 @@ func (r *Registry) Register(id string, kind Kind, fn Func, opts ...Option) {
 }
 
 // RegisterKernelIDs adds a source of kernel contract ids (an engine's
-// kernel registry, e.g. "kernel.matvec.Q4_K.cpu.avx2") to the default
-// registry; Vet resolves every one against the kernel contracts.
-func RegisterKernelIDs(source string, ids func() []string) { Default.RegisterKernelIDs(source, ids) }
-
-// RegisterKernelIDs adds a source of kernel contract ids.
+// kernel registry, e.g. "kernel.matvec.Q4_K.cpu.avx2"); Vet resolves every
+// one against the kernel contracts.
 func (r *Registry) RegisterKernelIDs(source string, ids func() []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -139,6 +143,33 @@ func (r *Registry) RegisterKernelIDs(source string, ids func() []string) {
 		panic("falsify: RegisterKernelIDs: duplicate source " + source)
 	}
 	r.kernels[source] = ids
+}
+
+// Clone returns a copy of r: the same code, kernel sources and runners,
+// which the copy may then rebind without touching r.
+func (r *Registry) Clone() *Registry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	c := &Registry{codes: maps.Clone(r.codes), kernels: maps.Clone(r.kernels), runners: maps.Clone(r.runners)}
+	return c
+}
+
+// Rebind replaces the function of code id, keeping what it declares
+// (kind, needs, thresholds, params, refs, docs), and reports whether id is
+// registered: a caller binds code to state of its own (apr qa's open models)
+// in a clone, instead of handing the state through a context.
+func (r *Registry) Rebind(id string, fn Func) bool {
+	if fn == nil {
+		panic("falsify: Rebind: nil func")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.codes[id]
+	if ok {
+		c.Run = fn
+		r.codes[id] = c
+	}
+	return ok
 }
 
 // Lookup returns the code registered under id.

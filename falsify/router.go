@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
@@ -148,130 +147,7 @@ func NearTiesTrace(ctx context.Context, c *Check, tokens []int32, router RouterF
 	return ties, recs, k, err
 }
 
-// NearTieNotes describes each excluded near-tie with what the comparison
-// measured there (rep.Positions), for a result's details.
-func NearTieNotes(ties []oracle.NearTie, rep oracle.SeqReport, eps float64) []string {
-	out := make([]string, 0, len(ties))
-	for _, t := range ties {
-		s := rep.Positions[t.Pos]
-		out = append(out, fmt.Sprintf("position %d excluded: router near-tie at layer %d (k-th minus (k+1)-th expert probability %.3g < %g); there cosine %.9f, argmax %d vs %d",
-			t.Pos, t.Layer, t.Gap, eps, s.Cosine, s.ArgmaxGot, s.ArgmaxWant))
-	}
-	return out
-}
-
-// ExcludedMinCosine is the lowest cosine among the excluded positions (1
-// when none is excluded), a measured value for the record.
-func ExcludedMinCosine(rep oracle.SeqReport) float64 {
-	m := 1.0
-	for _, p := range rep.Excluded {
-		m = math.Min(m, rep.Positions[p].Cosine)
-	}
-	return m
-}
-
 // ParamRouterNoise is the param naming how far two engines' router
 // probabilities may differ where a routing flip is excused (contracts:
 // tolerances.router_flip_noise).
 const ParamRouterNoise = "router_noise"
-
-// RoutingFlip is a position where an engine under test routes a token to
-// other experts than the judge: the lowest layer where the top-k sets
-// differ, the judge's k-th minus (k+1)-th probability there (Gap) and the
-// largest difference between the two engines' probabilities at that layer
-// and position (Diff).
-type RoutingFlip struct {
-	Pos, Layer int
-	Gap, Diff  float64
-}
-
-// Excused reports whether noise explains the flip: the engines' router
-// probabilities differ by at most noise there, and the judge's gap is
-// within twice that difference (each of the two experts may move by Diff).
-func (f RoutingFlip) Excused(noise float64) bool {
-	return f.Diff <= noise && f.Gap <= 2*f.Diff
-}
-
-func (f RoutingFlip) String() string {
-	return fmt.Sprintf("position %d: routed to other experts than the reference at layer %d (reference k-th minus (k+1)-th probability %.3g, the engines' probabilities differ by up to %.3g there)",
-		f.Pos, f.Layer, f.Gap, f.Diff)
-}
-
-// RoutingFlips compares an engine's router records (got) with the judge's
-// over the same positions, k experts used per token, and returns the
-// positions whose top-k expert sets differ, in position order, each at its
-// lowest such layer. Records missing on either side, of different widths,
-// or with NaN probabilities are an error (oracle.ErrTrace): a flip that was
-// not looked for cannot be ruled out.
-func RoutingFlips(judge, got []oracle.Record, positions, k int) ([]RoutingFlip, error) {
-	type key struct{ layer, pos int }
-	index := func(recs []oracle.Record, who string) (map[key][]float32, error) {
-		m := map[key][]float32{}
-		for _, r := range recs {
-			if r.Op != model.OpRouter {
-				continue
-			}
-			if r.Pos < 0 || r.Pos >= positions {
-				return nil, fmt.Errorf("%w: %s router record at layer %d has position %d, outside [0, %d)", oracle.ErrTrace, who, r.Layer, r.Pos, positions)
-			}
-			m[key{r.Layer, r.Pos}] = r.Values
-		}
-		return m, nil
-	}
-	jm, err := index(judge, "reference")
-	if err != nil {
-		return nil, err
-	}
-	gm, err := index(got, "engine")
-	if err != nil {
-		return nil, err
-	}
-	if len(jm) != len(gm) {
-		return nil, fmt.Errorf("%w: the reference traced %d router vectors, the engine %d", oracle.ErrTrace, len(jm), len(gm))
-	}
-	lowest := map[int]RoutingFlip{}
-	for kk, jv := range jm {
-		gv, ok := gm[kk]
-		if !ok {
-			return nil, fmt.Errorf("%w: the engine traced no router at layer %d position %d", oracle.ErrTrace, kk.layer, kk.pos)
-		}
-		if len(gv) != len(jv) || len(jv) <= k || k < 1 {
-			return nil, fmt.Errorf("%w: router vectors of %d and %d experts at layer %d position %d, %d used", oracle.ErrTrace, len(jv), len(gv), kk.layer, kk.pos, k)
-		}
-		js, gap := topSet(jv, k)
-		gs, _ := topSet(gv, k)
-		if math.IsNaN(gap) {
-			return nil, fmt.Errorf("%w: NaN router probability at layer %d position %d", oracle.ErrNonFinite, kk.layer, kk.pos)
-		}
-		if js == gs {
-			continue
-		}
-		diff := 0.0
-		for i := range jv {
-			d := math.Abs(float64(jv[i]) - float64(gv[i]))
-			if math.IsNaN(d) {
-				return nil, fmt.Errorf("%w: NaN router probability at layer %d position %d", oracle.ErrNonFinite, kk.layer, kk.pos)
-			}
-			diff = max(diff, d)
-		}
-		if f, ok := lowest[kk.pos]; !ok || kk.layer < f.Layer {
-			lowest[kk.pos] = RoutingFlip{Pos: kk.pos, Layer: kk.layer, Gap: gap, Diff: diff}
-		}
-	}
-	out := make([]RoutingFlip, 0, len(lowest))
-	for p := 0; p < positions; p++ {
-		if f, ok := lowest[p]; ok {
-			out = append(out, f)
-		}
-	}
-	return out, nil
-}
-
-// topSet is the set of the k largest entries (oracle.TopK, as text) and
-// the k-th minus (k+1)-th value.
-func topSet(v []float32, k int) (string, float64) {
-	top := oracle.TopK(v, k+1)
-	set := append([]int(nil), top[:k]...)
-	sort.Ints(set)
-	return fmt.Sprint(set), float64(v[top[k-1]]) - float64(v[top[k]])
-}

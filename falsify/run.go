@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -14,19 +13,11 @@ import (
 
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
-)
-
-// Verdict is how a falsifier ended. There is no "skipped".
-type Verdict string
-
-// The verdicts.
-const (
-	VerdictPass    Verdict = "pass"
-	VerdictFail    Verdict = "fail"
-	VerdictRefused Verdict = "refused"
+	"github.com/aprqa/apr/verdict"
 )
 
 // ByRunner is the refuser named when the runner itself refuses a falsifier
@@ -36,13 +27,13 @@ const ByRunner = "falsify"
 // Result is one falsifier's outcome: what apr falsify --json prints per
 // falsifier.
 type Result struct {
-	ID        string  `json:"id"`
-	Code      string  `json:"code"`
-	Kind      Kind    `json:"kind"`
-	Binds     string  `json:"binds"`
-	Verdict   Verdict `json:"verdict"`
-	Reason    string  `json:"reason,omitempty"`
-	RemovedBy string  `json:"removed_by,omitempty"`
+	ID        string          `json:"id"`
+	Code      string          `json:"code"`
+	Kind      Kind            `json:"kind"`
+	Binds     string          `json:"binds"`
+	Verdict   verdict.Verdict `json:"verdict"`
+	Reason    string          `json:"reason,omitempty"`
+	RemovedBy string          `json:"removed_by,omitempty"`
 	// RefusalCode is a refusal's machine-readable class, when the code
 	// gave one (RefuseCode), e.g. "no_baseline".
 	RefusalCode string `json:"refusal_code,omitempty"`
@@ -99,8 +90,12 @@ type Options struct {
 	// ModelSHA256, when set, is trusted as the sha256 of Model's bytes
 	// (a caller that hashed it already); otherwise it is computed once.
 	ModelSHA256 string
-	Set         *contracts.Set
-	Registry    *Registry // nil: Default
+	// Loaded, when set, is the model already opened (engine/loaded): the
+	// run uses it, and Model, instead of opening the file again, and leaves
+	// it open.
+	Loaded   *loaded.Model
+	Set      *contracts.Set
+	Registry *Registry // nil: Builtins (this package's own code only)
 	// Params are set over every selected falsifier's params (e.g. backend:
 	// "cpu" to run the falsifiers on another backend).
 	Params map[string]any
@@ -127,26 +122,32 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, errors.New("falsify: Run: no contract set")
 	}
 	if opts.Registry == nil {
-		opts.Registry = Default
+		opts.Registry = builtins()
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	r := &runner{opts: opts, reg: opts.Registry, set: opts.Set, in: &inputs{modelPath: opts.Model, fixtures: opts.Fixtures}}
-	if opts.ModelSHA256 != "" {
-		r.in.shaOnce.Do(func() { r.in.sha = opts.ModelSHA256 })
-	}
-	if opts.Model != "" {
-		r.in.model, r.in.modelErr = gguf.Open(opts.Model)
-		if r.in.model != nil {
-			defer r.in.model.Close()
+	switch {
+	case opts.Loaded != nil:
+		r.in.modelPath, r.in.loaded = opts.Loaded.Path, opts.Loaded
+	case opts.Model != "":
+		r.in.loaded, r.in.modelErr = loaded.Open(opts.Model)
+		if r.in.loaded != nil {
+			defer r.in.loaded.Close()
+			if opts.ModelSHA256 != "" {
+				r.in.loaded.KnownSHA256(opts.ModelSHA256, 0)
+			}
 		}
+	}
+	if r.in.loaded != nil {
+		r.in.model = r.in.loaded.File
 	}
 	named, err := r.expand(opts.IDs)
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{ContractsDigest: opts.Set.Digest, Model: opts.Model, Fixtures: opts.Fixtures, Seed: opts.Seed,
+	rep := &Report{ContractsDigest: opts.Set.Digest, Model: r.in.modelPath, Fixtures: opts.Fixtures, Seed: opts.Seed,
 		Results: []Result{}, NotRun: []NotRun{}}
 	for _, f := range opts.Set.Falsifiers {
 		explicit, ok := named[f.ID]
@@ -173,9 +174,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 func (rep *Report) add(res Result, on func(Result)) {
 	rep.Results = append(rep.Results, res)
 	switch res.Verdict {
-	case VerdictPass:
+	case verdict.Pass:
 		rep.Summary.Pass++
-	case VerdictFail:
+	case verdict.Fail:
 		rep.Summary.Fail++
 	default:
 		if res.Optional {
@@ -312,11 +313,11 @@ func (r *runner) result(c *Check, start time.Time, err error) Result {
 	}
 	for _, name := range c.order {
 		v := c.measured[name]
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if nf := verdict.NonFinite(v); nf != "" {
 			if res.NonFinite == nil {
 				res.NonFinite = map[string]string{}
 			}
-			res.NonFinite[name] = nonFinite(v)
+			res.NonFinite[name] = nf
 			continue
 		}
 		res.Measured[name] = v
@@ -327,9 +328,9 @@ func (r *runner) result(c *Check, start time.Time, err error) Result {
 	case err == nil:
 		res.Verdict, res.Reason = r.judge(c)
 	case errors.As(err, &fl):
-		res.Verdict, res.Reason = VerdictFail, fl.Reason
+		res.Verdict, res.Reason = verdict.Fail, fl.Reason
 	default:
-		res.Verdict = VerdictRefused
+		res.Verdict = verdict.Refused
 		var coded *CodedRefusal
 		if errors.As(err, &coded) {
 			res.RefusalCode = coded.Code
@@ -346,41 +347,29 @@ func (r *runner) result(c *Check, start time.Time, err error) Result {
 
 // judge compares every threshold with its measured value: a threshold with
 // no measurement, or a non-finite one, fails.
-func (r *runner) judge(c *Check) (Verdict, string) {
+func (r *runner) judge(c *Check) (verdict.Verdict, string) {
 	var bad []string
 	for _, name := range slices.Sorted(maps.Keys(c.F.Thresholds)) {
 		th := c.F.Thresholds[name]
 		v, ok := c.measured[name]
 		switch {
 		case !ok:
-			bad = append(bad, fmt.Sprintf("%s was not measured (threshold %s %g)", name, th.Op, th.Value))
-		case math.IsNaN(v) || math.IsInf(v, 0):
-			bad = append(bad, fmt.Sprintf("%s is %s (threshold %s %g)", name, nonFinite(v), th.Op, th.Value))
+			bad = append(bad, verdict.Missing(name, th))
 		case !th.Holds(v):
-			bad = append(bad, fmt.Sprintf("%s = %g, want %s %g", name, v, th.Op, th.Value))
+			bad = append(bad, verdict.Violation(name, v, th))
 		}
 	}
 	if len(c.F.Thresholds) == 0 {
 		bad = append(bad, "the contract gives no threshold: nothing can be judged")
 	}
 	if len(bad) == 0 {
-		return VerdictPass, ""
+		return verdict.Pass, ""
 	}
 	reason := strings.Join(bad, "; ")
 	if len(c.details) > 0 {
 		reason += ": " + c.details[0]
 	}
-	return VerdictFail, reason
-}
-
-func nonFinite(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "NaN"
-	case v > 0:
-		return "+Inf"
-	}
-	return "-Inf"
+	return verdict.Fail, reason
 }
 
 // optionalRefusal reports whether code is listed in params.optional_refusals.
@@ -400,4 +389,36 @@ func optionalRefusal(params map[string]any, code string) bool {
 		}
 	}
 	return false
+}
+
+// Values lists the result's measured values in package verdict's words,
+// each with the threshold it was held to: those with a threshold first, then
+// the others, each group by name; a non-finite value by its name.
+func (r Result) Values() []verdict.Value {
+	out := make([]verdict.Value, 0, len(r.Measured)+len(r.NonFinite))
+	add := func(n string, x float64, nf string) {
+		v := verdict.Value{Name: n, Value: x, NonFinite: nf}
+		if t, ok := r.Thresholds[n]; ok {
+			v.Threshold = verdict.FormatThreshold(t)
+		}
+		out = append(out, v)
+	}
+	for n, x := range r.Measured {
+		add(n, x, "")
+	}
+	for n, nf := range r.NonFinite {
+		add(n, 0, nf)
+	}
+	verdict.SortValues(out)
+	return out
+}
+
+// Outcome is the result as package verdict's outcome: its verdict, reason,
+// refuser and refusal class, values (Values) and details.
+func (r Result) Outcome() verdict.Outcome {
+	o := verdict.Outcome{Verdict: r.Verdict, Reason: r.Reason, Values: r.Values(), Details: r.Details}
+	if r.Verdict == verdict.Refused {
+		o.RemovedBy, o.Code = r.RemovedBy, r.RefusalCode
+	}
+	return o
 }

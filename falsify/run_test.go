@@ -15,6 +15,7 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/verdict"
 )
 
 // TestVerdicts pins how a code's outcome becomes a verdict: nothing that
@@ -24,26 +25,26 @@ func TestVerdicts(t *testing.T) {
 	tests := []struct {
 		name      string
 		fn        falsify.Func
-		verdict   falsify.Verdict
+		verdict   verdict.Verdict
 		removedBy string
 		reason    string
 	}{
 		{"measures within threshold", func(ctx context.Context, c *falsify.Check) error { c.Measure("violations", 0); return nil },
-			falsify.VerdictPass, "", ""},
+			verdict.Pass, "", ""},
 		{"measures beyond threshold", func(ctx context.Context, c *falsify.Check) error { c.Measure("violations", 2); return nil },
-			falsify.VerdictFail, "", "violations = 2, want == 0"},
+			verdict.Fail, "", "violations = 2, want == 0"},
 		{"measures nothing", func(ctx context.Context, c *falsify.Check) error { return nil },
-			falsify.VerdictFail, "", "violations was not measured"},
+			verdict.Fail, "", "violations was not measured"},
 		{"measures NaN", func(ctx context.Context, c *falsify.Check) error { c.Measure("violations", math.NaN()); return nil },
-			falsify.VerdictFail, "", "violations is NaN"},
+			verdict.Fail, "", "violations is NaN"},
 		{"returns Fail", func(ctx context.Context, c *falsify.Check) error { return falsify.Fail("found a defect") },
-			falsify.VerdictFail, "", "found a defect"},
+			verdict.Fail, "", "found a defect"},
 		{"refuses", func(ctx context.Context, c *falsify.Check) error { return refuse.New("engine/ref", "no such op") },
-			falsify.VerdictRefused, "engine/ref", "no such op"},
+			verdict.Refused, "engine/ref", "no such op"},
 		{"errors", func(ctx context.Context, c *falsify.Check) error { return errors.New("disk on fire") },
-			falsify.VerdictRefused, "falsifier:llama.tensor_contract", "disk on fire"},
+			verdict.Refused, "falsifier:llama.tensor_contract", "disk on fire"},
 		{"panics", func(ctx context.Context, c *falsify.Check) error { panic("boom") },
-			falsify.VerdictRefused, "falsifier:llama.tensor_contract", "panicked: boom"},
+			verdict.Refused, "falsifier:llama.tensor_contract", "panicked: boom"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,11 +66,11 @@ func TestSelection(t *testing.T) {
 
 	// Named explicitly, a falsifier that cannot run is refused, not skipped.
 	r := runOne(t, fullRegistry(), set, "llama.tensor_contract", "", "")
-	if r.Verdict != falsify.VerdictRefused || r.RemovedBy != falsify.ByRunner || !strings.Contains(r.Reason, "--model") {
+	if r.Verdict != verdict.Refused || r.RemovedBy != falsify.ByRunner || !strings.Contains(r.Reason, "--model") {
 		t.Errorf("llama.tensor_contract without a model: %s by %q (%s), want refused by falsify naming --model", r.Verdict, r.RemovedBy, r.Reason)
 	}
 	r = runOne(t, fullRegistry(), set, "qwen3.tensor_contract", model, "")
-	if r.Verdict != falsify.VerdictRefused || !strings.Contains(r.Reason, `the model is "llama"`) {
+	if r.Verdict != verdict.Refused || !strings.Contains(r.Reason, `the model is "llama"`) {
 		t.Errorf("qwen3.tensor_contract on a llama model: %s (%s), want refused", r.Verdict, r.Reason)
 	}
 
@@ -90,15 +91,15 @@ func TestSelection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]falsify.Verdict{}
+	got := map[string]verdict.Verdict{}
 	for _, res := range rep.Results {
 		got[res.ID] = res.Verdict
 	}
-	for id, want := range map[string]falsify.Verdict{
-		"llama.greedy_golden":            falsify.VerdictRefused, // its code is missing: refused, not quietly not run
-		"llama.greedy_golden.failclosed": falsify.VerdictRefused, // its target cannot run
-		"llama.metadata_plausibility":    falsify.VerdictPass,
-		"llama.tensor_contract":          falsify.VerdictPass,
+	for id, want := range map[string]verdict.Verdict{
+		"llama.greedy_golden":            verdict.Refused, // its code is missing: refused, not quietly not run
+		"llama.greedy_golden.failclosed": verdict.Refused, // its target cannot run
+		"llama.metadata_plausibility":    verdict.Pass,
+		"llama.tensor_contract":          verdict.Pass,
 	} {
 		if got[id] != want {
 			t.Errorf("Run(model.llama) without greedy_golden's code: %s = %q, want %s", id, got[id], want)
@@ -136,7 +137,7 @@ func TestStoriesAllPass(t *testing.T) {
 	kinds := map[falsify.Kind]int{}
 	for _, r := range rep.Results {
 		kinds[r.Kind]++
-		if r.Verdict != falsify.VerdictPass {
+		if r.Verdict != verdict.Pass {
 			t.Errorf("%s: %s (%s) %v", r.ID, r.Verdict, r.Reason, r.Details)
 		}
 	}
@@ -150,9 +151,9 @@ func TestStoriesAllPass(t *testing.T) {
 func TestJUnit(t *testing.T) {
 	seed := int64(7)
 	rep := &falsify.Report{ContractsDigest: "d", Seed: seed, Results: []falsify.Result{
-		{ID: "a.pass", Binds: "model.llama", Verdict: falsify.VerdictPass, Measured: map[string]float64{"v": 0}},
-		{ID: "a.fail", Binds: "model.llama", Verdict: falsify.VerdictFail, Reason: "v = 3, want == 0", Seed: &seed},
-		{ID: "k.refused", Binds: "kernel.q4_k", Verdict: falsify.VerdictRefused, RemovedBy: "falsify", Reason: "needs --model"},
+		{ID: "a.pass", Binds: "model.llama", Verdict: verdict.Pass, Measured: map[string]float64{"v": 0}},
+		{ID: "a.fail", Binds: "model.llama", Verdict: verdict.Fail, Reason: "v = 3, want == 0", Seed: &seed},
+		{ID: "k.refused", Binds: "kernel.q4_k", Verdict: verdict.Refused, RemovedBy: "falsify", Reason: "needs --model"},
 	}}
 	var buf bytes.Buffer
 	if err := falsify.WriteJUnit(&buf, rep, time.Second); err != nil {
@@ -228,7 +229,7 @@ func TestParamsOverrideAndRefusalCodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := rep.Results[0]; r.Verdict != falsify.VerdictRefused || !r.Optional || rep.Summary != (falsify.Summary{RefusedOptional: 1}) {
+	if r := rep.Results[0]; r.Verdict != verdict.Refused || !r.Optional || rep.Summary != (falsify.Summary{RefusedOptional: 1}) {
 		t.Errorf("optional refusal: verdict %s optional %v summary %+v", r.Verdict, r.Optional, rep.Summary)
 	}
 	// The contract set itself is not changed by the override.

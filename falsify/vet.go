@@ -18,7 +18,7 @@ import (
 // a kernel contract and op.
 func Vet(set *contracts.Set, reg *Registry) []contracts.Problem {
 	if reg == nil {
-		reg = Default
+		reg = builtins()
 	}
 	var out []contracts.Problem
 	used := map[string]bool{}

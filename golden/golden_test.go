@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/golden/goldentest"
 	"github.com/aprqa/apr/internal/testutil"
@@ -77,7 +78,7 @@ func specs(t *testing.T) []spec {
 func TestGoldens(t *testing.T) {
 	for _, s := range specs(t) {
 		t.Run(s.name, func(t *testing.T) {
-			cases, err := qa.Greedy(context.Background(), s.path, "ref", s.prompts, s.n)
+			cases, err := falsify.Greedy(context.Background(), s.path, "ref", s.prompts, s.n)
 			if err != nil {
 				t.Fatalf("Greedy(%s): %v", s.name, err)
 			}

@@ -10,17 +10,7 @@ import (
 	"time"
 
 	"github.com/aprqa/apr/refuse"
-)
-
-// Verdict is how a cell ended. There is no "skipped": a cell that did not
-// run is refused, by name.
-type Verdict string
-
-// The three verdicts.
-const (
-	Pass    Verdict = "pass"
-	Fail    Verdict = "fail"
-	Refused Verdict = "refused"
+	"github.com/aprqa/apr/verdict"
 )
 
 // ByLadder is the refuser named when no executor exists for a cell.
@@ -34,7 +24,7 @@ var (
 
 // Result is what an executor returns for one cell.
 type Result struct {
-	Verdict   Verdict
+	Verdict   verdict.Verdict
 	Reason    string             // required for fail and refused: what failed, or why it was refused
 	RemovedBy string             // refused only: the contract, falsifier or component id
 	Detail    string             // optional longer text (a stack, a diff)
@@ -42,37 +32,40 @@ type Result struct {
 	Values    []Value            // what was measured, with thresholds where one applies
 }
 
-// Value is one measured number.
-type Value struct {
-	Name  string  `json:"name"`
-	Value float64 `json:"value"`
-	Unit  string  `json:"unit,omitempty"`
-	Limit string  `json:"limit,omitempty"` // the threshold it was held to, e.g. ">= 0.999"; empty when none
-	// NonFinite holds "NaN", "+Inf" or "-Inf" when the measured value was not
-	// finite (JSON has no such numbers); Value is 0 then.
-	NonFinite string `json:"non_finite,omitempty"`
-}
+// Value is one measured number with the threshold it was held to, where
+// one applies: package verdict's.
+type Value = verdict.Value
 
 // Passed returns a pass with the measured values.
-func Passed(values ...Value) Result { return Result{Verdict: Pass, Values: values} }
+func Passed(values ...Value) Result { return Result{Verdict: verdict.Pass, Values: values} }
 
 // Failed returns a fail whose reason is formatted.
 func Failed(format string, args ...any) Result {
-	return Result{Verdict: Fail, Reason: fmt.Sprintf(format, args...)}
+	return Result{Verdict: verdict.Fail, Reason: fmt.Sprintf(format, args...)}
 }
 
 // RefusedBy returns a refusal by by.
 func RefusedBy(by, format string, args ...any) Result {
-	return Result{Verdict: Refused, RemovedBy: by, Reason: fmt.Sprintf(format, args...)}
+	return Result{Verdict: verdict.Refused, RemovedBy: by, Reason: fmt.Sprintf(format, args...)}
+}
+
+// FromOutcome is a cell's result from a check's outcome: its verdict,
+// reason, refuser and values; its details joined into Detail.
+func FromOutcome(o verdict.Outcome) Result {
+	r := Result{Verdict: o.Verdict, Reason: o.Reason, Values: o.Values, Detail: strings.Join(o.Details, "; ")}
+	if o.Verdict == verdict.Refused {
+		r.RemovedBy = o.RemovedBy
+	}
+	return r
 }
 
 // FromError turns an error into a result: a *refuse.Error becomes refused
 // by its id, anything else a fail with the error's message.
 func FromError(err error) Result {
 	if r, ok := refuse.As(err); ok {
-		return Result{Verdict: Refused, RemovedBy: r.By, Reason: r.Reason}
+		return Result{Verdict: verdict.Refused, RemovedBy: r.By, Reason: r.Reason}
 	}
-	return Result{Verdict: Fail, Reason: err.Error()}
+	return Result{Verdict: verdict.Fail, Reason: err.Error()}
 }
 
 // normalize makes a result recordable: a verdict outside the three, a fail
@@ -80,36 +73,28 @@ func FromError(err error) Result {
 // values are turned into what they honestly are.
 func (r Result) normalize() Result {
 	switch r.Verdict {
-	case Pass, Fail, Refused:
+	case verdict.Pass, verdict.Fail, verdict.Refused:
 	default:
-		return Result{Verdict: Fail, Reason: fmt.Sprintf("executor returned verdict %q (want pass, fail or refused)", r.Verdict),
+		return Result{Verdict: verdict.Fail, Reason: fmt.Sprintf("executor returned verdict %q (want pass, fail or refused)", r.Verdict),
 			Values: r.Values, Phases: r.Phases}
 	}
-	if r.Verdict != Pass && strings.TrimSpace(r.Reason) == "" {
+	if r.Verdict != verdict.Pass && strings.TrimSpace(r.Reason) == "" {
 		r.Reason = fmt.Sprintf("executor returned %s without a reason", r.Verdict)
 	}
-	if r.Verdict == Refused && r.RemovedBy == "" {
+	if r.Verdict == verdict.Refused && r.RemovedBy == "" {
 		r.RemovedBy = "unnamed"
 		r.Reason += " (the executor named no refuser)"
 	}
-	if r.Verdict != Refused {
+	if r.Verdict != verdict.Refused {
 		r.RemovedBy = ""
 	}
 	var bad []string
 	r.Values = slices.Clone(r.Values)
 	for i := range r.Values {
 		v := &r.Values[i]
-		switch {
-		case math.IsNaN(v.Value):
-			v.NonFinite, v.Value = "NaN", 0
-		case math.IsInf(v.Value, 1):
-			v.NonFinite, v.Value = "+Inf", 0
-		case math.IsInf(v.Value, -1):
-			v.NonFinite, v.Value = "-Inf", 0
-		default:
-			continue
+		if *v = v.Finite(); v.NonFinite != "" {
+			bad = append(bad, v.Name+"="+v.NonFinite)
 		}
-		bad = append(bad, v.Name+"="+v.NonFinite)
 	}
 	for k, s := range r.Phases {
 		if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {
@@ -117,9 +102,9 @@ func (r Result) normalize() Result {
 			delete(r.Phases, k)
 		}
 	}
-	if len(bad) > 0 && r.Verdict == Pass {
+	if len(bad) > 0 && r.Verdict == verdict.Pass {
 		sort.Strings(bad)
-		r.Verdict, r.Reason = Fail, "measured a non-finite or negative value: "+strings.Join(bad, ", ")
+		r.Verdict, r.Reason = verdict.Fail, "measured a non-finite or negative value: "+strings.Join(bad, ", ")
 	}
 	return r
 }
@@ -181,21 +166,21 @@ type Gate func(m *Model, verb, backend string) *refuse.Error
 
 // Cell is one recorded cell: what ran, on what, and how it ended.
 type Cell struct {
-	ID              string    `json:"id"` // model key | verb | backend
-	Model           CellModel `json:"model"`
-	Arch            string    `json:"arch,omitempty"`        // the model's general.architecture
-	WeightType      string    `json:"weight_type,omitempty"` // the model's dominant tensor type (Header.DominantType)
-	Verb            string    `json:"verb"`
-	Backend         string    `json:"backend"`
-	Verdict         Verdict   `json:"verdict"`
-	Reason          string    `json:"reason,omitempty"`
-	RemovedBy       string    `json:"removed_by,omitempty"`
-	Detail          string    `json:"detail,omitempty"`
-	Timings         Timings   `json:"timings"`
-	Values          []Value   `json:"values,omitempty"`
-	Shard           string    `json:"shard"`            // the shard whose run produced it, "K/N"
-	Binary          string    `json:"binary_sha256"`    // the executable that produced it
-	ContractsDigest string    `json:"contracts_digest"` // the contracts it was judged under
+	ID              string          `json:"id"` // model key | verb | backend
+	Model           CellModel       `json:"model"`
+	Arch            string          `json:"arch,omitempty"`        // the model's general.architecture
+	WeightType      string          `json:"weight_type,omitempty"` // the model's dominant tensor type (Header.DominantType)
+	Verb            string          `json:"verb"`
+	Backend         string          `json:"backend"`
+	Verdict         verdict.Verdict `json:"verdict"`
+	Reason          string          `json:"reason,omitempty"`
+	RemovedBy       string          `json:"removed_by,omitempty"`
+	Detail          string          `json:"detail,omitempty"`
+	Timings         Timings         `json:"timings"`
+	Values          []Value         `json:"values,omitempty"`
+	Shard           string          `json:"shard"`            // the shard whose run produced it, "K/N"
+	Binary          string          `json:"binary_sha256"`    // the executable that produced it
+	ContractsDigest string          `json:"contracts_digest"` // the contracts it was judged under
 }
 
 // CellModel identifies the model object of a cell.

@@ -16,6 +16,7 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/qa"
+	"github.com/aprqa/apr/verdict"
 )
 
 // ExecOptions configure the real executors.
@@ -28,6 +29,9 @@ type ExecOptions struct {
 	// Contracts judge the logits cells (the model contract's logits_parity);
 	// nil: the embedded set, as the ladder's receipts record.
 	Contracts *contracts.Set
+	// Registry holds the falsifier code the qa and logits cells run (nil:
+	// qa.Registry(), falsify's code and qa's).
+	Registry *falsify.Registry
 	// RunTokens is how many tokens a run cell generates (default 8).
 	RunTokens int
 	// Prompt is the run cell's prompt, tokenized raw (default below).
@@ -86,28 +90,11 @@ func DefaultExecutors(opts ExecOptions) *Executors {
 // failed, refused by the first refuser otherwise; the values are the gate
 // counts.
 func (x *executors) qa(ctx context.Context, m *Model, backend string) Result {
-	rep, err := qa.Run(ctx, qa.Options{Model: m.realPath(), Backends: []string{backend}, Log: x.opts.Log})
+	rep, err := qa.Run(ctx, qa.Options{Model: m.realPath(), Backends: []string{backend}, Registry: x.opts.Registry, Log: x.opts.Log})
 	if err != nil {
 		return FromError(err)
 	}
-	values := []Value{
-		{Name: "gates_pass", Value: float64(rep.Counts.Pass)},
-		{Name: "gates_fail", Value: float64(rep.Counts.Fail), Limit: "== 0"},
-		{Name: "gates_refused", Value: float64(rep.Counts.Refused)},
-		{Name: "gates_executed", Value: float64(rep.Executed)},
-	}
-	v, by, reason := rep.CellVerdict()
-	switch v {
-	case qa.Pass:
-		return Passed(values...)
-	case qa.Refused:
-		r := RefusedBy(by, "%s", reason)
-		r.Values = values
-		return r
-	}
-	r := Failed("%s", reason)
-	r.Values = values
-	return r
+	return FromOutcome(rep.Outcome())
 }
 
 type executors struct {
@@ -135,12 +122,12 @@ func (x *executors) run(ctx context.Context, m *Model, backend string) Result {
 		},
 		Values: []Value{
 			{Name: "prompt_tokens", Value: float64(res.PromptTokens)},
-			{Name: "tokens_out", Value: float64(res.TokensOut), Limit: fmt.Sprintf("== %d", x.opts.RunTokens)},
+			{Name: "tokens_out", Value: float64(res.TokensOut), Threshold: verdict.Limit("==", float64(x.opts.RunTokens))},
 			{Name: "decode_tok_per_s", Value: res.DecodeTokPerS, Unit: "tok/s"},
 		},
 	}
 	fail := func(format string, args ...any) Result {
-		out.Verdict, out.Reason = Fail, fmt.Sprintf(format, args...)
+		out.Verdict, out.Reason = verdict.Fail, fmt.Sprintf(format, args...)
 		return out
 	}
 	stages := res.LoadMS + res.H2DMS + res.F2MS + res.PrefillMS + res.DecodeMS
@@ -164,7 +151,7 @@ func (x *executors) run(ctx context.Context, m *Model, backend string) Result {
 			return fail("decode_tok_per_s %.6g is not (tokens_out − 1) / decode time = %.6g", res.DecodeTokPerS, want)
 		}
 	}
-	out.Verdict = Pass
+	out.Verdict = verdict.Pass
 	return out
 }
 
@@ -206,7 +193,7 @@ func (x *executors) logits(ctx context.Context, m *Model, backend string) Result
 	}
 	out := Result{Values: []Value{{Name: "positions", Value: float64(len(tokens))}, {Name: "n_vocab", Value: float64(got.NVocab)}}}
 	fail := func(format string, args ...any) Result {
-		out.Verdict, out.Reason = Fail, fmt.Sprintf(format, args...)
+		out.Verdict, out.Reason = verdict.Fail, fmt.Sprintf(format, args...)
 		return out
 	}
 	if len(got.Logits) != len(tokens) {
@@ -220,7 +207,7 @@ func (x *executors) logits(ctx context.Context, m *Model, backend string) Result
 			return fail("%v", err)
 		}
 	}
-	out.Verdict = Pass
+	out.Verdict = verdict.Pass
 	out.Detail = "no reference outputs for this model's sha256: checked that the logits are finite and well-formed only"
 	return out
 }
@@ -256,7 +243,7 @@ func (x *executors) logitsParity(ctx context.Context, m *Model, backend, expect 
 	if id == "" {
 		return RefusedBy(mc.ID, "contract %s has no logits_parity falsifier for %s weights", mc.ID, tier)
 	}
-	rep, err := falsify.Run(ctx, falsify.Options{IDs: []string{id}, Model: m.realPath(), ModelSHA256: m.SHA256,
+	rep, err := falsify.Run(ctx, falsify.Options{IDs: []string{id}, Model: m.realPath(), ModelSHA256: m.SHA256, Registry: x.opts.Registry,
 		Set: set, Params: map[string]any{"backend": backend, "expect_dir": filepath.Dir(expect)}, Log: x.opts.Log})
 	if err != nil {
 		return RefusedBy(ByContracts, "%v", err)
@@ -267,39 +254,16 @@ func (x *executors) logitsParity(ctx context.Context, m *Model, backend, expect 
 	return fromFalsify(rep.Results[0], "compared with "+filepath.Base(expect)+" (matched by sha256) by "+id)
 }
 
-// fromFalsify is a cell's result from a falsifier's: its verdict, reason or
-// refuser, every measured value (with its threshold as the limit) and its
-// details.
+// fromFalsify is a cell's result from a falsifier's outcome: its verdict,
+// reason (after the falsifier's id) or refuser, every measured value with its
+// threshold, and its details after detail.
 func fromFalsify(r falsify.Result, detail string) Result {
-	var out Result
-	switch r.Verdict {
-	case falsify.VerdictPass:
-		out = Passed()
-	case falsify.VerdictFail:
-		out = Failed("%s: %s", r.ID, r.Reason)
-	default:
-		out = RefusedBy(r.RemovedBy, "%s: %s", r.ID, r.Reason)
+	o := r.Outcome()
+	if o.Verdict != verdict.Pass {
+		o.Reason = r.ID + ": " + o.Reason
 	}
-	names := make([]string, 0, len(r.Measured)+len(r.NonFinite))
-	for n := range r.Measured {
-		names = append(names, n)
-	}
-	for n := range r.NonFinite {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		v := Value{Name: n, Value: r.Measured[n]}
-		if _, bad := r.NonFinite[n]; bad {
-			v.Value = math.NaN()
-		}
-		if t, ok := r.Thresholds[n]; ok {
-			v.Limit = fmt.Sprintf("%s %g", t.Op, t.Value)
-		}
-		out.Values = append(out.Values, v)
-	}
-	out.Detail = strings.Join(append([]string{detail}, r.Details...), "; ")
-	return out
+	o.Details = append([]string{detail}, o.Details...)
+	return FromOutcome(o)
 }
 
 // contracts returns ExecOptions.Contracts, or the embedded set.

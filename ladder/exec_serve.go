@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/aprqa/apr/serve"
+	"github.com/aprqa/apr/verdict"
 )
 
 // ServeRequests is how many concurrent requests a serve cell sends.
@@ -23,8 +24,8 @@ func (x *executors) serve(ctx context.Context, m *Model, backend string) Result 
 	}
 	values := []Value{
 		{Name: "requests", Value: float64(res.Requests), Unit: "count"},
-		{Name: "mismatches", Value: float64(res.Mismatches), Unit: "count", Limit: "== 0"},
-		{Name: "max_batch", Value: float64(res.MaxBatch), Unit: "count", Limit: ">= 2"},
+		{Name: "mismatches", Value: float64(res.Mismatches), Unit: "count", Threshold: verdict.Limit("==", 0)},
+		{Name: "max_batch", Value: float64(res.MaxBatch), Unit: "count", Threshold: verdict.Limit(">=", 2)},
 	}
 	var out Result
 	switch {

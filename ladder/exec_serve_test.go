@@ -7,6 +7,7 @@ import (
 
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/ladder"
+	"github.com/aprqa/apr/verdict"
 )
 
 // TestServeCells: a serve cell serves the model and passes when every
@@ -28,11 +29,11 @@ func TestServeCells(t *testing.T) {
 		seen++
 		switch c.Backend {
 		case "cuda":
-			if c.Verdict != ladder.Refused {
+			if c.Verdict != verdict.Refused {
 				t.Errorf("cell %s = %s, want refused", c.ID, c.Verdict)
 			}
 		default:
-			if c.Verdict != ladder.Pass {
+			if c.Verdict != verdict.Pass {
 				t.Errorf("cell %s = %s (%s)", c.ID, c.Verdict, c.Reason)
 			}
 			if v, ok := cellValue(c, "mismatches"); !ok || v.Value != 0 {

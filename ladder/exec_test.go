@@ -13,6 +13,7 @@ import (
 	_ "github.com/aprqa/apr/engine/ref" // the "ref" backend and the judge's router
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/ladder"
+	"github.com/aprqa/apr/verdict"
 )
 
 // linkModels links fixture models under a fresh root "zoo" by new names
@@ -74,13 +75,13 @@ func TestLogitsCellsRunTheContract(t *testing.T) {
 	cells := logitsCells(t, root, filepath.Join(fixtures, "expect"))
 	for _, b := range []string{"ref", "cpu"} {
 		c := cells[ladder.CellID("zoo/a.gguf", "logits", b)]
-		if c.Verdict != ladder.Pass {
+		if c.Verdict != verdict.Pass {
 			t.Errorf("cell %s = %s (%s)", c.ID, c.Verdict, c.Reason)
 		}
 		if v, ok := cellValue(c, "excluded_positions"); !ok || v.Value != 2 {
 			t.Errorf("cell %s excluded_positions = %+v, want 2 (values %+v)", c.ID, v, c.Values)
 		}
-		if v, ok := cellValue(c, "min_cosine"); !ok || v.Limit != ">= 0.998" || v.Value < 0.998 {
+		if v, ok := cellValue(c, "min_cosine"); !ok || v.Threshold != ">= 0.998" || v.Value < 0.998 {
 			t.Errorf("cell %s min_cosine = %+v, want ≥ 0.998 held to the contract's >= 0.998", c.ID, v)
 		}
 		if !strings.Contains(c.Detail, "qwen3moe.logits_parity_quantized") || !strings.Contains(c.Detail, "position 17 excluded: router near-tie") {
@@ -88,15 +89,15 @@ func TestLogitsCellsRunTheContract(t *testing.T) {
 		}
 
 		c = cells[ladder.CellID("zoo/b.gguf", "logits", b)]
-		if c.Verdict != ladder.Pass || !strings.Contains(c.Detail, "stories260K.logits.json (matched by sha256) by llama.logits_parity") {
+		if c.Verdict != verdict.Pass || !strings.Contains(c.Detail, "stories260K.logits.json (matched by sha256) by llama.logits_parity") {
 			t.Errorf("cell %s = %s (%s), detail %q; want a pass by llama.logits_parity", c.ID, c.Verdict, c.Reason, c.Detail)
 		}
-		if v, ok := cellValue(c, "mean_cosine"); !ok || v.Limit != ">= 0.999999" {
+		if v, ok := cellValue(c, "mean_cosine"); !ok || v.Threshold != ">= 0.999999" {
 			t.Errorf("cell %s mean_cosine = %+v, want the float tier's >= 0.999999", c.ID, v)
 		}
 
 		c = cells[ladder.CellID("zoo/c.gguf", "logits", b)]
-		if c.Verdict != ladder.Pass || !strings.Contains(c.Detail, "finite and well-formed only") {
+		if c.Verdict != verdict.Pass || !strings.Contains(c.Detail, "finite and well-formed only") {
 			t.Errorf("cell %s = %s (%s), detail %q; want a pass that says it compared nothing", c.ID, c.Verdict, c.Reason, c.Detail)
 		}
 	}
@@ -129,7 +130,7 @@ func TestLogitsCellFailsOnWrongReference(t *testing.T) {
 	}
 	cells := logitsCells(t, root, expect)
 	c := cells[ladder.CellID("zoo/b.gguf", "logits", "ref")]
-	if c.Verdict != ladder.Fail || !strings.Contains(c.Reason, "min_cosine") || !strings.Contains(c.Reason, "worst position 5") {
+	if c.Verdict != verdict.Fail || !strings.Contains(c.Reason, "min_cosine") || !strings.Contains(c.Reason, "worst position 5") {
 		t.Errorf("cell %s = %s (%s), want a fail by min_cosine at position 5", c.ID, c.Verdict, c.Reason)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/ladder"
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/verdict"
 )
 
 func TestDiscover(t *testing.T) {
@@ -121,7 +122,7 @@ func TestDiscoverSymlinkReceiptDescribesTarget(t *testing.T) {
 	for _, c := range rec.Cells {
 		// A model that cannot be read is a broken file, not an unanswerable
 		// question: its cells fail (a CI gate must not go green on it).
-		if c.Model.Key == "zoo/gone.gguf" && (c.Verdict != ladder.Fail || !strings.Contains(c.Reason, "dangling")) {
+		if c.Model.Key == "zoo/gone.gguf" && (c.Verdict != verdict.Fail || !strings.Contains(c.Reason, "dangling")) {
 			t.Errorf("cell %s = %s (%q), want fail naming the dangling link", c.ID, c.Verdict, c.Reason)
 		}
 	}
@@ -250,21 +251,21 @@ func TestCellIsolation(t *testing.T) {
 	}
 	tests := []struct {
 		name, verb, backend string
-		verdict             ladder.Verdict
+		verdict             verdict.Verdict
 		by, reason          string
 	}{
-		{"pass", "pass", "ref", ladder.Pass, "", ""},
-		{"fail keeps its reason", "fail", "ref", ladder.Fail, "", "planted failure on zoo/m00.gguf"},
-		{"panic is the cell's fail", "panic", "ref", ladder.Fail, "", "panic in "},
-		{"hang is abandoned", "hang", "ref", ladder.Fail, "", "timed out after 100ms and did not return"},
-		{"slow times out", "slow", "ref", ladder.Fail, "", "timed out after 100ms: stopped: context deadline exceeded"},
-		{"a pass after the deadline is a fail", "late", "ref", ladder.Fail, "", "timed out after 100ms"},
-		{"NaN fails", "nan", "ref", ladder.Fail, "", "non-finite or negative value: cosine=NaN"},
-		{"refusal keeps its refuser", "refuse", "ref", ladder.Refused, "engine/ref", `architecture "llama" is not supported`},
-		{"unknown verdict fails", "bogus", "ref", ladder.Fail, "", `verdict "skipped"`},
-		{"verb without executor", "none", "ref", ladder.Refused, ladder.ByLadder, "no executor for verb none"},
-		{"backend without executor", "fail", "cpu", ladder.Refused, ladder.ByLadder, "no executor for verb fail on backend cpu (it has: ref)"},
-		{"other backend passes", "pass", "cpu", ladder.Pass, "", ""},
+		{"pass", "pass", "ref", verdict.Pass, "", ""},
+		{"fail keeps its reason", "fail", "ref", verdict.Fail, "", "planted failure on zoo/m00.gguf"},
+		{"panic is the cell's fail", "panic", "ref", verdict.Fail, "", "panic in "},
+		{"hang is abandoned", "hang", "ref", verdict.Fail, "", "timed out after 100ms and did not return"},
+		{"slow times out", "slow", "ref", verdict.Fail, "", "timed out after 100ms: stopped: context deadline exceeded"},
+		{"a pass after the deadline is a fail", "late", "ref", verdict.Fail, "", "timed out after 100ms"},
+		{"NaN fails", "nan", "ref", verdict.Fail, "", "non-finite or negative value: cosine=NaN"},
+		{"refusal keeps its refuser", "refuse", "ref", verdict.Refused, "engine/ref", `architecture "llama" is not supported`},
+		{"unknown verdict fails", "bogus", "ref", verdict.Fail, "", `verdict "skipped"`},
+		{"verb without executor", "none", "ref", verdict.Refused, ladder.ByLadder, "no executor for verb none"},
+		{"backend without executor", "fail", "cpu", verdict.Refused, ladder.ByLadder, "no executor for verb fail on backend cpu (it has: ref)"},
+		{"other backend passes", "pass", "cpu", verdict.Pass, "", ""},
 	}
 	cells := map[string]ladder.Cell{}
 	for _, c := range rec.Cells {
@@ -312,7 +313,7 @@ func TestGateRefusesByContract(t *testing.T) {
 	for _, c := range rec.Cells {
 		if c.Backend == "cpu" && strings.HasSuffix(c.Model.Key, "m01.gguf") {
 			n++
-			if c.Verdict != ladder.Refused || c.RemovedBy != "contract:cpu-types" || !strings.Contains(c.Reason, "F16") {
+			if c.Verdict != verdict.Refused || c.RemovedBy != "contract:cpu-types" || !strings.Contains(c.Reason, "F16") {
 				t.Errorf("cell %s = %s by %q (%s), want refused by contract:cpu-types", c.ID, c.Verdict, c.RemovedBy, c.Reason)
 			}
 			if cnt.n[c.ID] != 0 {
@@ -449,7 +450,7 @@ func TestShardsMergeToTheUnshardedVerdicts(t *testing.T) {
 	otherContracts.ContractsDigest = "sha256:x"
 	conflicting := *parts[1]
 	conflicting.Cells = slices.Clone(parts[1].Cells)
-	conflicting.Cells[0].Verdict = ladder.Pass
+	conflicting.Cells[0].Verdict = verdict.Pass
 	conflicting.Cells[0].Reason = "changed"
 	tests := []struct {
 		name string

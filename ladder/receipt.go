@@ -14,6 +14,7 @@ import (
 
 	"github.com/aprqa/apr/internal/buildinfo"
 	"github.com/aprqa/apr/internal/hostinfo"
+	"github.com/aprqa/apr/verdict"
 )
 
 // SchemaID names the receipt format; it changes when a field changes meaning.
@@ -86,11 +87,11 @@ func summarize(cells []Cell) Summary {
 	s := Summary{Cells: len(cells)}
 	for _, c := range cells {
 		switch c.Verdict {
-		case Pass:
+		case verdict.Pass:
 			s.Pass++
-		case Fail:
+		case verdict.Fail:
 			s.Fail++
-		case Refused:
+		case verdict.Refused:
 			s.Refused++
 		}
 	}

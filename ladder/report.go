@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/aprqa/apr/verdict"
 )
 
 // WriteReport writes r as one self-contained HTML page (inline CSS, no
@@ -45,7 +47,7 @@ type reportRow struct {
 }
 
 type reportCell struct {
-	Verdict Verdict
+	Verdict verdict.Verdict
 	Anchor  string
 	Label   string
 	Title   string
@@ -80,7 +82,7 @@ func buildReportData(r *Receipt) reportData {
 	d.Shards = strings.Join(shards, ", ")
 	by := map[string]int{}
 	for _, c := range r.Cells {
-		if c.Verdict == Refused {
+		if c.Verdict == verdict.Refused {
 			by[c.RemovedBy]++
 		}
 	}
@@ -136,9 +138,9 @@ func buildReportData(r *Receipt) reportData {
 				d.Details = append(d.Details, reportDetail{Anchor: anchor(i), Cell: c, Phases: phases(c.Timings)})
 				rc := &reportCell{Verdict: c.Verdict, Anchor: anchor(i), Label: string(c.Verdict)}
 				switch c.Verdict {
-				case Refused:
+				case verdict.Refused:
 					rc.Title = c.RemovedBy + ": " + c.Reason
-				case Fail:
+				case verdict.Fail:
 					rc.Title = c.Reason
 				default:
 					rc.Title = fmt.Sprintf("%.3g s", c.Timings.WallSeconds)
@@ -207,8 +209,8 @@ var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 		if v.Unit != "" {
 			s += " " + v.Unit
 		}
-		if v.Limit != "" {
-			s += " (limit " + v.Limit + ")"
+		if v.Threshold != "" {
+			s += " (threshold " + v.Threshold + ")"
 		}
 		return s
 	},

@@ -13,12 +13,13 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/aprqa/apr/ladder"
+	"github.com/aprqa/apr/verdict"
 )
 
 // pageFacts is what a reader of the report sees: the matrix cells (by
 // verdict), where they link, the anchors that exist and the summary line.
 type pageFacts struct {
-	cells    map[ladder.Verdict]int
+	cells    map[verdict.Verdict]int
 	links    []string
 	anchors  map[string]bool
 	summary  string
@@ -39,7 +40,7 @@ func parsePage(t *testing.T, page []byte) pageFacts {
 	if err != nil {
 		t.Fatalf("html.Parse(report): %v", err)
 	}
-	f := pageFacts{cells: map[ladder.Verdict]int{}, anchors: map[string]bool{}}
+	f := pageFacts{cells: map[verdict.Verdict]int{}, anchors: map[string]bool{}}
 	attr := func(n *html.Node, key string) string {
 		for _, a := range n.Attr {
 			if a.Key == key {
@@ -70,7 +71,7 @@ func parsePage(t *testing.T, page []byte) pageFacts {
 			}
 			classes := strings.Fields(attr(n, "class"))
 			if n.Data == "td" && len(classes) > 0 && classes[0] == "cell" {
-				f.cells[ladder.Verdict(attr(n, "data-verdict"))]++
+				f.cells[verdict.Verdict(attr(n, "data-verdict"))]++
 				for c := n.FirstChild; c != nil; c = c.NextSibling {
 					if c.Type == html.ElementNode && c.Data == "a" {
 						f.links = append(f.links, attr(c, "href"))
@@ -112,7 +113,7 @@ func reportFor(t *testing.T) (*ladder.Receipt, []byte) {
 func TestReportShowsEveryCell(t *testing.T) {
 	rec, page := reportFor(t)
 	f := parsePage(t, page)
-	want := map[ladder.Verdict]int{ladder.Pass: rec.Summary.Pass, ladder.Fail: rec.Summary.Fail, ladder.Refused: rec.Summary.Refused}
+	want := map[verdict.Verdict]int{verdict.Pass: rec.Summary.Pass, verdict.Fail: rec.Summary.Fail, verdict.Refused: rec.Summary.Refused}
 	for v, n := range want {
 		if f.cells[v] != n {
 			t.Errorf("report shows %d %s cells, the receipt has %d", f.cells[v], v, n)
@@ -139,7 +140,7 @@ func TestReportShowsEveryCell(t *testing.T) {
 		t.Errorf("report is not self-contained: it refers to %v", f.external)
 	}
 	for _, c := range rec.Cells {
-		if c.Verdict != ladder.Pass && !bytes.Contains(page, []byte(html.EscapeString(c.Reason))) {
+		if c.Verdict != verdict.Pass && !bytes.Contains(page, []byte(html.EscapeString(c.Reason))) {
 			t.Errorf("the reason of cell %s (%q) is not on the page", c.ID, c.Reason)
 		}
 	}

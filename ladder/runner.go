@@ -22,6 +22,7 @@ import (
 	"github.com/aprqa/apr/internal/buildinfo"
 	"github.com/aprqa/apr/internal/hostinfo"
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/verdict"
 )
 
 // NoContracts is the contracts digest recorded when the run was judged
@@ -333,9 +334,9 @@ func (r *runner) cell(ctx context.Context, m *Model, verb, backend string) (*Cel
 	}
 	if m.Refusal != nil {
 		c := base
-		c.Verdict, c.RemovedBy, c.Reason = Refused, m.Refusal.By, m.Refusal.Reason
+		c.Verdict, c.RemovedBy, c.Reason = verdict.Refused, m.Refusal.By, m.Refusal.Reason
 		if m.Broken {
-			c.Verdict, c.RemovedBy, c.Reason = Fail, "", "the model cannot be read: "+m.Refusal.Reason
+			c.Verdict, c.RemovedBy, c.Reason = verdict.Fail, "", "the model cannot be read: "+m.Refusal.Reason
 		}
 		c.Timings.Started = r.Now()
 		return &c, false, r.save(&c)
@@ -350,13 +351,13 @@ func (r *runner) cell(ctx context.Context, m *Model, verb, backend string) (*Cel
 	var res Result
 	if r.Gate != nil {
 		if ref := r.Gate(m, verb, backend); ref != nil {
-			res = Result{Verdict: Refused, RemovedBy: ref.By, Reason: ref.Reason}
+			res = Result{Verdict: verdict.Refused, RemovedBy: ref.By, Reason: ref.Reason}
 		}
 	}
 	if res.Verdict == "" {
 		fn, ref := r.Executors.Lookup(verb, backend)
 		if ref != nil {
-			res = Result{Verdict: Refused, RemovedBy: ref.By, Reason: ref.Reason}
+			res = Result{Verdict: verdict.Refused, RemovedBy: ref.By, Reason: ref.Reason}
 		} else {
 			var err error
 			res, err = r.execute(ctx, fn, m, verb, backend)
@@ -378,7 +379,7 @@ func (r *runner) reusable(prev, want *Cell) bool {
 		prev.Model.SHA256 != "" && prev.Model.SHA256 == want.Model.SHA256 &&
 		prev.Binary != "" && prev.Binary != buildinfo.Unknown && prev.Binary == want.Binary &&
 		prev.ContractsDigest == want.ContractsDigest &&
-		(prev.Verdict == Pass || prev.Verdict == Fail || prev.Verdict == Refused)
+		(prev.Verdict == verdict.Pass || prev.Verdict == verdict.Fail || prev.Verdict == verdict.Refused)
 }
 
 // execute runs one cell's executor: in the model's worker process when
@@ -420,7 +421,7 @@ func executeCell(ctx context.Context, fn CellFunc, m *Model, verb, backend strin
 				return Result{}, err
 			}
 			log.Warn("cell abandoned: its executor ignored the deadline", "cell", CellID(m.Key, verb, backend))
-			return Result{Verdict: Fail, Reason: fmt.Sprintf("timed out after %s and did not return within %s of cancellation (abandoned)", timeout, grace)}, nil
+			return Result{Verdict: verdict.Fail, Reason: fmt.Sprintf("timed out after %s and did not return within %s of cancellation (abandoned)", timeout, grace)}, nil
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -431,7 +432,7 @@ func executeCell(ctx context.Context, fn CellFunc, m *Model, verb, backend strin
 		if res.Reason != "" {
 			why += ": " + res.Reason
 		}
-		return Result{Verdict: Fail, Reason: why, Phases: res.Phases, Values: res.Values, Detail: res.Detail}, nil
+		return Result{Verdict: verdict.Fail, Reason: why, Phases: res.Phases, Values: res.Values, Detail: res.Detail}, nil
 	}
 	return res, nil
 }
@@ -455,7 +456,7 @@ func panicResult(p any) Result {
 	}
 	buf := make([]byte, 16<<10)
 	buf = buf[:runtime.Stack(buf, false)]
-	return Result{Verdict: Fail, Reason: fmt.Sprintf("panic in %s: %v", where, p), Detail: string(buf)}
+	return Result{Verdict: verdict.Fail, Reason: fmt.Sprintf("panic in %s: %v", where, p), Detail: string(buf)}
 }
 
 const cellsDir = "cells"

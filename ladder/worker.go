@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aprqa/apr/verdict"
 )
 
 // Process isolation. With Config.Worker set, the runner executes each
@@ -47,7 +49,7 @@ type workerRequest struct {
 }
 
 type workerResult struct {
-	Verdict   Verdict            `json:"verdict"`
+	Verdict   verdict.Verdict    `json:"verdict"`
 	Reason    string             `json:"reason,omitempty"`
 	RemovedBy string             `json:"removed_by,omitempty"`
 	Detail    string             `json:"detail,omitempty"`
@@ -106,7 +108,7 @@ func ServeWorker(ctx context.Context, in io.Reader, out io.Writer, ex *Executors
 		var res Result
 		fn, ref := ex.Lookup(req.Verb, req.Backend)
 		if ref != nil {
-			res = Result{Verdict: Refused, RemovedBy: ref.By, Reason: ref.Reason}
+			res = Result{Verdict: verdict.Refused, RemovedBy: ref.By, Reason: ref.Reason}
 		} else {
 			var err error
 			res, err = executeCell(ctx, fn, m, req.Verb, req.Backend, req.Timeout, req.Grace, log)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aprqa/apr/ladder"
+	"github.com/aprqa/apr/verdict"
 )
 
 // crashExecutors are executed in a worker process (the test binary started
@@ -74,15 +75,15 @@ func TestProcessIsolation(t *testing.T) {
 	}
 	tests := []struct {
 		verb    string
-		verdict ladder.Verdict
+		verdict verdict.Verdict
 		reason  string
 	}{
-		{"pass", ladder.Pass, ""},
-		{"crash", ladder.Fail, "the worker process died while running this cell (exit status 2): panic: driver exploded"},
-		{"exit", ladder.Fail, "the worker process died while running this cell (exit status 7)"},
-		{"freeze", ladder.Fail, "timed out after 1s"}, // ": the worker process did not answer and was killed" while it stays stopped
-		{"fail", ladder.Fail, "planted failure"},
-		{"none", ladder.Refused, "no executor for verb none"},
+		{"pass", verdict.Pass, ""},
+		{"crash", verdict.Fail, "the worker process died while running this cell (exit status 2): panic: driver exploded"},
+		{"exit", verdict.Fail, "the worker process died while running this cell (exit status 7)"},
+		{"freeze", verdict.Fail, "timed out after 1s"}, // ": the worker process did not answer and was killed" while it stays stopped
+		{"fail", verdict.Fail, "planted failure"},
+		{"none", verdict.Refused, "no executor for verb none"},
 	}
 	cells := map[string]ladder.Cell{}
 	for _, c := range rec.Cells {

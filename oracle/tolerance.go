@@ -4,58 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/aprqa/apr/schema"
 )
 
 // ErrOutOfTolerance is wrapped by every *MismatchError.
 var ErrOutOfTolerance = errors.New("oracle: out of tolerance")
 
-// Tolerance is a named tolerance from a contract: a value got passes against
-// want when |got−want| ≤ Abs + Rel·|want|, or when the two float32 values are
-// at most ULP units in the last place apart. The zero Tolerance demands
-// bit-exact equality (and treats +0 and −0 as equal).
-type Tolerance struct {
-	Abs float64 `json:"abs,omitempty"`
-	Rel float64 `json:"rel,omitempty"`
-	ULP int64   `json:"ulp,omitempty"`
-}
-
-func (t Tolerance) String() string {
-	return fmt.Sprintf("abs %g, rel %g, ulp %d", t.Abs, t.Rel, t.ULP)
-}
-
-// Within reports whether got is within t of want. A NaN or Inf is never
-// within any tolerance (even of itself).
-func (t Tolerance) Within(got, want float32) bool {
-	g, w := float64(got), float64(want)
-	if math.IsNaN(g) || math.IsNaN(w) || math.IsInf(g, 0) || math.IsInf(w, 0) {
-		return false
-	}
-	if math.Abs(g-w) <= t.Abs+t.Rel*math.Abs(w) {
-		return true
-	}
-	return t.ULP > 0 && ULPDistance(got, want) <= t.ULP
-}
+// Tolerance is apr's one tolerance type, a contract's (schema.Tolerance):
+// |got−want| ≤ Abs + Rel·|want|, or at most ULP float32 units apart; zero
+// is bit-exact. schema/tolerance.go says how every caller reads it.
+type Tolerance = schema.Tolerance
 
 // ULPDistance returns how many representable float32 values lie between a
-// and b (0 when equal; +0 and −0 are 0 apart). NaN or Inf gives math.MaxInt64.
-func ULPDistance(a, b float32) int64 {
-	fa, fb := float64(a), float64(b)
-	if math.IsNaN(fa) || math.IsNaN(fb) || math.IsInf(fa, 0) || math.IsInf(fb, 0) {
-		return math.MaxInt64
-	}
-	ord := func(x float32) int64 {
-		u := int64(math.Float32bits(x))
-		if u&(1<<31) != 0 {
-			return -(u & 0x7fffffff)
-		}
-		return u
-	}
-	d := ord(a) - ord(b)
-	if d < 0 {
-		d = -d
-	}
-	return d
-}
+// and b (schema.ULPDistance).
+func ULPDistance(a, b float32) int64 { return schema.ULPDistance(a, b) }
 
 // MismatchError reports the values outside a tolerance: how many, and the
 // worst one (largest |got−want|).

@@ -18,10 +18,15 @@
 //
 // Every gate runs through falsify.Run: the falsifier's parameters and
 // thresholds come from the contract set, with the gated backend (and the
-// reference, the baseline file) set over its params. qa registers its own
-// codes (tensor_values, tokenizer_roundtrip, chat_template, golden_output,
-// engine_parity, throughput) in falsify.Default, so apr falsify and apr
-// contracts vet see the same code.
+// reference, the baseline file, the threads) set over its params, and the
+// model opened once (engine/loaded) handed to falsify. Every falsifier's code
+// is falsify's; qa holds none (Register adds only serve_parity's server,
+// package serve, which falsify cannot import). What qa owns is what a release
+// gate is: which gates, in which order, on which backends, the failclosed
+// gate's garbage-reference probes, the run loop and the report. Its tests
+// plant engines (hooks) through falsify.Engines, bound to the run in a clone
+// of the registry, never through a context. Verdicts, values and thresholds
+// are package verdict's.
 //
 // # Conventions
 //

@@ -4,104 +4,58 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"sync"
 
-	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/falsify"
-	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
 	"github.com/aprqa/apr/serve"
+	"github.com/aprqa/apr/verdict"
 )
 
-func init() { Register(falsify.Default) }
-
-// The falsifier codes qa registers (the contracts name them by these).
-const (
-	FalsifierTensorValues = "tensor_values"
-	FalsifierTokenizer    = "tokenizer_roundtrip"
-	FalsifierTemplate     = "chat_template"
-	FalsifierGoldenOutput = "golden_output"
-	FalsifierEngineParity = "engine_parity"
-	FalsifierGPUCPU       = "gpu_cpu"
-	FalsifierThroughput   = "throughput"
-	FalsifierServeParity  = "serve_parity"
-)
-
-// Register adds qa's falsifier code to reg: tensor_values, tokenizer_roundtrip,
-// chat_template, golden_output, engine_parity and throughput. apr falsify
-// runs them like any other code; apr qa runs them through falsify.Run.
-func Register(reg *falsify.Registry) {
-	reg.Register(FalsifierTensorValues, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
-		return m.tensorValues(c.F)
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("bad_tensors"),
-		falsify.Doc("every tensor's values, read through the file's mapping: no NaN, no Inf, no all-zero tensor (biases excepted)"))
-	reg.Register(FalsifierTokenizer, falsify.KindProperty, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
-		return m.tokenizerGate(c.F, c.Seed())
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("roundtrip_mismatches", "split_control_tokens", "injected_control_tokens"),
-		falsify.Doc("a built-in multilingual text round-trips through encode/decode; chat markers stay single tokens"))
-	reg.Register(FalsifierTemplate, falsify.KindShape, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
-		return m.templateGate(ctx, c.F)
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("missing_messages", "split_control_tokens", "roundtrip_mismatches"),
-		falsify.AppliesWhen(templateApplies),
-		falsify.Doc("the model's chat template keeps every message of a two-turn conversation; its output tokenizes with chat markers intact"))
-	reg.Register(FalsifierGoldenOutput, falsify.KindGolden, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
-		return m.goldenGate(ctx, c, backendParam(c, "ref"))
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_logit_delta"), falsify.Params("tier", "logit_noise"),
-		falsify.Refs("golden file", "reference engine"),
-		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
-		falsify.Doc("a backend's greedy output equals the reviewed golden (or the reference's, in the numerics params.numerics names for the backend) at every step whose judge margin reaches twice the contract's numerical noise for the model's weight tier (params.logit_noise); a backend further than that noise from the reference fails"))
-	reg.Register(FalsifierEngineParity, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
-		return m.opts.hooks.parity(ctx, c, m, backendParam(c, "cpu"))
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
-		falsify.Params("tier", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
-		falsify.AppliesWhen(falsify.TierApplies), falsify.VetWith(falsify.VetTier),
-		falsify.Doc("a backend's logits against the reference engine's (in the numerics params.numerics names for the backend: plain, or ggml's activation rounding) at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
-	reg.Register(FalsifierGPUCPU, falsify.KindCosine, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
-		return gpuCPU(ctx, c, m, backendParam(c, "cuda"))
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
-		falsify.Params("tier", "backend", "against", "argmax_margin", falsify.ParamNearTieEps, falsify.ParamRouterNoise), falsify.Refs("reference engine", "reference engine router"),
-		falsify.AppliesWhen(gpuCPUApplies), falsify.VetWith(falsify.VetTier),
-		falsify.Doc("a device backend's logits (params.backend) against another engine's (params.against) at every position of a probe prompt, at the thresholds of the model's weight tier; the judge's router near-ties excluded and reported"))
-	reg.Register(FalsifierThroughput, falsify.KindTiming, adapt(func(ctx context.Context, c *falsify.Check, m *modelRun) outcome {
-		return m.throughputGate(ctx, c.F, backendParam(c, "cpu"))
-	}), falsify.Needs(falsify.NeedModel), falsify.Thresholds("decode_ratio", "prefill_ratio", "max_cv"), falsify.Refs("baseline"),
-		falsify.AppliesWhen(throughputApplies),
-		falsify.Doc("decode and prefill tok/s against the baseline recorded for this model, host and backend, by bootstrap confidence intervals"))
-	reg.Register(FalsifierServeParity, falsify.KindProperty, serveParity,
-		falsify.Needs(falsify.NeedModel), falsify.Thresholds("mismatches", "max_batch"),
-		falsify.Params("backend", "requests", "tokens", "parallel"),
-		falsify.Doc("concurrent requests to apr serve on a backend give the token ids of the same requests run alone on it (batch invariance at the serving shape)"))
+// Registry returns a registry of falsify's own code and qa's
+// (falsify.Builtins, then Register): what a run without Options.Registry
+// uses. apr's binary runs the one its command line wires.
+func Registry() *falsify.Registry {
+	registryOnce.Do(func() {
+		registry = falsify.Builtins()
+		Register(registry)
+	})
+	return registry
 }
 
-// serveParity serves the model on loopback (package serve) and compares
-// concurrent answers with solo runs of the same requests.
-func serveParity(ctx context.Context, c *falsify.Check) error {
-	o := serve.ParityOptions{Model: c.ModelPath(), Backend: backendParam(c, "cpu"), Seed: uint64(c.Seed())}
-	var err error
-	if o.Requests, err = c.ParamInt("requests", 8); err != nil {
-		return err
-	}
-	if o.Tokens, err = c.ParamInt("tokens", 12); err != nil {
-		return err
-	}
-	if o.Parallel, err = c.ParamInt("parallel", 4); err != nil {
-		return err
-	}
-	res, err := serve.Parity(ctx, o)
-	if err != nil {
-		return err
-	}
-	for _, n := range res.Notes {
-		c.Note("%s", n)
-	}
-	c.Measure("mismatches", float64(res.Mismatches))
-	c.Measure("max_batch", float64(res.MaxBatch))
-	return nil
+var (
+	registryOnce sync.Once
+	registry     *falsify.Registry
+)
+
+// The falsifier codes qa's gates run (the contracts name them by these;
+// the code is falsify's).
+const (
+	FalsifierTensorValues = falsify.CodeTensorValues
+	FalsifierTokenizer    = falsify.CodeTokenizer
+	FalsifierTemplate     = falsify.CodeTemplate
+	FalsifierGoldenOutput = falsify.CodeGoldenOutput
+	FalsifierEngineParity = falsify.CodeEngineParity
+	FalsifierGPUCPU       = falsify.CodeGPUCPU
+	FalsifierThroughput   = falsify.CodeThroughput
+	FalsifierServeParity  = "serve_parity" // falsify.RegisterServeParity
+)
+
+// Register adds to reg what falsify's own code cannot: serve_parity over
+// package serve (which imports falsify). Every other falsifier a gate runs
+// is falsify's own (falsify.Builtins).
+func Register(reg *falsify.Registry) {
+	falsify.RegisterServeParity(reg, serveParity)
+}
+
+// serveParity is serve.Parity for falsify's serve_parity.
+func serveParity(ctx context.Context, model, backend string, seed uint64, requests, tokens, parallel int) (int, int, []string, error) {
+	res, err := serve.Parity(ctx, serve.ParityOptions{Model: model, Backend: backend, Seed: seed, Requests: requests, Tokens: tokens, Parallel: parallel})
+	return res.Mismatches, res.MaxBatch, res.Notes, err
 }
 
 // Weight tiers of engine_parity (params.tier): falsify's, the one rule
@@ -113,8 +67,6 @@ const (
 
 func tier(f *gguf.File) string { return falsify.WeightTier(f) }
 
-// templateApplies: a model without a chat template has none to gate (apr
-// qa reports it refused-optional, apr falsify as not run).
 // gpuCPUApplies: gpu_cpu applies to models of its tier when its device
 // backend can run on this machine (qa gates a named backend anyway, and
 // refuses it with the reason).
@@ -129,246 +81,71 @@ func gpuCPUApplies(c *falsify.Check) (bool, string) {
 	return true, ""
 }
 
-func templateApplies(c *falsify.Check) (bool, string) {
-	f, err := c.Model()
-	if err != nil {
-		return true, ""
-	}
-	if _, ok := f.Get(chat.KeyTemplate); !ok {
-		return false, "the model carries no " + chat.KeyTemplate + " (a base model)"
-	}
-	return true, ""
-}
-
-// throughputApplies: throughput is compared against a recorded baseline;
-// without one (and without accept_baseline) there is nothing to compare.
-// params baseline_file, accept_baseline and host (a fingerprint) are what apr
-// qa sets; apr falsify uses the defaults (the user's file, this host).
-func throughputApplies(c *falsify.Check) (bool, string) {
-	file, _ := c.ParamString("baseline_file", "")
-	if file == "" {
-		var err error
-		if file, err = DefaultBaselineFile(); err != nil {
-			return true, ""
-		}
-	}
-	if accept, _ := c.Param("accept_baseline"); accept == true {
-		return true, ""
-	}
-	host, _ := c.ParamString("host", "")
-	if host == "" {
-		host = hostKey(probeHost()).Fingerprint
-	}
-	sha, err := c.ModelSHA256()
-	if err != nil {
-		return true, ""
-	}
-	if ok, why := hasBaseline(file, sha, host, backendParam(c, "cpu")); !ok {
-		return false, why
-	}
-	return true, ""
-}
-
-// hasBaseline reports whether file holds a baseline for (sha, host,
-// backend); an unreadable file counts as having one (the gate then refuses
-// with the reason rather than skipping it).
-func hasBaseline(file, sha, host, backend string) (bool, string) {
-	bl, err := LoadBaselines(file)
-	if err != nil {
-		return true, ""
-	}
-	if _, ok := bl.Entries[BaselineKey(sha, host, backend)]; ok {
-		return true, ""
-	}
-	return false, fmt.Sprintf("no baseline for this model, host (%s) and backend %s in %s; apr qa --accept-baseline records one", host, backend, file)
-}
-
-func backendParam(c *falsify.Check, def string) string {
-	b, err := c.ParamString("backend", def)
-	if err != nil || b == "" {
-		return def
-	}
-	return b
-}
-
-// adapt turns a gate implementation into falsifier code: the outcome's
-// values are measured (the runner judges them against the contract's
-// thresholds), a fail is a falsify.Fail, a refusal keeps its code.
-func adapt(fn func(ctx context.Context, c *falsify.Check, m *modelRun) outcome) falsify.Func {
-	return func(ctx context.Context, c *falsify.Check) error {
-		m, err := modelFor(ctx, c)
-		if err != nil {
-			return err
-		}
-		o := fn(ctx, c, m)
-		for _, v := range o.values {
-			c.Measure(v.Name, v.Value)
-		}
-		for _, d := range o.details {
-			c.Note("%s", d)
-		}
-		switch o.verdict {
-		case Fail:
-			return falsify.Fail("%s", o.reason)
-		case Refused:
-			by := o.by
-			if by == "" {
-				by = c.By()
-			}
-			return falsify.RefuseCode(o.code, by, "%s", o.reason)
-		}
-		return nil
-	}
-}
-
-// state is what apr qa hands its falsifier code through the context: its
-// options (hooks, reference, threads, baselines) and the models it gates,
-// opened once. apr falsify hands nothing; the code then builds its own.
+// state is one qa run: its options (the planted engines among them) and
+// host, and the registry its gates run, in which falsify's engine-facing
+// code is bound to the run's engines.
 type state struct {
-	opts   *Options
-	host   HostKey
-	models *modelTable
-	// refOverride, when set, replaces the reference's logits (the
-	// failclosed gate's probes).
-	refOverride logitsFunc
+	opts *Options
+	host falsify.HostKey
+
+	regOnce sync.Once
+	reg     *falsify.Registry
 }
 
-type stateKey struct{}
-
-// modelTable holds the models apr qa is gating, by path.
-type modelTable struct {
-	mu sync.Mutex
-	m  map[string]*modelRun
+// engines are the run's engines in falsify's words (the tests' plants).
+func (st *state) engines() falsify.Engines {
+	h := st.opts.hooks
+	return falsify.Engines{Run: h.run, Logits: h.logits, Router: h.router, Golden: h.golden, SloppyParity: h.sloppyParity}
 }
 
-func (t *modelTable) get(path string) *modelRun {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.m[path]
+// registry is opts.Registry with the engine-facing code (golden_output,
+// engine_parity, gpu_cpu, throughput) bound to the run's engines, in a clone.
+func (st *state) registry() *falsify.Registry {
+	st.regOnce.Do(func() { st.reg = bindEngines(st.opts.Registry, st.engines()) })
+	return st.reg
 }
 
-func (t *modelTable) set(path string, m *modelRun) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if m == nil {
-		delete(t.m, path)
-		return
+// bindEngines returns a clone of reg whose engine-facing code runs e.
+func bindEngines(reg *falsify.Registry, e falsify.Engines) *falsify.Registry {
+	r := reg.Clone()
+	for id, fn := range falsify.EngineCodes(e) {
+		r.Rebind(id, fn)
 	}
-	t.m[path] = m
-}
-
-func withState(ctx context.Context, s *state) context.Context {
-	return context.WithValue(ctx, stateKey{}, s)
-}
-
-// modelFor returns the gating state of the check's model: apr qa's, or a
-// fresh one over the check's own inputs.
-func modelFor(ctx context.Context, c *falsify.Check) (*modelRun, error) {
-	if s, ok := ctx.Value(stateKey{}).(*state); ok {
-		if m := s.models.get(c.ModelPath()); m != nil {
-			return m, nil
-		}
-	}
-	f, err := c.Model()
-	if err != nil {
-		return nil, err
-	}
-	sha, err := c.ModelSHA256()
-	if err != nil {
-		return nil, err
-	}
-	o := &Options{}
-	if err := o.defaults(); err != nil {
-		return nil, refuse.Wrap(c.By(), err)
-	}
-	o.Reference, _ = c.ParamString("reference", o.Reference)
-	m := newModelRun(o, hostKey(probeHost()), c.ModelPath(), sha, f)
-	return m, nil
+	r.Rebind(falsify.CodeThroughput, falsify.Throughput(e.Run))
+	return r
 }
 
 // execute runs falsifiers ids on the model through falsify.Run with the
 // backend (and reference) set over their params, and merges their results
 // into one outcome.
-func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend string) (outcome, []falsify.Result) {
+func (m *modelRun) execute(ctx context.Context, st *state, ids []string, backend string) (verdict.Outcome, []falsify.Result) {
+	return m.executeIn(ctx, st.registry(), ids, backend)
+}
+
+// executeIn is execute with the registry given.
+func (m *modelRun) executeIn(ctx context.Context, reg *falsify.Registry, ids []string, backend string) (verdict.Outcome, []falsify.Result) {
 	params := map[string]any{"reference": m.opts.Reference, "baseline_file": m.opts.BaselineFile,
-		"accept_baseline": m.opts.AcceptBaseline, "host": m.host.Fingerprint, falsify.ParamKLDBase: m.opts.KLDBase}
+		"accept_baseline": m.opts.AcceptBaseline, "host": m.host, "threads": m.opts.Threads, falsify.ParamKLDBase: m.opts.KLDBase}
 	if backend != "" {
 		params["backend"] = backend
 	}
-	rep, err := falsify.Run(withState(ctx, st), falsify.Options{IDs: ids, Model: m.path, Set: m.opts.Contracts,
-		Registry: m.opts.Registry, Params: params, Seed: m.opts.Seed, ModelSHA256: m.sha, Log: m.opts.Log})
+	rep, err := falsify.Run(ctx, falsify.Options{IDs: ids, Model: m.path, Loaded: m.h, Set: m.opts.Contracts,
+		Registry: reg, Params: params, Seed: m.opts.Seed, ModelSHA256: m.sha, Log: m.opts.Log})
 	if err != nil {
-		return refused(CodeNoContract, By, nil, "%v", err), nil
+		return verdict.RefusedBy(CodeNoContract, By, nil, "%v", err), nil
 	}
 	if len(rep.Results) == 0 {
 		var why []string
 		for _, n := range rep.NotRun {
 			why = append(why, n.ID+": "+n.Why)
 		}
-		return refused(CodeNoContract, By, nil, "falsify ran nothing: %s", strings.Join(why, "; ")), nil
+		return verdict.RefusedBy(CodeNoContract, By, nil, "falsify ran nothing: %s", strings.Join(why, "; ")), nil
 	}
-	return merge(rep.Results), rep.Results
-}
-
-// merge combines results: the worst verdict (fail, then refused, then
-// pass), every measured value, and the reasons of the worst.
-func merge(rs []falsify.Result) outcome {
-	rank := map[falsify.Verdict]int{falsify.VerdictPass: 0, falsify.VerdictRefused: 1, falsify.VerdictFail: 2}
-	worst := rs[0]
-	var o outcome
-	for _, r := range rs {
-		if rank[r.Verdict] > rank[worst.Verdict] {
-			worst = r
-		}
-		o.values = append(o.values, resultValues(r)...)
-		for _, d := range r.Details {
-			o.details = append(o.details, d)
-		}
+	os := make([]verdict.Outcome, len(rep.Results))
+	for i, r := range rep.Results {
+		os[i] = r.Outcome()
 	}
-	var reasons []string
-	for _, r := range rs {
-		if r.Verdict == worst.Verdict && r.Reason != "" {
-			reasons = append(reasons, r.Reason)
-		}
-	}
-	o.verdict = Verdict(worst.Verdict)
-	o.reason = strings.Join(reasons, "; ")
-	if worst.Verdict == falsify.VerdictRefused {
-		o.code, o.by = worst.RefusalCode, worst.RemovedBy
-	}
-	return o
-}
-
-// resultValues lists a result's measured values: those with a threshold
-// first (in threshold-name order), then the others by name.
-func resultValues(r falsify.Result) []Value {
-	var out []Value
-	names := make([]string, 0, len(r.Measured)+len(r.NonFinite))
-	for n := range r.Measured {
-		names = append(names, n)
-	}
-	for n := range r.NonFinite {
-		names = append(names, n)
-	}
-	sort.SliceStable(names, func(i, j int) bool {
-		_, ti := r.Thresholds[names[i]]
-		_, tj := r.Thresholds[names[j]]
-		if ti != tj {
-			return ti
-		}
-		return names[i] < names[j]
-	})
-	for _, n := range names {
-		v := Value{Name: n, Value: r.Measured[n]}
-		if nf, ok := r.NonFinite[n]; ok {
-			v.Value, v.NonFinite = math.NaN(), nf
-		}
-		if t, ok := r.Thresholds[n]; ok {
-			v.Threshold = thresholdString(t)
-		}
-		out = append(out, v)
-	}
-	return out
+	return verdict.Merge(os...), rep.Results
 }
 
 // failClosed runs the contract's failclosed falsifier for parity (the
@@ -376,21 +153,21 @@ func resultValues(r falsify.Result) []Value {
 // references that answer with garbage (NaN rows, too few rows, rows of the
 // wrong width): every run must end refused for the reference. A parity that
 // was refused for its real reference proves nothing and refuses.
-func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifier, parityID, backend string) outcome {
+func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifier, parityID, backend string) verdict.Outcome {
 	pr, ok := m.parityResult[backend]
 	if !ok {
 		pr, _ = m.execute(ctx, st, []string{parityID}, backend)
 		m.parityResult[backend] = pr
 	}
-	if pr.verdict == Refused {
-		return refused(pr.code, fc.ID, nil, "%s was refused with the real reference (%s); refusing with a withdrawn one proves nothing", parityID, pr.reason)
+	if pr.Verdict == verdict.Refused {
+		return verdict.RefusedBy(pr.Code, fc.ID, nil, "%s was refused with the real reference (%s); refusing with a withdrawn one proves nothing", parityID, pr.Reason)
 	}
 	o, _ := m.execute(ctx, st, []string{fc.ID}, backend)
-	if o.verdict == Refused {
+	if o.Verdict == verdict.Refused {
 		return o
 	}
 	withdrawn := 0.0
-	for _, v := range o.values {
+	for _, v := range o.Values {
 		if v.Name == "non_refusals" {
 			withdrawn = v.Value
 		}
@@ -409,34 +186,34 @@ func (m *modelRun) failClosed(ctx context.Context, st *state, fc schema.Falsifie
 	}
 	var bad []string
 	for _, g := range garbage {
-		gst := &state{opts: st.opts, host: st.host, models: st.models,
-			refOverride: func(_ context.Context, _ string, toks []int32) (generate.LogitsResult, error) {
-				rows, w := g.rows(len(toks))
-				return generate.LogitsResult{NVocab: w, Tokens: toks, Logits: rows}, nil
-			}}
-		r, rs := m.execute(ctx, gst, []string{parityID}, backend)
+		e := st.engines()
+		e.RefLogits = func(_ context.Context, _ string, toks []int32) (generate.LogitsResult, error) {
+			rows, w := g.rows(len(toks))
+			return generate.LogitsResult{NVocab: w, Tokens: toks, Logits: rows}, nil
+		}
+		r, rs := m.executeIn(ctx, bindEngines(st.opts.Registry, e), []string{parityID}, backend)
 		code := ""
 		if len(rs) > 0 {
 			code = rs[0].RefusalCode
 		}
-		if r.verdict != Refused || code != CodeReference {
-			bad = append(bad, fmt.Sprintf("reference returning %s: %s gave %s (%s)", g.name, parityID, r.verdict, r.reason))
+		if r.Verdict != verdict.Refused || code != CodeReference {
+			bad = append(bad, fmt.Sprintf("reference returning %s: %s gave %s (%s)", g.name, parityID, r.Verdict, r.Reason))
 		}
 	}
-	c := newCheck(fc)
-	c.note("withdrawn_non_refusals", withdrawn, "count")
-	c.note("garbage_non_refusals", float64(len(bad)), "count")
-	c.hold("non_refusals", withdrawn+float64(len(bad)), "count")
-	out := c.outcome(firstN(append(detailsOf(o), bad...)))
-	out.details = append(o.details, bad...)
+	c := verdict.NewJudge(fc.ID, fc.Thresholds)
+	c.Note("withdrawn_non_refusals", withdrawn, "count")
+	c.Note("garbage_non_refusals", float64(len(bad)), "count")
+	c.Hold("non_refusals", withdrawn+float64(len(bad)), "count")
+	out := c.Outcome(verdict.FirstN(append(detailsOf(o), bad...)))
+	out.Details = append(o.Details, bad...)
 	return out
 }
 
-func detailsOf(o outcome) []string {
-	if o.verdict == Pass {
+func detailsOf(o verdict.Outcome) []string {
+	if o.Verdict == verdict.Pass {
 		return nil
 	}
-	return []string{o.reason}
+	return []string{o.Reason}
 }
 
 func fill(n, width int, poison bool) [][]float32 {

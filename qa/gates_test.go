@@ -20,6 +20,7 @@ import (
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/qa"
 	"github.com/aprqa/apr/qa/qatest"
+	"github.com/aprqa/apr/verdict"
 )
 
 // TestStories260K is the acceptance run: every gate on ref and cpu. The
@@ -133,11 +134,11 @@ func TestScanTensorsReadsTheMapping(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	r := qa.ScanTensors(f)
+	r := falsify.ScanTensors(f)
 	runtime.ReadMemStats(&after)
 	alloc := after.TotalAlloc - before.TotalAlloc
 	if alloc > uint64(st.Size())/8 {
-		t.Errorf("ScanTensors allocated %d bytes for a %d-byte file: it copies the data", alloc, st.Size())
+		t.Errorf("falsify.ScanTensors allocated %d bytes for a %d-byte file: it copies the data", alloc, st.Size())
 	}
 	if len(r.Findings) != 0 || r.Bytes == 0 || r.Tensors != len(f.Tensors) {
 		t.Errorf("ScanTensors(clean) = %d tensors, %d bytes, findings %v", r.Tensors, r.Bytes, r.Findings)
@@ -242,7 +243,7 @@ func TestTokenizerVocabularies(t *testing.T) {
 			if err != nil {
 				t.Skipf("SKIP (not a pass): %v", err)
 			}
-			if g.Verdict != qa.Pass {
+			if g.Verdict != verdict.Pass {
 				t.Errorf("tokenizer gate on %s = %s: %s", name, g.Status, g.Reason)
 			}
 			t.Logf("%s: %v", name, g.Values)
@@ -404,7 +405,7 @@ func TestThroughputRatchet(t *testing.T) {
 	o.AcceptBaseline = false
 	g = gate(t, gateRun(t, o), qa.GateThroughput, "cpu")
 	wantStatus(t, g, "pass")
-	bl, err := qa.LoadBaselines(file)
+	bl, err := falsify.LoadBaselines(file)
 	if err != nil || len(bl.Entries) != 1 {
 		t.Fatalf("baselines after --accept-baseline: %v, %v", bl, err)
 	}
@@ -520,24 +521,24 @@ func TestDefaultModels(t *testing.T) {
 	}
 }
 
-func TestCellVerdict(t *testing.T) {
+func TestReportOutcome(t *testing.T) {
 	path := qatest.Synth(t, "llama")
 	tests := []struct {
 		name string
 		o    qa.Options
-		want qa.Verdict
+		want verdict.Verdict
 	}{
-		{"passes", qa.Options{Model: path, Backends: []string{"ref"}, Gates: []string{qa.GateTensorContract}}, qa.Pass},
-		{"a failing gate", qa.Options{Model: path, Backends: []string{"ref", qatest.Perturbed}, Gates: []string{qa.GateParity}}, qa.Fail},
-		{"a refusal that counts", qa.Options{Model: path, Backends: []string{"nonesuch"}, Gates: []string{qa.GateGolden}}, qa.Refused},
-		{"too few executed", qa.Options{Model: path, Gates: []string{qa.GateTensorContract}, MinGates: 5}, qa.Fail},
+		{"passes", qa.Options{Model: path, Backends: []string{"ref"}, Gates: []string{qa.GateTensorContract}}, verdict.Pass},
+		{"a failing gate", qa.Options{Model: path, Backends: []string{"ref", qatest.Perturbed}, Gates: []string{qa.GateParity}}, verdict.Fail},
+		{"a refusal that counts", qa.Options{Model: path, Backends: []string{"nonesuch"}, Gates: []string{qa.GateGolden}}, verdict.Refused},
+		{"too few executed", qa.Options{Model: path, Gates: []string{qa.GateTensorContract}, MinGates: 5}, verdict.Fail},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rep := gateRun(t, tt.o)
-			v, by, reason := rep.CellVerdict()
-			if v != tt.want || (v == qa.Refused) != (by != "") || reason == "" {
-				t.Errorf("CellVerdict() = %s, %q, %q; want %s (a refuser exactly when refused)", v, by, reason, tt.want)
+			o := rep.Outcome()
+			if o.Verdict != tt.want || (o.Verdict == verdict.Refused) != (o.RemovedBy != "") || (o.Verdict != verdict.Pass && o.Reason == "") {
+				t.Errorf("Outcome() = %s, %q, %q; want %s (a refuser exactly when refused, a reason unless passed)", o.Verdict, o.RemovedBy, o.Reason, tt.want)
 			}
 		})
 	}

@@ -3,66 +3,36 @@ package qa
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aprqa/apr/engine/chat"
-	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/regfile"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
 // By is the refuser qa names when it refuses a gate itself.
 const By = "qa"
 
-// outcome is what a gate implementation decides.
-type outcome struct {
-	verdict Verdict
-	code    string // refusals
-	by      string
-	reason  string
-	values  []Value
-	details []string
-}
-
-func passed(values ...Value) outcome { return outcome{verdict: Pass, values: values} }
-
-func failed(values []Value, format string, args ...any) outcome {
-	return outcome{verdict: Fail, reason: fmt.Sprintf(format, args...), values: values}
-}
-
-func refused(code, by string, values []Value, format string, args ...any) outcome {
-	return outcome{verdict: Refused, code: code, by: by, reason: fmt.Sprintf(format, args...), values: values}
-}
-
-// fromError turns an error of an engine run into an outcome: a refusal stays
-// a refusal (code given), anything else is a fail.
-func fromError(code string, err error, format string, args ...any) outcome {
-	what := fmt.Sprintf(format, args...)
-	if r, ok := refuse.As(err); ok {
-		return refused(code, r.By, nil, "%s: %s", what, r.Reason)
-	}
-	return failed(nil, "%s: %v", what, err)
-}
-
 // modelRun is the state of gating one model.
 type modelRun struct {
 	opts *Options
-	host HostKey
+	host falsify.HostKey
 	mr   *ModelReport // nil outside apr qa
 	path string
 	name string
 	sha  string
-	f    *gguf.File
+	h    *loaded.Model // the model, opened once: its file, sha256, tokenizer, logits
+	f    *gguf.File    // h.File
 	arch string
 	mc   *schema.Model // nil: no contract for the architecture
 
@@ -72,23 +42,17 @@ type modelRun struct {
 	quantized bool // some matrix is stored in a quantized type
 
 	mu           sync.Mutex
-	logitsCache  map[string]logitsEntry // backend and tokens → logits
-	greedyCache  map[string][]greedyCase
-	parityResult map[string]outcome // backend → the parity gate's outcome
+	parityResult map[string]verdict.Outcome // backend → the parity gate's verdict.Outcome
 }
 
-type logitsEntry struct {
-	res generate.LogitsResult
-	err error
-}
-
-func newModelRun(opts *Options, host HostKey, path, sha string, f *gguf.File) *modelRun {
-	m := &modelRun{opts: opts, host: host, path: path, name: filepath.Base(path), sha: sha, f: f, arch: f.Architecture(),
-		logitsCache: map[string]logitsEntry{}, greedyCache: map[string][]greedyCase{}, parityResult: map[string]outcome{}}
+func newModelRun(opts *Options, host falsify.HostKey, h *loaded.Model, sha string) *modelRun {
+	f := h.File
+	m := &modelRun{opts: opts, host: host, path: h.Path, name: h.Name(), sha: sha, h: h, f: f, arch: f.Architecture(),
+		parityResult: map[string]verdict.Outcome{}}
 	if mc, ok := opts.Contracts.Model(m.arch); ok {
 		m.mc = mc
 	}
-	m.tok, m.tokErr = tokenizer.New(f)
+	m.tok, m.tokErr = h.Tokenizer()
 	m.quantized = isQuantized(f)
 	return m
 }
@@ -100,17 +64,16 @@ func gateModel(ctx context.Context, st *state, path, synth string) (ModelReport,
 	if err != nil {
 		return ModelReport{}, err
 	}
-	f, err := gguf.Open(path)
+	h, err := loaded.Open(path)
 	if err != nil {
 		return ModelReport{}, err
 	}
-	defer f.Close()
-	mr := ModelReport{Path: path, Name: filepath.Base(path), SHA256: sha, Bytes: size, Arch: f.Architecture(),
+	defer h.Close()
+	h.KnownSHA256(sha, size)
+	mr := ModelReport{Path: path, Name: h.Name(), SHA256: sha, Bytes: size, Arch: h.File.Architecture(),
 		Synth: synth, Backends: slices.Clone(opts.Backends), Gates: []Gate{}}
-	m := newModelRun(opts, st.host, path, sha, f)
+	m := newModelRun(opts, st.host, h, sha)
 	m.mr = &mr
-	st.models.set(path, m)
-	defer st.models.set(path, nil)
 	for _, gate := range Gates() {
 		if opts.Gates != nil && !slices.Contains(opts.Gates, gate) {
 			continue
@@ -144,23 +107,23 @@ func (m *modelRun) record(ctx context.Context, st *state, gate, backend string) 
 		if backend != "" {
 			unavailable = model.Available(backend)
 		}
-		var r outcome
+		var r verdict.Outcome
 		switch {
 		case ctx.Err() != nil:
-			r = refused(By, By, nil, "cancelled: %v", ctx.Err())
+			r = verdict.RefusedBy(By, By, nil, "cancelled: %v", ctx.Err())
 		case unavailable != nil:
 			// A backend this build lacks, or one this machine cannot run
 			// (cuda without a device): every gate on it is refused with the
 			// reason, by "backend" (what --allow-refused backend accepts).
 			rf, _ := refuse.As(unavailable)
-			r = refused(CodeBackend, rf.By, nil, "%s", rf.Reason)
+			r = verdict.RefusedBy(CodeBackend, rf.By, nil, "%s", rf.Reason)
 		case gate == GateFailClosed:
 			r = m.failClosed(ctx, st, fzs[0], fzs[1].ID, backend)
 		case gate == GateTemplate && !m.hasTemplate():
-			r = refused(CodeNoTemplate, chat.Refuser, nil, "the model carries no %s (a base model); there is no chat template to gate", chat.KeyTemplate)
+			r = verdict.RefusedBy(CodeNoTemplate, chat.Refuser, nil, "the model carries no %s (a base model); there is no chat template to gate", chat.KeyTemplate)
 		case gate == GateThroughput && !m.opts.AcceptBaseline && !m.baselineExists(backend):
-			_, why := hasBaseline(m.opts.BaselineFile, m.sha, m.host.Fingerprint, backend)
-			r = refused(CodeNoBaseline, fzs[0].ID, nil, "%s", why)
+			_, why := falsify.HasBaseline(m.opts.BaselineFile, m.sha, m.host.Fingerprint, backend)
+			r = verdict.RefusedBy(CodeNoBaseline, fzs[0].ID, nil, "%s", why)
 		default:
 			ids := make([]string, len(fzs))
 			for i, f := range fzs {
@@ -179,16 +142,16 @@ func (m *modelRun) record(ctx context.Context, st *state, gate, backend string) 
 			ids = append(ids, f.ID)
 		}
 	}
-	g := Gate{Name: gate, Backend: backend, Falsifier: strings.Join(ids, " + "), Verdict: o.verdict, Code: o.code, By: o.by,
-		Reason: o.reason, Values: o.values, Details: o.details, DurationMS: ms(time.Since(start))}
+	g := Gate{Name: gate, Backend: backend, Falsifier: strings.Join(ids, " + "), Verdict: o.Verdict, Code: o.Code, By: o.RemovedBy,
+		Reason: o.Reason, Values: o.Values, Details: o.Details, DurationMS: ms(time.Since(start))}
 	if g.Values == nil {
 		g.Values = []Value{}
 	}
 	for i := range g.Values {
-		g.Values[i] = finite(g.Values[i])
+		g.Values[i] = g.Values[i].Finite()
 	}
 	g.Status = string(g.Verdict)
-	if g.Verdict == Refused && len(fzs) > 0 && slices.Contains(optionalRefusals(fzs[0]), g.Code) {
+	if g.Verdict == verdict.Refused && len(fzs) > 0 && slices.Contains(optionalRefusals(fzs[0]), g.Code) {
 		g.Optional = true
 		g.Status = StatusRefusedOptional
 	}
@@ -216,7 +179,7 @@ func (m *modelRun) hasTemplate() bool {
 }
 
 func (m *modelRun) baselineExists(backend string) bool {
-	ok, _ := hasBaseline(m.opts.BaselineFile, m.sha, m.host.Fingerprint, backend)
+	ok, _ := falsify.HasBaseline(m.opts.BaselineFile, m.sha, m.host.Fingerprint, backend)
 	return ok
 }
 
@@ -226,31 +189,31 @@ func (m *modelRun) baselineExists(backend string) bool {
 // parity to the engine_parity of the model's weight tier; failclosed to the
 // failclosed falsifier whose target is that parity (returned first, the
 // parity second). A missing one refuses the gate.
-func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *outcome) {
+func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *verdict.Outcome) {
 	set := m.opts.Contracts
 	var list []schema.Falsifier
 	owner := ""
 	if verb := map[string]string{GateTiming: "run", GateServing: "serve"}[gate]; verb != "" {
 		v, ok := set.Verb(verb)
 		if !ok {
-			r := refused(CodeNoContract, By, nil, "the contract set (digest %.12s) has no contract for verb %s", set.Digest, verb)
+			r := verdict.RefusedBy(CodeNoContract, By, nil, "the contract set (digest %.12s) has no contract for verb %s", set.Digest, verb)
 			return nil, &r
 		}
 		list, owner = v.Falsifiers, v.ID
 	} else {
 		if m.mc == nil {
-			r := refused(CodeNoContract, By, nil, "the contract set (digest %.12s) has no model contract for architecture %q", set.Digest, m.arch)
+			r := verdict.RefusedBy(CodeNoContract, By, nil, "the contract set (digest %.12s) has no model contract for architecture %q", set.Digest, m.arch)
 			return nil, &r
 		}
 		list, owner = m.mc.Falsifiers, m.mc.ID
 	}
-	find := func(what string, ok func(schema.Falsifier) bool) (schema.Falsifier, *outcome) {
+	find := func(what string, ok func(schema.Falsifier) bool) (schema.Falsifier, *verdict.Outcome) {
 		for _, f := range list {
 			if ok(f) {
 				return f, nil
 			}
 		}
-		r := refused(CodeNoContract, By, nil, "contract %s (contracts digest %.12s) has no %s: gate %s is not defined for this model", owner, set.Digest, what, gate)
+		r := verdict.RefusedBy(CodeNoContract, By, nil, "contract %s (contracts digest %.12s) has no %s: gate %s is not defined for this model", owner, set.Digest, what, gate)
 		return schema.Falsifier{}, &r
 	}
 	byCode := func(code string) func(schema.Falsifier) bool {
@@ -311,127 +274,6 @@ func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *outcome) {
 		return nil, o
 	}
 	return []schema.Falsifier{f}, nil
-}
-
-// check holds a measured value to the falsifier's threshold name.
-type check struct {
-	fz      schema.Falsifier
-	values  []Value
-	failing []string
-	missing []string
-}
-
-func newCheck(fz schema.Falsifier) *check { return &check{fz: fz} }
-
-// hold records measured against threshold name; a threshold the contract
-// lacks is noted as missing (the gate then refuses, fail closed).
-func (c *check) hold(name string, measured float64, unit string) {
-	t, ok := c.fz.Thresholds[name]
-	if !ok {
-		c.missing = append(c.missing, name)
-		c.values = append(c.values, Value{Name: name, Value: measured, Unit: unit})
-		return
-	}
-	c.values = append(c.values, Value{Name: name, Value: measured, Unit: unit, Threshold: thresholdString(t)})
-	if !t.Holds(measured) {
-		c.failing = append(c.failing, fmt.Sprintf("%s = %s, want %s", name, num(measured), thresholdString(t)))
-	}
-}
-
-// holdIf holds measured to threshold name when the contract has one, and
-// records it as information otherwise.
-func (c *check) holdIf(name string, measured float64, unit string) {
-	if _, ok := c.fz.Thresholds[name]; ok {
-		c.hold(name, measured, unit)
-		return
-	}
-	c.note(name, measured, unit)
-}
-
-// note records a measured value the gate reports without a threshold.
-func (c *check) note(name string, measured float64, unit string) {
-	c.values = append(c.values, Value{Name: name, Value: measured, Unit: unit})
-}
-
-// threshold returns the value of threshold name.
-func (c *check) threshold(name string) (schema.Threshold, bool) {
-	t, ok := c.fz.Thresholds[name]
-	return t, ok
-}
-
-// outcome decides: refused when a threshold is missing, fail when one does
-// not hold (detail explains), else pass.
-func (c *check) outcome(detail string) outcome {
-	if len(c.missing) > 0 {
-		return refused(CodeNoContract, c.fz.ID, c.values, "falsifier %s has no threshold %s", c.fz.ID, strings.Join(c.missing, ", "))
-	}
-	if len(c.failing) > 0 {
-		r := strings.Join(c.failing, "; ")
-		if detail != "" {
-			r += ": " + detail
-		}
-		return failed(c.values, "%s", r)
-	}
-	return passed(c.values...)
-}
-
-func thresholdString(t schema.Threshold) string {
-	s := t.Op + " " + num(t.Value)
-	if t.Unit != "" {
-		s += " " + t.Unit
-	}
-	return s
-}
-
-func num(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
-
-// params read typed values from a falsifier's params, with defaults.
-func paramInt(f schema.Falsifier, name string, def int) int {
-	switch v := f.Params[name].(type) {
-	case float64:
-		return int(v)
-	case int:
-		return v
-	case int64:
-		return int(v)
-	}
-	return def
-}
-
-func paramFloat(f schema.Falsifier, name string, def float64) float64 {
-	switch v := f.Params[name].(type) {
-	case float64:
-		return v
-	case int:
-		return float64(v)
-	case int64:
-		return float64(v)
-	}
-	return def
-}
-
-func paramString(f schema.Falsifier, name, def string) string {
-	if s, ok := f.Params[name].(string); ok && s != "" {
-		return s
-	}
-	return def
-}
-
-func paramStrings(f schema.Falsifier, name string, def []string) []string {
-	l, ok := f.Params[name].([]any)
-	if !ok {
-		return def
-	}
-	var out []string
-	for _, x := range l {
-		if s, ok := x.(string); ok {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 0 {
-		return def
-	}
-	return out
 }
 
 // isQuantized reports whether any matrix (≥ 2 dimensions) of f is stored in

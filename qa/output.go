@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aprqa/apr/internal/junit"
+	"github.com/aprqa/apr/verdict"
 )
 
 // WriteHeader writes the line that introduces a model's gates.
@@ -68,7 +69,7 @@ func WriteModelTable(w io.Writer, m *ModelReport) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 		if k > 0 {
-			if g := m.Gates[k-1]; g.Verdict != Pass || g.Reason != "" {
+			if g := m.Gates[k-1]; g.Verdict != verdict.Pass || g.Reason != "" {
 				fmt.Fprintf(w, "      ↳ %s\n", GateReason(g))
 			}
 		}
@@ -78,14 +79,14 @@ func WriteModelTable(w io.Writer, m *ModelReport) {
 // GateReason is the line explaining a gate's verdict.
 func GateReason(g Gate) string {
 	switch g.Verdict {
-	case Refused:
+	case verdict.Refused:
 		line := fmt.Sprintf("refused by %s (%s): %s", g.By, g.Code, g.Reason)
 		if !g.Optional && g.By != "" {
 			// What the user can do about a refusal that counts.
 			line += fmt.Sprintf(" [not a pass; to accept this refusal in advance: --allow-refused %s]", g.By)
 		}
 		return line
-	case Fail:
+	case verdict.Fail:
 		return "fail: " + g.Reason
 	}
 	return g.Reason
@@ -96,7 +97,7 @@ func GateReason(g Gate) string {
 // shows none: "mismatches=0" beside "refused" reads like a pass (its values,
 // if any, stay in the JSON report).
 func Measured(g Gate) (string, string) {
-	if g.Verdict == Refused {
+	if g.Verdict == verdict.Refused {
 		return "-", "-"
 	}
 	var ms, ts []string
@@ -162,11 +163,11 @@ func WriteJUnit(w io.Writer, r *Report) error {
 			c := junit.Case{Name: name, Classname: "apr.qa." + m.Arch, Time: secs(g.DurationMS),
 				SystemOut: fmt.Sprintf("falsifier %s; measured %s; threshold %s", orNone(g.Falsifier), meas, thr)}
 			switch {
-			case g.Verdict == Fail:
+			case g.Verdict == verdict.Fail:
 				c.Failure = &junit.Problem{Message: g.Reason, Type: "fail", Text: GateReason(g)}
-			case g.Verdict == Refused && g.Optional:
+			case g.Verdict == verdict.Refused && g.Optional:
 				c.Skipped = &junit.Problem{Message: StatusRefusedOptional + ": " + g.Reason, Type: g.Code}
-			case g.Verdict == Refused:
+			case g.Verdict == verdict.Refused:
 				c.Error = &junit.Problem{Message: g.Reason, Type: "refused", Text: GateReason(g)}
 			}
 			total += g.DurationMS

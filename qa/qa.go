@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aprqa/apr/contracts"
@@ -21,16 +18,7 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/internal/hostinfo"
-)
-
-// Verdict is how a gate ended.
-type Verdict string
-
-// The three verdicts.
-const (
-	Pass    Verdict = "pass"
-	Fail    Verdict = "fail"
-	Refused Verdict = "refused"
+	"github.com/aprqa/apr/verdict"
 )
 
 // StatusRefusedOptional is the status of a refused gate whose refusal the
@@ -99,37 +87,29 @@ func againstReference(gate string) bool { return gate == GateParity || gate == G
 // Refusal codes: why a gate did not decide. A contract may list some of them
 // as optional for a gate (params.optional_refusals).
 const (
-	CodeNoContract   = "no_contract"           // the contract set has no falsifier (or threshold) for the gate
-	CodeBackend      = "backend_unavailable"   // the gated backend is not in this build, or refused the model
-	CodeReference    = "reference_unavailable" // the reference could not run or gave unusable output
-	CodeModel        = "model_refused"         // the model (or its tokenizer) was refused before the gate could run
-	CodeNoTemplate   = "no_template"           // the model carries no chat template
-	CodeNoGolden     = "no_golden"             // no reviewed golden for this model (reference backend)
-	CodeNoBaseline   = "no_baseline"           // no comparable throughput baseline for (model, host, backend)
-	CodeBaselineFile = "baseline_unreadable"   // the baseline file exists but cannot be read
-	CodeTooNoisy     = "too_noisy"             // the runs vary more than the contract's bound
-	CodeUndecided    = "undecided"             // the confidence interval straddles the threshold
-	CodeRecorded     = "baseline_recorded"     // --accept-baseline recorded the first baseline: nothing compared yet
+	CodeNoContract   = verdict.CodeNoContract      // the contract set has no falsifier (or threshold) for the gate
+	CodeBackend      = falsify.RefusalBackend      // the gated backend is not in this build, or refused the model
+	CodeReference    = "reference_unavailable"     // the reference could not run or gave unusable output
+	CodeModel        = falsify.RefusalModel        // the model (or its tokenizer) was refused before the gate could run
+	CodeNoTemplate   = falsify.RefusalNoTemplate   // the model carries no chat template
+	CodeNoGolden     = "no_golden"                 // no reviewed golden for this model (reference backend)
+	CodeNoBaseline   = falsify.RefusalNoBaseline   // no comparable throughput baseline for (model, host, backend)
+	CodeBaselineFile = falsify.RefusalBaselineFile // the baseline file exists but cannot be read
+	CodeTooNoisy     = falsify.RefusalTooNoisy     // the runs vary more than the contract's bound
+	CodeUndecided    = falsify.RefusalUndecided    // the confidence interval straddles the threshold
+	CodeRecorded     = falsify.RefusalRecorded     // --accept-baseline recorded the first baseline: nothing compared yet
 )
 
 // Value is one measured number and, where the contract holds it to one, its
-// threshold ("<= 42", ">= 0.9999").
-type Value struct {
-	Name      string  `json:"name"`
-	Value     float64 `json:"value"`
-	Unit      string  `json:"unit,omitempty"`
-	Threshold string  `json:"threshold,omitempty"`
-	// NonFinite holds "NaN", "+Inf" or "-Inf" when the value was not finite
-	// (JSON has no such numbers); Value is 0 then.
-	NonFinite string `json:"non_finite,omitempty"`
-}
+// threshold ("<= 42", ">= 0.9999"): package verdict's.
+type Value = verdict.Value
 
 // Gate is one gate's result.
 type Gate struct {
-	Name      string  `json:"gate"`
-	Backend   string  `json:"backend,omitempty"`   // per-backend gates
-	Falsifier string  `json:"falsifier,omitempty"` // the contract falsifier it was held to
-	Verdict   Verdict `json:"verdict"`
+	Name      string          `json:"gate"`
+	Backend   string          `json:"backend,omitempty"`   // per-backend gates
+	Falsifier string          `json:"falsifier,omitempty"` // the contract falsifier it was held to
+	Verdict   verdict.Verdict `json:"verdict"`
 	// Status is the verdict as shown: pass, fail, refused or refused-optional.
 	Status     string   `json:"status"`
 	Optional   bool     `json:"optional,omitempty"` // refused, and the contract marks this refusal optional
@@ -143,10 +123,12 @@ type Gate struct {
 
 // Passed reports whether the gate counts as passed: pass, or a refusal the
 // contract marks optional.
-func (g Gate) Passed() bool { return g.Verdict == Pass || (g.Verdict == Refused && g.Optional) }
+func (g Gate) Passed() bool {
+	return g.Verdict == verdict.Pass || (g.Verdict == verdict.Refused && g.Optional)
+}
 
 // Executed reports whether the gate ran to a decision (pass or fail).
-func (g Gate) Executed() bool { return g.Verdict == Pass || g.Verdict == Fail }
+func (g Gate) Executed() bool { return g.Verdict == verdict.Pass || g.Verdict == verdict.Fail }
 
 // ModelReport is every gate of one model.
 type ModelReport struct {
@@ -172,17 +154,17 @@ type Counts struct {
 type Report struct {
 	// Passed is true when every gate passed (refused-optional included)
 	// and at least MinGates gates were executed.
-	Passed          bool          `json:"passed"`
-	Summary         string        `json:"summary"`
-	Counts          Counts        `json:"counts"`
-	Executed        int           `json:"gates_executed"`
-	MinGates        int           `json:"min_gates"`
-	Seed            int64         `json:"seed"` // of the randomized falsifiers: --seed reproduces the run
-	Reference       string        `json:"reference"`
-	ContractsDigest string        `json:"contracts_digest"`
-	Host            HostKey       `json:"host"`
-	BaselineFile    string        `json:"baseline_file"`
-	Models          []ModelReport `json:"models"`
+	Passed          bool            `json:"passed"`
+	Summary         string          `json:"summary"`
+	Counts          Counts          `json:"counts"`
+	Executed        int             `json:"gates_executed"`
+	MinGates        int             `json:"min_gates"`
+	Seed            int64           `json:"seed"` // of the randomized falsifiers: --seed reproduces the run
+	Reference       string          `json:"reference"`
+	ContractsDigest string          `json:"contracts_digest"`
+	Host            falsify.HostKey `json:"host"`
+	BaselineFile    string          `json:"baseline_file"`
+	Models          []ModelReport   `json:"models"`
 	// NotGated are the linked backends left out of a run that named none
 	// because they cannot run on this machine (cuda without a device),
 	// with the reason: not gated is not passed, and naming the backend
@@ -231,8 +213,8 @@ type Options struct {
 	Gates []string
 	// Contracts is the contract set the gates are held to (nil: embedded).
 	Contracts *contracts.Set
-	// Registry holds the falsifier code the gates run (nil: falsify.Default,
-	// where qa registers its own code).
+	// Registry holds the falsifier code the gates run (nil: Registry(),
+	// falsify's code and qa's).
 	Registry *falsify.Registry
 	// BaselineFile holds throughput baselines ("" means DefaultBaselineFile).
 	BaselineFile string
@@ -275,7 +257,7 @@ func (o *Options) defaults() error {
 	}
 	o.hooks.defaults()
 	if o.Registry == nil {
-		o.Registry = falsify.Default
+		o.Registry = Registry()
 	}
 	if o.Contracts == nil {
 		set, err := contracts.Embedded()
@@ -285,7 +267,7 @@ func (o *Options) defaults() error {
 		o.Contracts = set
 	}
 	if o.BaselineFile == "" {
-		p, err := DefaultBaselineFile()
+		p, err := falsify.DefaultBaselineFile()
 		if err != nil {
 			return err
 		}
@@ -293,11 +275,6 @@ func (o *Options) defaults() error {
 	}
 	return nil
 }
-
-var probeOnce = sync.OnceValue(hostinfo.Probe)
-
-// probeHost reads this machine once per process.
-func probeHost() hostinfo.Host { return probeOnce() }
 
 // ErrNoGates is returned when Options.Gates names no known gate.
 var ErrNoGates = errors.New("qa: no gate selected")
@@ -337,14 +314,14 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	sort.SliceStable(opts.Backends, func(i, j int) bool {
 		return opts.Backends[i] == opts.Reference && opts.Backends[j] != opts.Reference
 	})
-	host := probeHost()
+	host := falsify.ThisHost()
 	if opts.Host != nil {
-		host = *opts.Host
+		host = falsify.HostKeyOf(*opts.Host)
 	}
 	if opts.Seed == 0 {
 		opts.Seed = time.Now().UnixNano()
 	}
-	st := &state{opts: &opts, host: hostKey(host), models: &modelTable{m: map[string]*modelRun{}}}
+	st := &state{opts: &opts, host: host}
 	rep := Report{MinGates: opts.MinGates, Seed: opts.Seed, Reference: opts.Reference, ContractsDigest: opts.Contracts.Digest,
 		Host: st.host, BaselineFile: opts.BaselineFile, Models: []ModelReport{}, NotGated: notGated}
 	if rep.NotGated == nil {
@@ -397,9 +374,9 @@ func (r *Report) finish() {
 	r.Executed = 0
 	for _, g := range r.Gates() {
 		switch {
-		case g.Verdict == Pass:
+		case g.Verdict == verdict.Pass:
 			r.Counts.Pass++
-		case g.Verdict == Fail:
+		case g.Verdict == verdict.Fail:
 			r.Counts.Fail++
 		case g.Optional:
 			r.Counts.RefusedOptional++
@@ -448,26 +425,13 @@ func dedupe(in []string) []string {
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
-// finite turns a value into a Value, recording non-finite values by name.
-func finite(v Value) Value {
-	switch {
-	case math.IsNaN(v.Value):
-		v.NonFinite, v.Value = "NaN", 0
-	case math.IsInf(v.Value, 1):
-		v.NonFinite, v.Value = "+Inf", 0
-	case math.IsInf(v.Value, -1):
-		v.NonFinite, v.Value = "-Inf", 0
-	}
-	return v
-}
-
 // hooks replace how engines are run: tests plant defects through them.
 type hooks struct {
 	run    func(context.Context, generate.Options) (generate.Result, error)
 	logits func(context.Context, generate.LogitsOptions) (generate.LogitsResult, error)
-	// parity replaces the parity gate's implementation (the failclosed
-	// gate's own test plants a parity that passes without its reference).
-	parity func(ctx context.Context, c *falsify.Check, m *modelRun, backend string) outcome
+	// sloppyParity plants a parity that passes without its reference (the
+	// failclosed gate's own test; falsify.Engines.SloppyParity).
+	sloppyParity bool
 	// golden finds a model's reviewed golden.
 	golden func(sha string) (*golden.File, bool, error)
 	// router traces the reference's router for the parity gate's near-ties
@@ -482,22 +446,18 @@ func (h *hooks) defaults() {
 	if h.logits == nil {
 		h.logits = generate.Logits
 	}
-	if h.parity == nil {
-		h.parity = parity
-	}
 	if h.golden == nil {
 		h.golden = golden.Lookup
 	}
 }
 
-func baseName(p string) string { return filepath.Base(p) }
-
-// CellVerdict sums the report up as one verdict, for a ladder cell: fail
-// when a gate failed or fewer than MinGates executed, refused (by the first
-// refused gate's refuser) when none failed but a refusal counts, pass
-// otherwise. The reason names every gate that did not pass.
-func (r *Report) CellVerdict() (v Verdict, by, reason string) {
+// Outcome sums the report up as one outcome, for a ladder cell: fail when a
+// gate failed or fewer than MinGates executed, refused (by the first refused
+// gate's refuser) when none failed but a refusal counts, pass otherwise. The
+// reason names every gate that did not pass; the values are the gate counts.
+func (r *Report) Outcome() verdict.Outcome {
 	var failed, refusedGates []string
+	by := ""
 	for _, m := range r.Models {
 		for _, g := range m.Gates {
 			name := g.Name
@@ -508,9 +468,9 @@ func (r *Report) CellVerdict() (v Verdict, by, reason string) {
 				name = m.Name + ":" + name
 			}
 			switch {
-			case g.Verdict == Fail:
+			case g.Verdict == verdict.Fail:
 				failed = append(failed, name+": "+g.Reason)
-			case g.Verdict == Refused && !g.Optional:
+			case g.Verdict == verdict.Refused && !g.Optional:
 				if by == "" {
 					by = g.By
 				}
@@ -518,11 +478,17 @@ func (r *Report) CellVerdict() (v Verdict, by, reason string) {
 			}
 		}
 	}
+	values := []Value{
+		{Name: "gates_pass", Value: float64(r.Counts.Pass)},
+		{Name: "gates_fail", Value: float64(r.Counts.Fail), Threshold: verdict.Limit("==", 0)},
+		{Name: "gates_refused", Value: float64(r.Counts.Refused)},
+		{Name: "gates_executed", Value: float64(r.Executed)},
+	}
 	switch {
 	case len(failed) > 0 || r.Executed < r.MinGates || (r.Executed == 0 && len(refusedGates) == 0):
-		return Fail, "", r.Summary + "; " + strings.Join(append(failed, refusedGates...), "; ")
+		return verdict.Failed(values, "%s", r.Summary+"; "+strings.Join(append(failed, refusedGates...), "; "))
 	case len(refusedGates) > 0:
-		return Refused, by, r.Summary + "; " + strings.Join(refusedGates, "; ")
+		return verdict.RefusedBy("", by, values, "%s", r.Summary+"; "+strings.Join(refusedGates, "; "))
 	}
-	return Pass, "", r.Summary
+	return verdict.Passed(values...)
 }

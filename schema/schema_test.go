@@ -23,7 +23,7 @@ const goodCell = `{
   "id": "m|run|ref", "model": {"key": "m", "path": "m.gguf", "bytes": 10, "sha256": "` + sha + `"},
   "arch": "llama", "weight_type": "F32", "verb": "run", "backend": "ref",
   "verdict": "pass", "timings": {"started": "2026-01-01T00:00:00Z", "wall_s": 3, "phases_s": {"prefill": 1.5}},
-  "values": [{"name": "tok_s", "value": 12, "limit": ">= 1"}, {"name": "extra_metric", "value": 3}]
+  "values": [{"name": "tok_s", "value": 12, "threshold": ">= 1"}, {"name": "extra_metric", "value": 3}]
 }`
 
 const sha = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

@@ -11,7 +11,8 @@ type Contracts struct {
 	Tolerances map[string]Tolerance `json:"tolerances,omitempty"`
 }
 
-// Tolerance is a decoded #Tolerance.
+// Tolerance is a decoded #Tolerance, apr's one tolerance type (oracle
+// compares with it; see tolerance.go for how it is read).
 type Tolerance struct {
 	Name string  `json:"name,omitempty"`
 	Abs  float64 `json:"abs"`

@@ -9,7 +9,6 @@ import (
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/synth"
-	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/oracle"
 )
 
@@ -182,8 +181,8 @@ func synthParity(t *testing.T, path, ts string) (line string, notJudged bool) {
 		}
 		flip := len(seg)
 		if spec.NExpert > 0 {
-			// The rule apr qa's parity gate applies (falsify.RoutingFlips).
-			fl, err := falsify.RoutingFlips(routerRecords(wo), routerRecords(gops), len(seg), spec.NExpertUsed)
+			// The rule apr qa's parity gate applies (oracle.RoutingFlips).
+			fl, err := oracle.RoutingFlips(routerRecords(wo), routerRecords(gops), len(seg), spec.NExpertUsed)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -134,7 +134,7 @@ func TestQwen35MoEAgainstLlamaCpp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			flips, err := falsify.RoutingFlips(judge, routed, len(ex.Tokens), ref.spec.NExpertUsed)
+			flips, err := oracle.RoutingFlips(judge, routed, len(ex.Tokens), ref.spec.NExpertUsed)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/verdict"
 	"github.com/ebitengine/purego"
 )
 
@@ -333,7 +334,7 @@ func TestPlantedDefect(t *testing.T) {
 	sum := sha256.Sum256(mustRead(t, path))
 	r := falsify.RunF2(context.Background(), bad, falsify.F2Options{Model: path, ModelSHA256: hex.EncodeToString(sum[:]),
 		Tokens: ex.Tokens, Identity: "test", CacheDir: "-"})
-	if r.Verdict != falsify.VerdictFail {
+	if r.Verdict != verdict.Fail {
 		t.Fatalf("F2 on the planted engine: %+v; want fail", r)
 	}
 	t.Logf("planted blk.1.ffn_down col 5 ×3: bisect names layer %d %s (cosine %.6f at position %d); F2 %s: %s", d.First.Layer, d.First.Op, d.First.Cosine, d.First.Pos, r.Verdict, r.Reason)

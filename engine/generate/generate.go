@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/aprqa/apr/engine/chat"
+	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/engine/tokenizer"
@@ -65,7 +66,10 @@ const (
 
 // Options describe one run.
 type Options struct {
-	Model     string // path of the GGUF file
+	Model string // path of the GGUF file
+	// Loaded, when set, is Model already opened (engine/loaded): the run
+	// uses it instead of opening and hashing the path again.
+	Loaded    *loaded.Model
 	Backend   string // registered backend name ("ref", "cpu", …); required
 	Prompt    string
 	Raw       bool // true: no chat template; control tokens in the prompt are parsed
@@ -166,7 +170,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	wall := time.Now()
 
 	st := o.begin(StageLoad)
-	m, err := Load(ctx, LoadOptions{Model: o.Model, Backend: o.Backend, Threads: o.Threads, Numerics: o.Numerics, NoTemplate: o.Raw, Log: o.Log})
+	m, err := Load(ctx, LoadOptions{Model: o.Model, Loaded: o.Loaded, Backend: o.Backend, Threads: o.Threads, Numerics: o.Numerics, NoTemplate: o.Raw, Log: o.Log})
 	if err == nil && !o.Raw && m.Tmpl == nil {
 		m.Close()
 		err = m.TmplErr

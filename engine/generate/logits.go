@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/engine/model"
 )
 
 // LogitsOptions describe one logits run: tokens fed in one Eval from
 // position 0.
 type LogitsOptions struct {
-	Model   string
+	Model string
+	// Loaded, when set, is Model already opened (engine/loaded): its file
+	// and spec are used instead of opening the path again.
+	Loaded  *loaded.Model
 	Backend string
 	Tokens  []int32
 	Threads int
@@ -45,12 +48,16 @@ func Logits(ctx context.Context, o LogitsOptions) (LogitsResult, error) {
 	if len(o.Tokens) == 0 {
 		return LogitsResult{}, fmt.Errorf("generate: no tokens to evaluate")
 	}
-	f, err := gguf.Open(o.Model)
-	if err != nil {
-		return LogitsResult{}, err
+	h := o.Loaded
+	if h == nil {
+		var err error
+		if h, err = loaded.Open(o.Model); err != nil {
+			return LogitsResult{}, err
+		}
+		defer h.Close()
 	}
-	defer f.Close()
-	spec, err := model.Load(f)
+	f := h.File
+	spec, err := h.Spec()
 	if err != nil {
 		return LogitsResult{}, err
 	}

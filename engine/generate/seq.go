@@ -10,6 +10,7 @@ import (
 
 	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/engine/tokenizer"
@@ -42,6 +43,9 @@ type LoadOptions struct {
 	Numerics   string // the reference's numerics (model.OpenOptions.Numerics); "": its default
 	NoTemplate bool   // do not read the chat template (raw prompts only)
 	Log        *slog.Logger
+	// Loaded, when set, is Model already opened (engine/loaded): its file,
+	// sha256, spec and tokenizer are used, and Close leaves it open.
+	Loaded *loaded.Model
 }
 
 // ErrNoTemplate is wrapped by TmplErr when the template was not asked for.
@@ -58,20 +62,30 @@ func Load(ctx context.Context, o LoadOptions) (*Model, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	sha, err := fileSHA256(o.Model)
-	if err != nil {
-		return nil, err
+	h, closeFile := o.Loaded, func() {}
+	if h == nil {
+		sha, err := fileSHA256(o.Model)
+		if err != nil {
+			return nil, err
+		}
+		if h, err = loaded.Open(o.Model); err != nil {
+			return nil, err
+		}
+		h.KnownSHA256(sha, -1)
+		closeFile = func() { h.Close() }
 	}
-	f, err := gguf.Open(o.Model)
+	sha, _, err := h.SHA256()
 	if err != nil {
-		return nil, err
+		closeFile()
+		return nil, fmt.Errorf("generate: %w", err)
 	}
-	m := &Model{Path: o.Model, Backend: o.Backend, File: f, SHA256: sha, close: func() { f.Close() }}
+	f := h.File
+	m := &Model{Path: h.Path, Backend: o.Backend, File: f, SHA256: sha, close: closeFile}
 	fail := func(err error) (*Model, error) { m.Close(); return nil, err }
-	if m.Spec, err = model.Load(f); err != nil {
+	if m.Spec, err = h.Spec(); err != nil {
 		return fail(err)
 	}
-	if m.Tok, err = tokenizer.New(f); err != nil {
+	if m.Tok, err = h.Tokenizer(); err != nil {
 		return fail(err)
 	}
 	if m.Tok.NVocab() != m.Spec.NVocab {
@@ -90,7 +104,7 @@ func Load(ctx context.Context, o LoadOptions) (*Model, error) {
 		return fail(err)
 	}
 	m.Eng = eng
-	m.close = func() { eng.Close(); f.Close() }
+	m.close = func() { eng.Close(); closeFile() }
 	return m, nil
 }
 

@@ -103,10 +103,10 @@ func runContractsVet(env *Env, opts contractsVetOptions) error {
 		rep.Digest = set.Digest
 		rep.Contracts = len(set.IDs())
 		rep.Falsifiers = len(set.Falsifiers)
-		rep.Problems = append(rep.Problems, falsify.Vet(set, falsify.Default)...)
+		rep.Problems = append(rep.Problems, falsify.Vet(set, registry())...)
 		used := map[string]bool{}
 		for _, f := range set.Falsifiers {
-			if _, ok := falsify.Default.Lookup(f.Code); ok && !used[f.Code] {
+			if _, ok := registry().Lookup(f.Code); ok && !used[f.Code] {
 				used[f.Code] = true
 				rep.Bound = append(rep.Bound, f.Code)
 			}
@@ -173,7 +173,7 @@ func runContractsList(env *Env, opts contractsListOptions) error {
 	}
 	out := ContractsList{Digest: set.Digest, Contracts: set.List(), Falsifiers: []FalsifierListItem{}}
 	for _, f := range set.Falsifiers {
-		_, bound := falsify.Default.Lookup(f.Code)
+		_, bound := registry().Lookup(f.Code)
 		out.Falsifiers = append(out.Falsifiers, FalsifierListItem{ID: f.ID, Kind: f.Kind, Code: f.Code, Binds: f.Binds, Bound: bound, Summary: f.Summary})
 	}
 	if opts.JSON {
@@ -273,20 +273,19 @@ func contractsWriteFalsifier(w io.Writer, f any, pos string) error {
 // until the ladder's tests (which plant header-only models) can swap it.
 var ladderGateContracts = true
 
-// The ladder runs under the embedded contracts: its receipts carry their
-// digest; with ladderGateContracts, a cell whose model the contracts exclude
-// is refused by the contract's id before it runs.
-func init() {
-	ladderContracts = func() (string, ladder.Gate, error) {
-		set, err := contracts.Embedded()
-		if err != nil {
-			return "", nil, err
-		}
-		if !ladderGateContracts {
-			return set.Digest, nil, nil
-		}
-		return set.Digest, contractsGate(set), nil
+// ladderContracts supplies the ladder's contracts: it runs under the
+// embedded ones, its receipts carry their digest, and with
+// ladderGateContracts a cell whose model the contracts exclude is refused by
+// the contract's id before it runs.
+func ladderContracts() (digest string, gate ladder.Gate, err error) {
+	set, err := contracts.Embedded()
+	if err != nil {
+		return "", nil, err
 	}
+	if !ladderGateContracts {
+		return set.Digest, nil, nil
+	}
+	return set.Digest, contractsGate(set), nil
 }
 
 // contractsGate refuses a cell whose model has no model contract, breaks it

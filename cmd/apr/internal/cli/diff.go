@@ -9,8 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aprqa/apr/engine/generate"
-	"github.com/aprqa/apr/engine/gguf"
-	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/oracle"
 )
 
@@ -106,7 +105,9 @@ type diffLogits struct {
 	ComparedPositions int     `json:"positions"`
 }
 
-func diffTokens(opts diffOptions) ([]int32, error) {
+// diffTokens is the token sequence to evaluate: --tokens parsed, or the
+// --prompt tokenized with the model's tokenizer (h, opened only then).
+func diffTokens(opts diffOptions, open func() (*loaded.Model, error)) ([]int32, error) {
 	switch {
 	case opts.Tokens != "" && opts.Prompt != "":
 		return nil, badInputf("give --tokens or --prompt, not both")
@@ -119,12 +120,11 @@ func diffTokens(opts diffOptions) ([]int32, error) {
 	case opts.Prompt == "":
 		return nil, badInputf("give the tokens to evaluate: --tokens ID,... or --prompt TEXT")
 	}
-	f, err := gguf.Open(opts.Model)
+	h, err := open()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	tok, err := tokenizer.New(f)
+	tok, err := h.Tokenizer()
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +148,33 @@ func runDiff(ctx context.Context, env *Env, opts diffOptions) error {
 	if opts.Backend == opts.Against {
 		return badInputf("--backend and --against are both %q: nothing to compare", opts.Backend)
 	}
-	ids, err := diffTokens(opts)
+	// The model is opened once: for the prompt's tokens and both evaluations.
+	var h *loaded.Model
+	open := func() (*loaded.Model, error) {
+		if h == nil {
+			var err error
+			if h, err = loaded.Open(opts.Model); err != nil {
+				return nil, err
+			}
+		}
+		return h, nil
+	}
+	defer func() {
+		if h != nil {
+			h.Close()
+		}
+	}()
+	ids, err := diffTokens(opts, open)
 	if err != nil {
+		return err
+	}
+	if _, err := open(); err != nil {
 		return err
 	}
 	trace := func(backend, numerics string) (generate.LogitsResult, []oracle.Record, error) {
 		var rec oracle.Recording
 		env.Log.Info("diff: evaluating", "backend", backend, "numerics", numerics, "tokens", len(ids))
-		res, err := generate.Logits(ctx, generate.LogitsOptions{Model: opts.Model, Backend: backend, Tokens: ids,
+		res, err := generate.Logits(ctx, generate.LogitsOptions{Model: opts.Model, Loaded: h, Backend: backend, Tokens: ids,
 			Threads: opts.Threads, Log: env.Log, Trace: rec.Trace(), Numerics: numerics})
 		return res, rec.Records, err
 	}
@@ -172,7 +191,9 @@ func runDiff(ctx context.Context, env *Env, opts diffOptions) error {
 	rep.First, rep.Compared = td.First, td.Compared
 	rep.OnlyIn = map[string]int{opts.Against: td.OnlyInA, opts.Backend: td.OnlyInB}
 	rep.Stages = diffStages(wantRecs, gotRecs, opts.MinCosine)
-	seq, err := oracle.CompareSeqWith(got.Logits, want.Logits, oracle.SeqOptions{ArgmaxMargin: 0})
+	// The one parity judge; margin 0: every argmax mismatch is listed (a
+	// bisection shows all, the contracts' gates count the decided ones).
+	seq, err := oracle.Parity{}.Judge(got.Logits, want.Logits)
 	if err != nil {
 		return fmt.Errorf("diff: logits: %w", err)
 	}

@@ -3,45 +3,24 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/aprqa/apr/contracts"
-	"github.com/aprqa/apr/engine/cpu"
-	"github.com/aprqa/apr/engine/cuda"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
-	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
-func init() {
-	register(41, newFalsifyCmd)
-	// verb_fields runs apr's own verbs, so it is registered here, where the
-	// verbs are.
-	falsify.Register("verb_fields", falsify.KindShape, verbFields,
-		falsify.Needs(falsify.NeedModel), falsify.Thresholds("violations"), falsify.Params("args"),
-		falsify.Doc("a verb's --json output carries every field of its contract, of its type, and no other"))
-	// apr contracts vet resolves every kernel the optimized CPU engine
-	// registers to a kernel contract and op, and kernel_dot runs them.
-	falsify.RegisterKernels("engine/cpu", cpu.KernelIDs, cpuKernelRun)
-	// The CUDA engine's kernel ids resolve to kernel contracts too (vet);
-	// kernel_dot does not run them (see apr kernels).
-	falsify.RegisterKernelIDs("engine/cuda", cuda.KernelIDs)
-}
-
-func cpuKernelRun(contract string, w []byte, rows, cols int, x []float32, m int) ([]float32, string, []byte, error) {
-	r, err := cpu.RunKernel(contract, w, rows, cols, x, m)
-	return r.Out, r.Act, r.Acts, err
-}
+func init() { register(41, newFalsifyCmd) }
 
 type falsifyOptions struct {
 	IDs       []string
@@ -129,7 +108,7 @@ func runFalsify(ctx context.Context, env *Env, opts falsifyOptions) error {
 		params = map[string]any{falsify.ParamKLDBase: opts.KLDBase}
 	}
 	rep, err := falsify.Run(ctx, falsify.Options{
-		IDs: opts.IDs, Model: opts.Model, Fixtures: opts.Fixtures, Seed: opts.Seed, Set: set, Log: env.Log, Params: params,
+		IDs: opts.IDs, Model: opts.Model, Fixtures: opts.Fixtures, Seed: opts.Seed, Set: set, Registry: registry(), Log: env.Log, Params: params,
 		OnResult: func(r falsify.Result) { printResultLine(env.Stderr, r) },
 	})
 	if err != nil {
@@ -181,24 +160,23 @@ func falsifyInputs(o falsifyOptions) string {
 // measured against which threshold, and the duration; then the reason.
 func printResultLine(w io.Writer, r falsify.Result) {
 	var m []string
-	for _, name := range sortedNames(r.Thresholds) {
-		th := r.Thresholds[name]
+	for _, name := range slices.Sorted(maps.Keys(r.Thresholds)) {
 		got := "—"
 		if v, ok := r.Measured[name]; ok {
-			got = strconv.FormatFloat(v, 'g', 6, 64)
+			got = verdict.FormatValue(v)
 		} else if nf, ok := r.NonFinite[name]; ok {
 			got = nf
 		}
-		m = append(m, fmt.Sprintf("%s=%s (%s %g)", name, got, th.Op, th.Value))
+		m = append(m, fmt.Sprintf("%s=%s (%s)", name, got, verdict.FormatThreshold(r.Thresholds[name])))
 	}
 	fmt.Fprintf(w, "%-38s %-10s %-7s %8.1f ms  %s\n", r.ID, r.Kind, strings.ToUpper(string(r.Verdict)), r.DurationMS, strings.Join(m, ", "))
 	switch r.Verdict {
-	case falsify.VerdictFail:
+	case verdict.Fail:
 		fmt.Fprintf(w, "    fail: %s\n", r.Reason)
 		if r.Seed != nil {
 			fmt.Fprintf(w, "    reproduce: apr falsify %s --seed %d\n", r.ID, *r.Seed)
 		}
-	case falsify.VerdictRefused:
+	case verdict.Refused:
 		opt := ""
 		if r.Optional {
 			opt = fmt.Sprintf(" (optional by contract: %s)", r.RefusalCode)
@@ -231,15 +209,6 @@ func printNotRun(w io.Writer, nr []falsify.NotRun) {
 	}
 }
 
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func writeJUnitFile(path string, rep *falsify.Report, d time.Duration) error {
 	var buf bytes.Buffer
 	if err := falsify.WriteJUnit(&buf, rep, d); err != nil {
@@ -251,238 +220,12 @@ func writeJUnitFile(path string, rep *falsify.Report, d time.Duration) error {
 	return nil
 }
 
-// verbFields runs an apr verb in-process with the falsifier's args ({model}
-// replaced by --model, {tmp} by a fresh directory removed afterwards) and checks its --json document against the verb's
-// contract.
-func verbFields(ctx context.Context, c *falsify.Check) error {
-	name, ok := strings.CutPrefix(c.F.Binds, contracts.GroupVerb+".")
-	if !ok {
-		return c.Refuse("binds %s, which is not a verb contract", c.F.Binds)
-	}
-	v, ok := c.Set.Verb(name)
-	if !ok {
-		return c.Refuse("no verb contract %s", c.F.Binds)
-	}
-	args, err := c.ParamStrings("args")
-	if err != nil {
-		return err
-	}
-	tmp := ""
-	for i, a := range args {
-		a = strings.ReplaceAll(a, "{model}", c.ModelPath())
-		if strings.Contains(a, "{tmp}") {
-			if tmp == "" {
-				if tmp, err = os.MkdirTemp("", "apr-verb-fields-"); err != nil {
-					return err
-				}
-				defer os.RemoveAll(tmp)
-			}
-			a = strings.ReplaceAll(a, "{tmp}", tmp)
-		}
-		args[i] = a
-	}
-	if err := c.Ref("verb contract"); err != nil {
-		return err
-	}
-	var stdout, stderr bytes.Buffer
-	env := &Env{Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Log: slog.New(slog.DiscardHandler)}
+// runVerb runs apr's own command line in-process with args, for verb_fields.
+func runVerb(ctx context.Context, args []string) (stdout, stderr []byte, err error) {
+	var out, errb bytes.Buffer
+	env := &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Log: slog.New(slog.DiscardHandler)}
 	root := NewRoot(env)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
-		if _, ok := refuse.As(err); ok {
-			return err
-		}
-		return falsify.Fail("apr %s: %v (stderr: %.200s)", strings.Join(args, " "), err, stderr.String())
-	}
-	violations := CheckVerbOutput(v, stdout.Bytes())
-	for _, s := range violations {
-		c.Note("%s", s)
-	}
-	c.Measure("violations", float64(len(violations)))
-	return nil
-}
-
-// CheckVerbOutput checks out, a verb's stdout under --json, against the
-// verb's contract: exactly one JSON document; every required field present
-// (in every element, for fields under "[]"); every field of its contract
-// type; no field the contract does not describe, at the levels it
-// describes. It returns the violations.
-func CheckVerbOutput(v *schema.Verb, out []byte) []string {
-	dec := json.NewDecoder(bytes.NewReader(out))
-	dec.UseNumber()
-	var doc any
-	if err := dec.Decode(&doc); err != nil {
-		return []string{fmt.Sprintf("stdout is not a JSON document: %v", err)}
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return []string{"stdout holds more than one JSON document"}
-	}
-	var bad []string
-	described := map[string]map[string]bool{} // parent path → child names the contract lists
-	for _, path := range sortedNames(v.Fields) {
-		f := v.Fields[path]
-		if f.Stream != "stdout" {
-			continue
-		}
-		parent, child := splitFieldPath(path)
-		if described[parent] == nil {
-			described[parent] = map[string]bool{}
-		}
-		described[parent][child] = true
-		vals := fieldValues(doc, path)
-		if path == "[]" { // the document itself is an array
-			vals = []fieldValue{{v: doc, present: true}}
-		}
-		for _, val := range vals {
-			if !val.present {
-				if f.Required {
-					bad = append(bad, fmt.Sprintf("%s: required, absent%s", path, val.where))
-				}
-				continue
-			}
-			if !jsonTypeIs(val.v, f.Type) {
-				bad = append(bad, fmt.Sprintf("%s: %s, the contract says %s%s", path, jsonTypeName(val.v), f.Type, val.where))
-			}
-		}
-	}
-	// Fields the contract does not describe, under the objects it does.
-	for parent, kids := range described {
-		for _, val := range fieldValues(doc, parent) {
-			obj, ok := val.v.(map[string]any)
-			if !val.present || !ok {
-				continue
-			}
-			for k := range obj {
-				if !kids[k] {
-					bad = append(bad, fmt.Sprintf("%s: not in the contract%s", joinFieldPath(parent, k), val.where))
-				}
-			}
-		}
-	}
-	sort.Strings(bad)
-	return bad
-}
-
-type fieldValue struct {
-	v       any
-	present bool
-	where   string // " (element 3)" for fields under arrays
-}
-
-// splitFieldPath splits "a.b[].c" into ("a.b[]", "c"); a top-level field
-// has parent "".
-func splitFieldPath(p string) (string, string) {
-	if i := strings.LastIndex(p, "."); i >= 0 {
-		return p[:i], p[i+1:]
-	}
-	if p == "[]" {
-		return "", ""
-	}
-	if strings.HasPrefix(p, "[].") {
-		return "[]", p[3:]
-	}
-	return "", p
-}
-
-func joinFieldPath(parent, child string) string {
-	if parent == "" {
-		return child
-	}
-	return parent + "." + child
-}
-
-// fieldValues returns the values at path in doc: one, or one per array
-// element for every "[]" on the way. Path "" is doc itself.
-func fieldValues(doc any, path string) []fieldValue {
-	cur := []fieldValue{{v: doc, present: true}}
-	if path == "" {
-		return cur
-	}
-	for _, seg := range strings.Split(path, ".") {
-		name, each := strings.CutSuffix(seg, "[]")
-		var next []fieldValue
-		for _, fv := range cur {
-			if !fv.present {
-				next = append(next, fv)
-				continue
-			}
-			v := fv.v
-			if name != "" {
-				obj, ok := v.(map[string]any)
-				x, present := obj[name]
-				if !ok || !present {
-					next = append(next, fieldValue{where: fv.where})
-					continue
-				}
-				v = x
-			}
-			if !each {
-				next = append(next, fieldValue{v: v, present: true, where: fv.where})
-				continue
-			}
-			arr, ok := v.([]any)
-			if !ok {
-				next = append(next, fieldValue{v: v, present: true, where: fv.where + " (not an array)"})
-				continue
-			}
-			for i, e := range arr {
-				next = append(next, fieldValue{v: e, present: true, where: fmt.Sprintf("%s (element %d)", fv.where, i)})
-			}
-		}
-		cur = next
-	}
-	return cur
-}
-
-func jsonTypeIs(v any, typ string) bool {
-	switch typ {
-	case "any":
-		return true
-	case "string":
-		_, ok := v.(string)
-		return ok
-	case "bool":
-		_, ok := v.(bool)
-		return ok
-	case "object":
-		_, ok := v.(map[string]any)
-		return ok
-	case "array":
-		_, ok := v.([]any)
-		return ok
-	case "null":
-		return v == nil
-	case "number":
-		_, ok := v.(json.Number)
-		return ok
-	case "int":
-		n, ok := v.(json.Number)
-		if !ok {
-			return false
-		}
-		_, err := n.Int64()
-		return err == nil
-	}
-	return false
-}
-
-func jsonTypeName(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case bool:
-		return "a bool"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	case json.Number:
-		if _, err := x.Int64(); err == nil {
-			return "an int"
-		}
-		return "a number"
-	}
-	return fmt.Sprintf("%T", v)
+	err = root.ExecuteContext(ctx)
+	return out.Bytes(), errb.Bytes(), err
 }

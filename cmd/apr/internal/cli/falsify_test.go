@@ -13,6 +13,7 @@ import (
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/testutil"
+	"github.com/aprqa/apr/verdict"
 )
 
 // TestFalsifyStories is the acceptance run: apr falsify --model
@@ -39,7 +40,7 @@ func TestFalsifyStories(t *testing.T) {
 	kinds := map[falsify.Kind]int{}
 	for _, r := range rep.Results {
 		kinds[r.Kind]++
-		if r.Verdict != falsify.VerdictPass {
+		if r.Verdict != verdict.Pass {
 			t.Errorf("%s: %s (%s)", r.ID, r.Verdict, r.Reason)
 		}
 		if r.Kind == falsify.KindProperty && (r.Seed == nil || *r.Seed != 11) {
@@ -155,7 +156,7 @@ func TestVerbFieldsPlanted(t *testing.T) {
 			if tt.verb == "tensors" {
 				v = tensors
 			}
-			got := cli.CheckVerbOutput(v, []byte(tt.out))
+			got := falsify.CheckVerbOutput(v, []byte(tt.out))
 			if len(tt.want) == 0 && len(got) != 0 {
 				t.Errorf("CheckVerbOutput(%s) = %v, want none", tt.name, got)
 			}

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
 func init() { register(33, newKernelsCmd) }
@@ -151,7 +154,7 @@ func runKernelFalsifiers(ctx context.Context, env *Env, set *contracts.Set, rows
 	if len(ids) == 0 {
 		return &falsify.Report{}, nil
 	}
-	return falsify.Run(ctx, falsify.Options{IDs: ids, Fixtures: opts.Fixtures, Seed: opts.Seed, Set: set, Log: env.Log})
+	return falsify.Run(ctx, falsify.Options{IDs: ids, Fixtures: opts.Fixtures, Seed: opts.Seed, Set: set, Registry: registry(), Log: env.Log})
 }
 
 // applyVerdicts writes the report's verdicts into the rows' falsifiers.
@@ -179,7 +182,7 @@ func applyVerdicts(rows []kernelRow, rep *falsify.Report) {
 				f.Verdict, f.Reason = verdictNotRun, "this machine cannot run the kernel"
 			case ran:
 				f.Verdict, f.Reason, f.Seed = string(res.Verdict), res.Reason, res.Seed
-				if res.Verdict == falsify.VerdictRefused && res.RemovedBy != "" {
+				if res.Verdict == verdict.Refused && res.RemovedBy != "" {
 					f.Reason = res.RemovedBy + ": " + res.Reason
 				}
 			default:
@@ -205,7 +208,7 @@ func verdictSummary(fs []kernelFalsifier) string {
 		n[f.Verdict]++
 	}
 	var parts []string
-	for _, v := range []string{string(falsify.VerdictPass), string(falsify.VerdictFail), string(falsify.VerdictRefused), verdictNotRun} {
+	for _, v := range []string{string(verdict.Pass), string(verdict.Fail), string(verdict.Refused), verdictNotRun} {
 		if n[v] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n[v], v))
 		}
@@ -267,7 +270,7 @@ func runKernels(ctx context.Context, env *Env, opts kernelsOptions) error {
 	}
 	fmt.Fprintf(env.Stderr, "%d kernels, %d runnable on this machine; per kernel, falsifier verdicts: %d pass, %d fail, %d refused, %d not run (never counted as passed); %d falsifiers run in %.2f s, seed %d\n",
 		len(rows), runnable, counts["pass"], counts["fail"], counts["refused"], counts[verdictNotRun], len(rep.Results), time.Since(start).Seconds(), opts.Seed)
-	for _, why := range sortedNames(notRunWhy) {
+	for _, why := range slices.Sorted(maps.Keys(notRunWhy)) {
 		fmt.Fprintf(env.Stderr, "    not run %d× (per kernel): %s\n", notRunWhy[why], why)
 	}
 	switch {
@@ -297,7 +300,7 @@ func printKernels(out io.Writer, rows []kernelRow) error {
 			fmt.Fprintf(w, "        unresolved: %s\n", strings.TrimSpace(r.Unresolved))
 		}
 		for _, f := range r.Falsifiers {
-			if f.Verdict == string(falsify.VerdictFail) || f.Verdict == string(falsify.VerdictRefused) {
+			if f.Verdict == string(verdict.Fail) || f.Verdict == string(verdict.Refused) {
 				fmt.Fprintf(w, "        %s %s: %s\n", f.ID, strings.ToUpper(f.Verdict), f.Reason)
 			}
 		}

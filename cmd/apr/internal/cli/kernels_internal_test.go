@@ -6,6 +6,7 @@ import (
 
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/verdict"
 )
 
 // TestApplyVerdicts: a failing kernel_dot marks every kernel of its type
@@ -20,9 +21,9 @@ func TestApplyVerdicts(t *testing.T) {
 	rows := kernelRows(set)
 	rep := &falsify.Report{
 		Results: []falsify.Result{
-			{ID: "q8_0.kernel_dot", Verdict: falsify.VerdictFail, Reason: "planted"},
-			{ID: "q8_0.dequant_exact", Verdict: falsify.VerdictRefused, RemovedBy: "someone", Reason: "planted refusal"},
-			{ID: "q8_0.dequant_layout", Verdict: falsify.VerdictPass},
+			{ID: "q8_0.kernel_dot", Verdict: verdict.Fail, Reason: "planted"},
+			{ID: "q8_0.dequant_exact", Verdict: verdict.Refused, RemovedBy: "someone", Reason: "planted refusal"},
+			{ID: "q8_0.dequant_layout", Verdict: verdict.Pass},
 		},
 		NotRun: []falsify.NotRun{{ID: "q8_0.quant_roundtrip", Why: "planted why"}},
 	}

@@ -22,18 +22,12 @@ import (
 	"golang.org/x/term"
 
 	"github.com/aprqa/apr/engine/model"
-	_ "github.com/aprqa/apr/engine/ref" // registers the "ref" backend
 	"github.com/aprqa/apr/ladder"
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/verdict"
 )
 
 func init() { register(51, newLadderCmd) }
-
-// ladderContracts, when set, supplies the contracts digest and the gate that
-// excludes cells by contract. The contracts package wires it (from a file of
-// its own in this package); until then the ladder runs under no contracts and
-// its receipts say so (ladder.NoContracts).
-var ladderContracts func() (digest string, gate ladder.Gate, err error)
 
 // ladderExecutors builds the executors of the ladder's cells; tests replace it
 // to plant failures.
@@ -154,14 +148,12 @@ func runLadder(ctx context.Context, env *Env, opts ladderOptions) error {
 		Timeout: opts.Timeout, OutDir: opts.Out, Fresh: opts.Fresh,
 		SumCache: ladder.OpenSumCache(opts.SumCache), Progress: progress, Log: env.Log,
 	}
-	if ladderContracts != nil {
-		digest, gate, err := ladderContracts()
-		if err != nil {
-			return fmt.Errorf("ladder: loading contracts: %w", err)
-		}
-		cfg.ContractsDigest, cfg.Gate = digest, gate
+	digest, gate, err := ladderContracts()
+	if err != nil {
+		return fmt.Errorf("ladder: loading contracts: %w", err)
 	}
-	cfg.Executors = ladderExecutors(ladder.ExecOptions{ExpectDir: opts.Expect, Log: env.Log})
+	cfg.ContractsDigest, cfg.Gate = digest, gate
+	cfg.Executors = ladderExecutors(ladder.ExecOptions{ExpectDir: opts.Expect, Registry: registry(), Log: env.Log})
 	switch opts.Isolate {
 	case "goroutine":
 	case "process":
@@ -226,7 +218,7 @@ func finishLadder(env *Env, rec *ladder.Receipt, report string, asJSON bool, rec
 	}
 	if rec.Summary.Fail > 0 {
 		for _, c := range rec.Cells {
-			if c.Verdict == ladder.Fail {
+			if c.Verdict == verdict.Fail {
 				fmt.Fprintf(env.Stderr, "FAIL %s: %s\n", c.ID, c.Reason)
 			}
 		}
@@ -239,7 +231,7 @@ func finishLadder(env *Env, rec *ladder.Receipt, report string, asJSON bool, rec
 	var refused []string
 	by := ""
 	for _, c := range rec.Cells {
-		if c.Verdict == ladder.Refused && !refusalAllowed(c.RemovedBy, allow) {
+		if c.Verdict == verdict.Refused && !refusalAllowed(c.RemovedBy, allow) {
 			if by == "" {
 				by = c.RemovedBy
 			}
@@ -268,7 +260,7 @@ const maxRefusedShown = 10
 // when it is linked, has an executor, or is one the ladder knows of
 // (ladder.DefaultBackends: cuda is refused by name where it is not linked).
 func checkLadderUniverse(c *cobra.Command, verbs, backends []string) error {
-	ex := ladderExecutors(ladder.ExecOptions{})
+	ex := ladderExecutors(ladder.ExecOptions{Registry: registry()})
 	knownVerbs := append(ex.Verbs(), ladder.DefaultVerbs...)
 	for _, sub := range c.Root().Commands() {
 		switch sub.Name() {
@@ -317,7 +309,7 @@ func printMatrix(w io.Writer, rec *ladder.Receipt) {
 		}
 	}
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	byID := map[string]ladder.Verdict{}
+	byID := map[string]verdict.Verdict{}
 	var keys []string
 	seen := map[string]bool{}
 	for _, c := range rec.Cells {
@@ -397,7 +389,7 @@ func (p *ladderProgress) Cell(c *ladder.Cell, reused bool) {
 			how = " (reused)"
 		}
 		line := fmt.Sprintf("[%d/%d] %s %s/%s %s%s", p.done, p.total, c.Model.Key, c.Verb, c.Backend, c.Verdict, how)
-		if c.Verdict != ladder.Pass {
+		if c.Verdict != verdict.Pass {
 			line += ": " + c.Reason
 		}
 		fmt.Fprintln(p.w, line)
@@ -427,7 +419,7 @@ func newLadderWorkerCmd(env *Env) *cobra.Command {
 			// reaches the whole process group must not kill a cell here
 			// before the parent knows the run is being interrupted.
 			signal.Ignore(os.Interrupt, syscall.SIGTERM)
-			ex := ladderExecutors(ladder.ExecOptions{ExpectDir: expect, Log: env.Log})
+			ex := ladderExecutors(ladder.ExecOptions{ExpectDir: expect, Registry: registry(), Log: env.Log})
 			return ladder.ServeWorker(context.Background(), env.Stdin, env.Stdout, ex, env.Log)
 		},
 	}

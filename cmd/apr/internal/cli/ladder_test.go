@@ -17,6 +17,7 @@ import (
 	"github.com/aprqa/apr/engine/synth"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/ladder"
+	"github.com/aprqa/apr/verdict"
 )
 
 func apr(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -247,13 +248,13 @@ func TestLadderFixtures(t *testing.T) {
 	}
 	for _, c := range rec.Cells {
 		switch c.Verdict {
-		case ladder.Pass:
-		case ladder.Fail:
+		case verdict.Pass:
+		case verdict.Fail:
 			if c.Reason == "" {
 				t.Errorf("cell %s failed without a reason", c.ID)
 			}
 			t.Logf("FAIL %s: %s", c.ID, c.Reason)
-		case ladder.Refused:
+		case verdict.Refused:
 			if c.Reason == "" || c.RemovedBy == "" {
 				t.Errorf("cell %s refused without a reason or refuser: %q by %q", c.ID, c.Reason, c.RemovedBy)
 			}
@@ -262,7 +263,7 @@ func TestLadderFixtures(t *testing.T) {
 		}
 		// The reference engine runs every fixture model: its run and logits
 		// cells must pass (the imatrix file is not a model and is refused).
-		if c.Backend == "ref" && (c.Verb == "run" || c.Verb == "logits") && !strings.Contains(c.Model.Key, "imatrix") && c.Verdict != ladder.Pass {
+		if c.Backend == "ref" && (c.Verb == "run" || c.Verb == "logits") && !strings.Contains(c.Model.Key, "imatrix") && c.Verdict != verdict.Pass {
 			t.Errorf("cell %s = %s (%s), want pass", c.ID, c.Verdict, c.Reason)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aprqa/apr/engine/generate"
-	_ "github.com/aprqa/apr/engine/ref" // registers the "ref" backend
 )
 
 func init() { register(31, newLogitsCmd) }

@@ -14,6 +14,7 @@ import (
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/qa"
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/verdict"
 )
 
 func init() { register(50, newQACmd) }
@@ -172,7 +173,7 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 	}
 	prog := newProgress(env.Stderr, "qa", opts.Quiet)
 	defer prog.Done()
-	o := qa.Options{Model: opts.Model, Backends: opts.Backends, Gates: opts.Gates, Contracts: set,
+	o := qa.Options{Model: opts.Model, Backends: opts.Backends, Gates: opts.Gates, Contracts: set, Registry: registry(),
 		BaselineFile: opts.Baseline, AcceptBaseline: opts.AcceptBaseline, MinGates: opts.MinGates,
 		Threads: opts.Threads, Seed: opts.Seed, Log: env.Log, KLDBase: opts.KLDBase,
 		ModelDone: func(m *qa.ModelReport) { prog.Print(func() { qa.WriteModelTable(env.Stderr, m) }) },
@@ -209,7 +210,7 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 	var refused []string
 	rep.AcceptedRefusals = []string{}
 	for _, g := range rep.Gates() {
-		if g.Verdict == qa.Refused && !g.Optional {
+		if g.Verdict == verdict.Refused && !g.Optional {
 			name := g.Name
 			if g.Backend != "" {
 				name += "[" + g.Backend + "]"
@@ -257,7 +258,7 @@ func runQA(ctx context.Context, env *Env, opts qaOptions) error {
 func qaInterrupted(rep *qa.Report) error {
 	decided, cancelled := 0, 0
 	for _, g := range rep.Gates() {
-		if g.Verdict == qa.Pass || g.Verdict == qa.Fail {
+		if g.Verdict == verdict.Pass || g.Verdict == verdict.Fail {
 			decided++
 		} else if strings.HasPrefix(g.Reason, "cancelled") {
 			cancelled++

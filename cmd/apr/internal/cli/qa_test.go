@@ -11,6 +11,7 @@ import (
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/qa"
 	"github.com/aprqa/apr/qa/qatest"
+	"github.com/aprqa/apr/verdict"
 )
 
 // The planted backends are registered by the tests that use them, not in
@@ -89,7 +90,7 @@ func TestQAJSONAndJUnit(t *testing.T) {
 	if !rep.Passed || len(rep.Models) != 1 || len(rep.Models[0].Gates) != 3 {
 		t.Errorf("report: passed %v, %d models: %+v", rep.Passed, len(rep.Models), rep)
 	}
-	if g := rep.Models[0].Gates[1]; g.Status != "refused-optional" || g.Verdict != qa.Refused || !g.Optional || g.Code != qa.CodeNoTemplate {
+	if g := rep.Models[0].Gates[1]; g.Status != "refused-optional" || g.Verdict != verdict.Refused || !g.Optional || g.Code != qa.CodeNoTemplate {
 		t.Errorf("template gate in JSON = %+v, want verdict refused, optional, status refused-optional", g)
 	}
 	if !strings.Contains(stderr, "tensor_contract") {

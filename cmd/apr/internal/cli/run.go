@@ -9,7 +9,6 @@ import (
 
 	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/generate"
-	_ "github.com/aprqa/apr/engine/ref" // registers the "ref" backend
 	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/serve"
 )
@@ -27,13 +28,13 @@ func TestServeResponsesCatchesAMissingField(t *testing.T) {
 		t.Fatal(err)
 	}
 	good, _ := json.Marshal(doc)
-	if bad := CheckVerbOutput(v, good); len(bad) > 0 || len(framing) > 0 {
+	if bad := falsify.CheckVerbOutput(v, good); len(bad) > 0 || len(framing) > 0 {
 		t.Fatalf("the real responses violate verb.serve: %q %q", bad, framing)
 	}
 	delete(doc["completion"].(map[string]any)["usage"].(map[string]any), "completion_tokens")
 	doc["chat"].(map[string]any)["created"] = "yesterday"
 	broken, _ := json.Marshal(doc)
-	bad := CheckVerbOutput(v, broken)
+	bad := falsify.CheckVerbOutput(v, broken)
 	if len(bad) != 2 {
 		t.Errorf("a missing and a mistyped field: violations %q, want 2", bad)
 	}

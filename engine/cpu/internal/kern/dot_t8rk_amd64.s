@@ -29,8 +29,6 @@
 // scales, Y6 the eight scales in both halves, Y5 bytes 0x0F, Y4/Y7
 // temporaries.
 
-
-
 // KSCT6 is KSCTIN (macros_amd64.h) into Y6.
 #define KSCT6 KSCTIN(X6, Y6)
 

@@ -1,11 +1,10 @@
-package falsify_test
+package oracle_test
 
 import (
 	"errors"
 	"testing"
 
 	"github.com/aprqa/apr/engine/model"
-	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/oracle"
 )
 
@@ -26,14 +25,14 @@ func TestRoutingFlips(t *testing.T) {
 		routerRec(0, 0, 0.49, 0.31, 0.2), routerRec(1, 0, 0.6, 0.3, 0.1), // same top-1
 		routerRec(0, 1, 0.4, 0.295, 0.305), routerRec(1, 1, 0.5, 0.24, 0.26), // flips at both layers
 	}
-	flips, err := falsify.RoutingFlips(judge, got, 2, 1) // top-1 sets
+	flips, err := oracle.RoutingFlips(judge, got, 2, 1) // top-1 sets
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(flips) != 0 {
 		t.Fatalf("k=1: flips %v, want none (top-1 agrees everywhere)", flips)
 	}
-	flips, err = falsify.RoutingFlips(judge, got, 2, 2)
+	flips, err = oracle.RoutingFlips(judge, got, 2, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,13 +52,13 @@ func TestRoutingFlips(t *testing.T) {
 	if f.Excused(0.01) {
 		t.Errorf("diff 0.015 > noise 0.01: want not excused")
 	}
-	if (falsify.RoutingFlip{Gap: 0.05, Diff: 0.015}).Excused(0.02) {
+	if (oracle.RoutingFlip{Gap: 0.05, Diff: 0.015}).Excused(0.02) {
 		t.Errorf("gap 0.05 > 2·0.015: want not excused")
 	}
-	if _, err := falsify.RoutingFlips(judge, got[:3], 2, 2); !errors.Is(err, oracle.ErrTrace) {
+	if _, err := oracle.RoutingFlips(judge, got[:3], 2, 2); !errors.Is(err, oracle.ErrTrace) {
 		t.Errorf("a missing engine record: err %v, want oracle.ErrTrace", err)
 	}
-	if _, err := falsify.RoutingFlips(judge, got, 1, 2); !errors.Is(err, oracle.ErrTrace) {
+	if _, err := oracle.RoutingFlips(judge, got, 1, 2); !errors.Is(err, oracle.ErrTrace) {
 		t.Errorf("a record outside the positions: err %v, want oracle.ErrTrace", err)
 	}
 }

@@ -1,4 +1,4 @@
-package qa
+package falsify
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/aprqa/apr/internal/atomicfile"
 	"github.com/aprqa/apr/internal/hostinfo"
@@ -30,7 +31,8 @@ type HostKey struct {
 	GPUs        string `json:"gpus,omitempty"`
 }
 
-func hostKey(h hostinfo.Host) HostKey {
+// HostKeyOf is h's HostKey.
+func HostKeyOf(h hostinfo.Host) HostKey {
 	var gpus []string
 	for _, g := range h.GPUs {
 		gpus = append(gpus, g.Vendor+" "+g.Model)
@@ -44,6 +46,9 @@ func hostKey(h hostinfo.Host) HostKey {
 	k.Fingerprint = hex.EncodeToString(sum[:8])
 	return k
 }
+
+// ThisHost is this machine's HostKey, probed once per process.
+var ThisHost = sync.OnceValue(func() HostKey { return HostKeyOf(hostinfo.Probe()) })
 
 // BaselineFormat is the version of the baseline file.
 const BaselineFormat = 1

@@ -1,4 +1,4 @@
-package cli
+package bench
 
 import (
 	"math/rand/v2"
@@ -40,18 +40,18 @@ func TestBootstrapCI(t *testing.T) {
 	}
 }
 
-// TestBenchStreamRead: --stream measures the streaming read once per thread
+// TestStreamRead: --stream measures the streaming read once per thread
 // count and sets each run's decode bandwidth (median tg tok/s × the bytes a
 // decode step reads) and its fraction of that read; decodeBytes counts a
 // tied embedding in full and an untied one as one row.
-func TestBenchStreamRead(t *testing.T) {
+func TestStreamRead(t *testing.T) {
 	defer func(n int) { streamBytes = n }(streamBytes)
 	streamBytes = 8 << 20
-	res := benchResult{DecodeBytesPerToken: 3e6, Runs: []benchRun{
-		{Backend: "cpu", Threads: 1, Tests: []benchStats{{Name: "pp8", Median: 100}, {Name: "tg4", Median: 10}}},
-		{Backend: "ref", Threads: 1, Tests: []benchStats{{Name: "pp8", Median: 1}}},
+	res := Result{DecodeBytesPerToken: 3e6, Runs: []Run{
+		{Backend: "cpu", Threads: 1, Tests: []Stats{{Name: "pp8", Median: 100}, {Name: "tg4", Median: 10}}},
+		{Backend: "ref", Threads: 1, Tests: []Stats{{Name: "pp8", Median: 1}}},
 	}}
-	if err := benchStreamRead(&res); err != nil {
+	if err := streamRead(&res); err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Stream) != 1 || res.Stream[0].Threads != 1 || !(res.Stream[0].GBps > 0) {

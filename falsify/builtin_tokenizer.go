@@ -1,4 +1,4 @@
-package qa
+package falsify
 
 import (
 	"context"
@@ -10,32 +10,119 @@ import (
 	"strings"
 
 	"github.com/aprqa/apr/engine/chat"
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/loaded"
 	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/refuse"
 	"github.com/aprqa/apr/schema"
+	"github.com/aprqa/apr/verdict"
 )
 
-// maxListed bounds how many findings a reason lists.
-const maxListed = 5
+// The ids of the code in this file (the contracts name it by these).
+const (
+	CodeTensorValues = "tensor_values"
+	CodeTokenizer    = "tokenizer_roundtrip"
+	CodeTemplate     = "chat_template"
+)
+
+// Refusal classes of the model-level code (a contract may list them as
+// optional, params.optional_refusals).
+const (
+	RefusalModel      = "model_refused" // the model (or its tokenizer) was refused before the check could run
+	RefusalNoTemplate = "no_template"   // the model carries no chat template
+)
+
+// registerModelValues registers the checks of a model's values, tokenizer
+// and chat template, each written against the opened model (Check.Loaded).
+func registerModelValues(r *Registry) {
+	r.Register(CodeTensorValues, KindShape, outcomeCode(func(ctx context.Context, c *Check, m *loaded.Model) verdict.Outcome {
+		return tensorValues(c.F, m.File)
+	}), Needs(NeedModel), Thresholds("bad_tensors"),
+		Doc("every tensor's values, read through the file's mapping: no NaN, no Inf, no all-zero tensor (biases excepted)"))
+	r.Register(CodeTokenizer, KindProperty, outcomeCode(func(ctx context.Context, c *Check, m *loaded.Model) verdict.Outcome {
+		tok, err := m.Tokenizer()
+		if err != nil {
+			return TokenizerOutcome(err)
+		}
+		return TokenizerRoundTrip(c.F, tok, c.Seed())
+	}), Needs(NeedModel), Thresholds("roundtrip_mismatches", "split_control_tokens", "injected_control_tokens"),
+		Doc("a built-in multilingual text round-trips through encode/decode; chat markers stay single tokens"))
+	r.Register(CodeTemplate, KindShape, outcomeCode(func(ctx context.Context, c *Check, m *loaded.Model) verdict.Outcome {
+		return chatTemplate(ctx, c.F, m)
+	}), Needs(NeedModel), Thresholds("missing_messages", "split_control_tokens", "roundtrip_mismatches"),
+		AppliesWhen(templateApplies),
+		Doc("the model's chat template keeps every message of a two-turn conversation; its output tokenizes with chat markers intact"))
+}
+
+// templateApplies: a model without a chat template has none to check (apr
+// qa reports it refused-optional, apr falsify as not run).
+func templateApplies(c *Check) (bool, string) {
+	f, err := c.Model()
+	if err != nil {
+		return true, ""
+	}
+	if _, ok := f.Get(chat.KeyTemplate); !ok {
+		return false, "the model carries no " + chat.KeyTemplate + " (a base model)"
+	}
+	return true, ""
+}
+
+// outcomeCode turns code that decides an outcome on the opened model into
+// falsifier code: the outcome's values are measured (the runner judges them
+// against the contract's thresholds), its details noted, a fail is a Fail,
+// a refusal keeps its refuser and class.
+func outcomeCode(fn func(ctx context.Context, c *Check, m *loaded.Model) verdict.Outcome) Func {
+	return func(ctx context.Context, c *Check) error {
+		m, err := c.Loaded()
+		if err != nil {
+			return err
+		}
+		return Decide(c, fn(ctx, c, m))
+	}
+}
+
+// Decide records an outcome decided by code in c and returns what the
+// runner expects: its values measured, its details noted, nil for a pass,
+// a Fail for a fail, a refusal (by the outcome's refuser, or c's) of its
+// class otherwise.
+func Decide(c *Check, o verdict.Outcome) error {
+	for _, v := range o.Values {
+		c.Measure(v.Name, v.Value)
+	}
+	for _, d := range o.Details {
+		c.Note("%s", d)
+	}
+	switch o.Verdict {
+	case verdict.Fail:
+		return Fail("%s", o.Reason)
+	case verdict.Refused:
+		by := o.RemovedBy
+		if by == "" {
+			by = c.By()
+		}
+		return RefuseCode(o.Code, by, "%s", o.Reason)
+	}
+	return nil
+}
 
 // tensorValues scans every tensor's values through the mapping.
-func (m *modelRun) tensorValues(fz schema.Falsifier) outcome {
-	scan := ScanTensors(m.f)
-	c := newCheck(fz)
+func tensorValues(fz schema.Falsifier, f *gguf.File) verdict.Outcome {
+	scan := ScanTensors(f)
+	c := verdict.NewJudge(fz.ID, fz.Thresholds)
 	var bad []string
 	count := map[string]float64{}
 	for _, fd := range scan.Findings {
 		bad = append(bad, fmt.Sprintf("%s: %s [%s]", fd.Tensor, fd.Detail, fd.Kind))
 		count[fd.Kind]++
 	}
-	c.hold("bad_tensors", float64(len(scan.Findings)), "count")
-	c.note("tensors_scanned", float64(scan.Tensors), "count")
-	c.note("values_scanned", float64(scan.Values), "count")
-	c.note("nonfinite_tensors", count["nonfinite"], "count")
-	c.note("zero_tensors", count["all_zero"], "count")
-	c.note("unreadable_tensors", count["unreadable"], "count")
-	o := c.outcome(firstN(bad))
-	o.details = bad
+	c.Hold("bad_tensors", float64(len(scan.Findings)), "count")
+	c.Note("tensors_scanned", float64(scan.Tensors), "count")
+	c.Note("values_scanned", float64(scan.Values), "count")
+	c.Note("nonfinite_tensors", count["nonfinite"], "count")
+	c.Note("zero_tensors", count["all_zero"], "count")
+	c.Note("unreadable_tensors", count["unreadable"], "count")
+	o := c.Outcome(verdict.FirstN(bad))
+	o.Details = bad
 	return o
 }
 
@@ -149,18 +236,14 @@ func attrName(a tokenizer.Attr) string {
 	return "undefined"
 }
 
-// tokenizerGate: the built-in text round-trips through encode/decode, and
+// TokenizerRoundTrip is tokenizer_roundtrip on t: the built-in text round-trips through encode/decode, and
 // each control token written in a prompt between two words stays one token
 // when control tokens are parsed (and is not produced from plain text when
 // they are not).
-func (m *modelRun) tokenizerGate(fz schema.Falsifier, seed int64) outcome {
-	if m.tokErr != nil {
-		return tokErrOutcome(m.tokErr)
-	}
-	t := m.tok
-	c := newCheck(fz)
+func TokenizerRoundTrip(fz schema.Falsifier, t *tokenizer.Tokenizer, seed int64) verdict.Outcome {
+	c := verdict.NewJudge(fz.ID, fz.Thresholds)
 	var mismatches []string
-	texts := append(append([]string(nil), Multilingual...), RandomTexts(seed, paramInt(fz, "random_cases", 64))...)
+	texts := append(append([]string(nil), Multilingual...), RandomTexts(seed, paramIntOr(fz, "random_cases", 64))...)
 	for _, text := range texts {
 		ids, err := t.Encode(text, tokenizer.Options{})
 		if err != nil {
@@ -193,19 +276,21 @@ func (m *modelRun) tokenizerGate(fz schema.Falsifier, seed int64) outcome {
 		}
 	}
 	checked := len(markers)
-	c.note("samples", float64(len(texts)), "count")
-	c.hold("roundtrip_mismatches", float64(len(mismatches)), "count")
-	c.note("markers_checked", float64(checked), "count")
-	c.hold("split_control_tokens", float64(len(split)), "count")
-	c.holdIf("injected_control_tokens", float64(len(injected)), "count")
-	return c.outcome(firstN(append(append(mismatches, split...), injected...)))
+	c.Note("samples", float64(len(texts)), "count")
+	c.Hold("roundtrip_mismatches", float64(len(mismatches)), "count")
+	c.Note("markers_checked", float64(checked), "count")
+	c.Hold("split_control_tokens", float64(len(split)), "count")
+	c.HoldIf("injected_control_tokens", float64(len(injected)), "count")
+	return c.Outcome(verdict.FirstN(append(append(mismatches, split...), injected...)))
 }
 
-func tokErrOutcome(err error) outcome {
+// TokenizerOutcome is the outcome of a check whose model's tokenizer could
+// not be built: refused by the tokenizer's refuser, or a fail.
+func TokenizerOutcome(err error) verdict.Outcome {
 	if r, ok := refuse.As(err); ok {
-		return refused(CodeModel, r.By, nil, "the tokenizer refused the model: %s", r.Reason)
+		return verdict.RefusedBy(RefusalModel, r.By, nil, "the tokenizer refused the model: %s", r.Reason)
 	}
-	return failed(nil, "the tokenizer cannot be built: %v", err)
+	return verdict.Failed(nil, "the tokenizer cannot be built: %v", err)
 }
 
 func countID(ids []int32, id int32) int {
@@ -218,13 +303,6 @@ func countID(ids []int32, id int32) int {
 	return n
 }
 
-func firstN(items []string) string {
-	if len(items) > maxListed {
-		return strings.Join(items[:maxListed], "; ") + fmt.Sprintf("; … %d more", len(items)-maxListed)
-	}
-	return strings.Join(items, "; ")
-}
-
 // Conversation is what the template gate renders: a system prompt and two
 // user turns with an assistant answer between them. Each content carries a
 // marker so that its presence in the output is unambiguous.
@@ -235,29 +313,30 @@ var Conversation = []map[string]any{
 	{"role": "user", "content": "And of Germany? [u2-90b4]"},
 }
 
-// templateGate: the model's own chat template renders Conversation with
+// chatTemplate: the model's own chat template renders Conversation with
 // every message's content in the output, and the output tokenizes with
 // every control token intact and decodes back to itself.
-func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) outcome {
-	tmpl, err := chat.FromGGUF(m.f)
+func chatTemplate(ctx context.Context, fz schema.Falsifier, m *loaded.Model) verdict.Outcome {
+	tmpl, err := chat.FromGGUF(m.File)
 	if err != nil {
-		if _, ok := m.f.Get(chat.KeyTemplate); !ok {
-			return refused(CodeNoTemplate, chat.Refuser, nil, "the model carries no %s (a base model); there is no chat template to gate", chat.KeyTemplate)
+		if _, ok := m.File.Get(chat.KeyTemplate); !ok {
+			return verdict.RefusedBy(RefusalNoTemplate, chat.Refuser, nil, "the model carries no %s (a base model); there is no chat template to gate", chat.KeyTemplate)
 		}
-		return fromError(CodeModel, err, "the chat template cannot be parsed")
+		return verdict.FromError(RefusalModel, err, "the chat template cannot be parsed")
 	}
-	if m.tokErr != nil {
-		return tokErrOutcome(m.tokErr)
+	t, err := m.Tokenizer()
+	if err != nil {
+		return TokenizerOutcome(err)
 	}
 	out, err := tmpl.Render(ctx, chat.Input{Messages: Conversation, AddGenerationPrompt: true})
 	if err != nil {
 		var te *chat.TemplateError
 		if errors.As(err, &te) {
-			return failed(nil, "the template rejects a system + two-turn conversation: %v", err)
+			return verdict.Failed(nil, "the template rejects a system + two-turn conversation: %v", err)
 		}
-		return fromError(CodeModel, err, "rendering the conversation")
+		return verdict.FromError(RefusalModel, err, "rendering the conversation")
 	}
-	c := newCheck(fz)
+	c := verdict.NewJudge(fz.ID, fz.Thresholds)
 	var missing []string
 	for _, msg := range Conversation {
 		if s := msg["content"].(string); !strings.Contains(out, s) {
@@ -266,10 +345,9 @@ func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) outcom
 	}
 	// The text as written, control tokens parsed; the BOS or EOS a
 	// tokenizer adds around it is generate's business, not the template's.
-	t := m.tok
 	ids, err := t.Encode(out, tokenizer.Options{ParseSpecial: true})
 	if err != nil {
-		return failed(nil, "the rendered prompt cannot be tokenized: %v", err)
+		return verdict.Failed(nil, "the rendered prompt cannot be tokenized: %v", err)
 	}
 	markers := chatMarkers(t)
 	want := specialOccurrences(markers, out)
@@ -295,15 +373,15 @@ func (m *modelRun) templateGate(ctx context.Context, fz schema.Falsifier) outcom
 	var rt []string
 	if err != nil || string(dec) != out {
 		roundtrip = 1
-		rt = append(rt, fmt.Sprintf("the rendered prompt does not decode back to itself (first difference at byte %d)", firstDiff(string(dec), out)))
+		rt = append(rt, fmt.Sprintf("the rendered prompt does not decode back to itself (first difference at byte %d)", firstByteDiff(string(dec), out)))
 	}
-	c.note("rendered_bytes", float64(len(out)), "bytes")
-	c.note("prompt_tokens", float64(len(ids)), "tokens")
-	c.note("markers", float64(sumCounts(got)), "count")
-	c.hold("missing_messages", float64(len(missing)), "count")
-	c.hold("split_control_tokens", float64(len(split)), "count")
-	c.holdIf("roundtrip_mismatches", float64(roundtrip), "count")
-	return c.outcome(firstN(append(append(missing, split...), rt...)))
+	c.Note("rendered_bytes", float64(len(out)), "bytes")
+	c.Note("prompt_tokens", float64(len(ids)), "tokens")
+	c.Note("markers", float64(sumCounts(got)), "count")
+	c.Hold("missing_messages", float64(len(missing)), "count")
+	c.Hold("split_control_tokens", float64(len(split)), "count")
+	c.HoldIf("roundtrip_mismatches", float64(roundtrip), "count")
+	return c.Outcome(verdict.FirstN(append(append(missing, split...), rt...)))
 }
 
 // specialOccurrences counts, scanning text left to right and taking the
@@ -357,7 +435,7 @@ func sumCounts(m map[int32]int) int {
 	return n
 }
 
-func firstDiff(a, b string) int {
+func firstByteDiff(a, b string) int {
 	n := min(len(a), len(b))
 	for i := 0; i < n; i++ {
 		if a[i] != b[i] {
@@ -365,4 +443,12 @@ func firstDiff(a, b string) int {
 		}
 	}
 	return n
+}
+
+// paramIntOr reads integer param name of f, or def.
+func paramIntOr(f schema.Falsifier, name string, def int) int {
+	if v, ok := toFloat(f.Params[name]); ok {
+		return int(v)
+	}
+	return def
 }

@@ -1,4 +1,4 @@
-package qa
+package falsify
 
 import (
 	"fmt"

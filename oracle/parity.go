@@ -1,0 +1,124 @@
+package oracle
+
+import (
+	"fmt"
+	"math"
+)
+
+// Parity is the one judge of two engines' logits over a sequence, used by
+// every falsifier that compares logits (engine_parity, gpu_cpu,
+// logits_parity), by apr diff and, through them, by apr qa and the ladder.
+//
+// The argmax rule: a position whose argmax differs counts as a mismatch
+// only where the judge's (want's) top-1 minus top-2 logit is at least
+// Margin — where the judge has decided; Margin 0 counts every mismatch.
+// Near-ties of the judge's router (RouterNearTies) and routing flips that
+// noise explains (RoutingFlip.Excused) are left out of every aggregate and
+// reported: their Stats stay in Positions.
+type Parity struct {
+	Margin float64       // the argmax rule's margin, in logits
+	Ties   []NearTie     // the judge's router near-ties, excluded
+	Flips  []RoutingFlip // excused routing flips, excluded
+}
+
+// ParityReport is what Parity measured.
+type ParityReport struct {
+	SeqReport
+	Margin float64
+	Ties   []NearTie
+	Flips  []RoutingFlip
+}
+
+// Judge compares got with want position by position (CompareSeqWith) under
+// the argmax rule, leaving out the near-ties and flips. An error of the
+// metrics at any position (a NaN, a zero row, a length) is returned.
+func (p Parity) Judge(got, want [][]float32) (ParityReport, error) {
+	exclude := TiePositions(p.Ties)
+	for _, f := range p.Flips {
+		exclude = append(exclude, f.Pos)
+	}
+	rep, err := CompareSeqWith(got, want, SeqOptions{Exclude: exclude, ArgmaxMargin: p.Margin})
+	if err != nil {
+		return ParityReport{}, err
+	}
+	return ParityReport{SeqReport: rep, Margin: p.Margin, Ties: p.Ties, Flips: p.Flips}, nil
+}
+
+// Metric is one measured number of a comparison, by the name contracts give
+// it thresholds under.
+type Metric struct {
+	Name  string
+	Value float64
+	Unit  string
+}
+
+// Metrics are the report's measured values, by the names every parity
+// contract uses: min_cosine, mean_cosine and argmax_mismatches (what the
+// thresholds hold), argmax_agree (positions whose argmax agrees, of the
+// compared), compared_positions, excluded_positions, excluded_min_cosine
+// (only when a position was excluded), worst_position and max_kl.
+func (r ParityReport) Metrics() []Metric {
+	out := []Metric{
+		{"min_cosine", r.MinCosine, ""},
+		{"mean_cosine", r.MeanCosine, ""},
+		{"argmax_mismatches", float64(len(r.ArgmaxMismatches)), "count"},
+		{"argmax_agree", float64(r.ArgmaxAgree), "positions"},
+		{"compared_positions", float64(r.Compared), "positions"},
+		{"excluded_positions", float64(len(r.Excluded)), "positions"},
+	}
+	if len(r.Excluded) > 0 {
+		out = append(out, Metric{"excluded_min_cosine", r.ExcludedMinCosine(), ""})
+	}
+	return append(out, Metric{"worst_position", float64(r.Worst), ""}, Metric{"max_kl", r.MaxKL, "nats"})
+}
+
+// ExcludedMinCosine is the lowest cosine among the excluded positions (1
+// when none is excluded), a measured value for the record.
+func (r ParityReport) ExcludedMinCosine() float64 {
+	m := 1.0
+	for _, p := range r.Excluded {
+		m = math.Min(m, r.Positions[p].Cosine)
+	}
+	return m
+}
+
+// MismatchNotes describe each argmax mismatch the rule counts; judge names
+// the reference ("reference", "llama.cpp").
+func (r ParityReport) MismatchNotes(judge string) []string {
+	out := make([]string, 0, len(r.ArgmaxMismatches))
+	for _, p := range r.ArgmaxMismatches {
+		s := r.Positions[p]
+		out = append(out, fmt.Sprintf("position %d: argmax %d, %s %d (%s margin at least %g)", p, s.ArgmaxGot, judge, s.ArgmaxWant, judge, r.Margin))
+	}
+	return out
+}
+
+// TieNotes describe each excluded near-tie (eps: the near-tie rule's
+// epsilon) with what the comparison measured there.
+func (r ParityReport) TieNotes(eps float64) []string {
+	out := make([]string, 0, len(r.Ties))
+	for _, t := range r.Ties {
+		s := r.Positions[t.Pos]
+		out = append(out, fmt.Sprintf("position %d excluded: router near-tie at layer %d (k-th minus (k+1)-th expert probability %.3g < %g); there cosine %.9f, argmax %d vs %d",
+			t.Pos, t.Layer, t.Gap, eps, s.Cosine, s.ArgmaxGot, s.ArgmaxWant))
+	}
+	return out
+}
+
+// FlipNotes describe each excused routing flip with what the comparison
+// measured there (noise: the contract's router noise).
+func (r ParityReport) FlipNotes(param string, noise float64) []string {
+	out := make([]string, 0, len(r.Flips))
+	for _, f := range r.Flips {
+		s := r.Positions[f.Pos]
+		out = append(out, fmt.Sprintf("%s; excluded, within params.%s %g; there cosine %.9f, argmax %d vs %d; the positions after it compared in a sequence that starts after it",
+			f, param, noise, s.Cosine, s.ArgmaxGot, s.ArgmaxWant))
+	}
+	return out
+}
+
+// WorstNote describes the worst compared position.
+func (r ParityReport) WorstNote() string {
+	w := r.Positions[r.Worst]
+	return fmt.Sprintf("worst position %d: cosine %.9f, max-abs %.3g, KL %.3g, argmax %d vs %d", r.Worst, w.Cosine, w.MaxAbs, w.KL, w.ArgmaxGot, w.ArgmaxWant)
+}
