@@ -24,8 +24,6 @@
 #
 #   gpu.sh all    both in one call, when what they carry fits in 64 MiB
 #                 (make cuda-bundle CUDA_BUNDLE_EXCLUDE='*-F32.gguf')
-#   gpu.sh ab     the one-token products side by side (APR_CUDA_MV=tile
-#                 and lanes), then qa with the faster (carry as for all)
 #
 # Every step runs even when an earlier one failed, under its own time limit;
 # the exit code is the first failure's (the planted step inverts: it must
@@ -151,51 +149,7 @@ apps() {
 	fi
 }
 
-# ab: the kernels built and checked (as tests, both one-token products),
-# then the one-token products side by side (APR_CUDA_MV=tile vs lanes) on
-# apr synth's 0.5b Q4_K and Q8_0 and 0.8b Q4_K, and apr qa and the planted
-# F2 failure with the faster one (carry as for all).
-ab() {
-	step 300 bash engine/cuda/kernels/build.sh "$out/kernels.ptx" || exit $rc
-	export APR_CUDA_PTX="$out/kernels.fatbin"
-	root="$(pwd)"
-	mkdir -p /tmp/apr-shared && tar -C /tmp/apr-shared -xJf .dev/fixtures.tar.xz
-	[ -e "$(dirname "$root")/shared/fixtures" ] || ln -sfn /tmp/apr-shared/shared "$(dirname "$root")/shared"
-	unxz cuda.test
-	unxz apr
-	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run '^(TestUnavailableIsRefused|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect|TestGraphReplay|TestWideProducts|TestFusion|TestDriverResultsOnMovedStacks)$')
-	(cd engine/cuda && APR_CUDA_MV=lanes step 120 /tmp/cuda.test -test.v -test.run '^(TestProducts|TestWideProducts|TestFusion|TestParity)$')
-	/tmp/apr synth --arch qwen2 --preset qwen2.5-0.5b --type Q4_K -o /tmp/q25-Q4_K.gguf >/dev/null 2>&1 &
-	/tmp/apr synth --arch qwen2 --preset qwen2.5-0.5b --type Q8_0 -o /tmp/q25-Q8_0.gguf >/dev/null 2>&1 &
-	/tmp/apr synth --arch qwen35 --preset qwen3.5-0.8b --type Q4_K -o /tmp/q35-Q4_K.gguf >/dev/null 2>&1 &
-	wait
-	for m in q25-Q4_K q25-Q8_0 q35-Q4_K; do
-		for v in tile lanes; do
-			APR_CUDA_MV=$v step 60 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --reps 5 --json
-			echo "$m $v $(grep -o '"median": [0-9.]*' "$out/step.txt" | tail -1 | cut -d' ' -f2)" >>"$out/ab.txt"
-		done
-	done
-	t=$(awk '$1=="q25-Q4_K" && $2=="tile" {print $3}' "$out/ab.txt")
-	l=$(awk '$1=="q25-Q4_K" && $2=="lanes" {print $3}' "$out/ab.txt")
-	mv=tile
-	awk -v a="$l" -v b="$t" 'BEGIN { exit !(a > b) }' && mv=lanes
-	echo "== one-token product: tile $t, lanes $l tok/s (q25-Q4_K tg128 median): $mv" | tee -a "$out/summary.txt"
-	export APR_CUDA_MV=$mv
-	step 60 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 128 -d 4096 --reps 5
-	step 60 /tmp/apr qa /tmp/apr-shared/shared/fixtures/models/stories260K.gguf --backend cpu,cuda
-	step 150 /tmp/apr qa /tmp/q25-Q4_K.gguf --backend cuda
-	before=$rc
-	APR_CUDA_PLANT=blk.3.ffn_down.weight:7:1.5 step 60 /tmp/apr qa /tmp/q25-Q4_K.gguf --backend cuda --gate f2
-	s=$?
-	rc=$before
-	if [ $s -ne 1 ]; then
-		echo "   the planted defect was not failed (exit $s, want 1)" | tee -a "$out/summary.txt"
-		[ $rc -ne 0 ] || rc=1
-	fi
-}
-
 case "$phase" in
-ab) ab ;;
 tests) tests ;;
 apps) apps ;;
 all)
@@ -203,7 +157,7 @@ all)
 	apps
 	;;
 *)
-	echo "usage: gpu.sh tests|apps|all|ab" >&2
+	echo "usage: gpu.sh tests|apps|all" >&2
 	exit 2
 	;;
 esac
