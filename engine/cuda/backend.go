@@ -30,8 +30,6 @@ type backend struct {
 	mod cu.Module
 	fn  map[string]cu.Func
 	sms int // the device's multiprocessors
-	// mvLanes selects mvq_<type> for the formats that have it (EnvMV).
-	mvLanes bool
 
 	mu   sync.Mutex
 	err  error // first failure
@@ -625,17 +623,6 @@ func checkProduct(dst graph.Buf, w graph.Weight, x graph.Buf) (*buf, *matrix, *b
 	return d, m, xb
 }
 
-// mvLaneTypes are the formats with a lane-cooperative one-token product
-// (mvq_<type> in apr.cu), which EnvMV selects.
-var mvLaneTypes = map[string]bool{"Q4_K": true, "Q5_0": true, "Q8_0": true}
-
-// EnvMV chooses the one-token product of the formats in mvLaneTypes:
-// "lanes" (mvq_<type>: a warp's lanes share each row, x read straight
-// from memory) or "tile" (mv_<type>: a lane a chunk, x staged in shared
-// memory). The two sum in different orders; the engine uses one
-// throughout a run.
-const EnvMV = "APR_CUDA_MV"
-
 // mvThreads is the threads per row of a one-token product over nc chunks
 // (1, 2 or 4 warps).
 func mvThreads(nc int) int {
@@ -704,10 +691,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 			}
 			return be.launch("k_sumk", grid1(xb.rows*m.rows), cu.Dim{X: 256}, 0, ds[0].p, ds[0].stride, be.mmP.p, int(grid.Z), xb.rows, m.rows)
 		}
-		tpr, kernel := mvThreads(nc), "mv_"+m.name
-		if be.mvLanes && mvLaneTypes[m.name] {
-			tpr, kernel = 32, "mvq_"+m.name // one warp a row slot (apr.cu: mvq_body)
-		}
+		tpr := mvThreads(nc)
 		rpb := 128 / tpr
 		rows := 0
 		for _, mi := range ms {
@@ -737,7 +721,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 		for i := len(ms); i < 3; i++ {
 			args[mvW1+4*(i-1)+2] = 0 // nr of an absent matrix
 		}
-		if err := be.launch(kernel, cu.Dim{X: uint32(blocks)}, cu.Dim{X: 128}, 0, args[:]...); err != nil {
+		if err := be.launch("mv_"+m.name, cu.Dim{X: uint32(blocks)}, cu.Dim{X: 128}, 0, args[:]...); err != nil {
 			return err
 		}
 		be.tape[len(be.tape)-1].kind = kindMV

@@ -143,10 +143,7 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 // stream the backend queues its work on.
 func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backend, cu.Info, error) {
 	be := &backend{d: d, fn: map[string]cu.Func{}, used: map[string]int{}, plant: plant, graphs: newGraphCache(),
-		noFuse: os.Getenv(EnvFuse) == "0", mvLanes: os.Getenv(EnvMV) == "lanes"}
-	if v := os.Getenv(EnvMV); v != "" && v != "lanes" && v != "tile" {
-		return nil, cu.Info{}, fmt.Errorf("%s=%q: want lanes or tile", EnvMV, v)
-	}
+		noFuse: os.Getenv(EnvFuse) == "0"}
 	var info cu.Info
 	err := d.Do(func() error {
 		var err error
@@ -181,9 +178,6 @@ func kernelNames() []string {
 	for _, t := range Types() {
 		for _, p := range []string{"mv_", "mm_", "mmid_", "getrows_"} {
 			names = append(names, p+t.String())
-		}
-		if mvLaneTypes[t.String()] {
-			names = append(names, "mvq_"+t.String())
 		}
 	}
 	return names

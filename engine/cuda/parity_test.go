@@ -288,14 +288,6 @@ func TestEmulated(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestFusion") {
 		t.Fatalf("the products on an emulator of 48 multiprocessors: %v\n%s", err, out)
 	}
-	// The lane-cooperative one-token product (APR_CUDA_MV=lanes): the
-	// products, fusion and parity on models of its formats.
-	cmd = exec.Command(os.Args[0], "-test.run", "^(TestProducts|TestWideProducts|TestFusion|TestParity)$", "-test.v")
-	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx, cuda.EnvMV+"=lanes",
-		envEmuModels+"=llama-tiny-Q4_K_M,qwen35-tiny-Q8_0", envEmuGreedy+"=")
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestParity") {
-		t.Fatalf("the products with %s=lanes: %v\n%s", cuda.EnvMV, err, out)
-	}
 	runEmuProbes(t, append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx))
 }
 
