@@ -349,7 +349,7 @@ func TestWideProducts(t *testing.T) {
 		rows, cols int
 	}{
 		{quant.Q8_0, 37, 2048}, {quant.Q8_0, 9, 4096 + 1024}, {quant.Q4_K, 21, 4352}, {quant.Q6_K, 7, 1792},
-		{quant.F16, 13, 3100}, {quant.F32, 5, 1600}, {quant.Q4_K, 130, 256},
+		{quant.F16, 13, 3100}, {quant.F32, 5, 1600}, {quant.Q4_K, 130, 256}, {quant.Q5_0, 67, 896},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s_%dx%d", c.typ, c.rows, c.cols), func(t *testing.T) {
