@@ -23,7 +23,7 @@
 #        planted wrong kernel (must fail)
 #
 #   gpu.sh all    both in one call, when what they carry fits in 64 MiB
-#                 (make cuda-bundle CUDA_BUNDLE_EXCLUDE='*-F32.gguf')
+#                 (make cuda-bundle CUDA_BUNDLE_EXCLUDE='*-F32.gguf *-F16.gguf')
 #
 # Every step runs even when an earlier one failed, under its own time limit;
 # the exit code is the first failure's (the planted step inverts: it must
