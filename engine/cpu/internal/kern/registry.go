@@ -30,10 +30,13 @@ const (
 	ISAAVX2       ISA = "avx2"       // amd64 AVX2 + FMA + F16C
 	ISAAVX512     ISA = "avx512"     // amd64 AVX-512 F/BW/VL
 	ISAAVX512VNNI ISA = "avx512vnni" // amd64 AVX-512 with VNNI (VPDPBUSD)
+	// ISAAVX512VNNI16 is AVX-512 VNNI with packed weights, sixteen rows per
+	// register (r16.go): held to the contract's bound, not to ggml's order.
+	ISAAVX512VNNI16 ISA = "avx512vnni16"
 )
 
 // isaRank orders instruction sets for Select: higher is preferred.
-var isaRank = map[ISA]int{ISAGo: 0, ISAAVX2: 1, ISAAVX512: 2, ISAAVX512VNNI: 3}
+var isaRank = map[ISA]int{ISAGo: 0, ISAAVX2: 1, ISAAVX512: 2, ISAAVX512VNNI: 3, ISAAVX512VNNI16: 4}
 
 // Backend is the backend name in every key of this package.
 const Backend = "cpu"
@@ -77,6 +80,9 @@ type Kernel struct {
 	tileF    tileFFunc  // float types: four weight rows against twelve expanded activation rows; may be nil
 	expand   expandFunc // tileF's converter of weight and activation rows to float32
 	ftail    dotFunc    // tileF's dot of the last n mod 8 values, as the eight-row kernel adds it
+	pack     packFunc   // packed kernels (r16.go): the weights' packing; nil: the kernel reads ggml's layout
+	r16x8    r16x8Func  // packed: sixteen weight rows by eight activation rows
+	r16x1    r16x1Func  // packed: sixteen weight rows by one activation row
 }
 
 // dotFunc returns the dot product of one weight row w with one activation

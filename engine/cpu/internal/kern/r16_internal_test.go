@@ -1,0 +1,181 @@
+package kern
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/aprqa/apr/engine/quant"
+)
+
+// q80Rows returns rows random Q8_0 rows of n values: random scales (some
+// zero), quants over the whole int8 range, −128 included.
+func q80Rows(rng *rand.Rand, rows, n int) []byte {
+	b := make([]byte, rows*n/32*q80Bytes)
+	for o := 0; o < len(b); o += q80Bytes {
+		d := float32(rng.NormFloat64() * 0.02)
+		if rng.IntN(30) == 0 {
+			d = 0
+		}
+		binary.LittleEndian.PutUint16(b[o:], fp32ToFP16(d))
+		for j := 2; j < q80Bytes; j++ {
+			b[o+j] = byte(rng.IntN(256))
+		}
+	}
+	return b
+}
+
+// r16Chain is what every packed kernel's output must be, written out from
+// ggml's layout: one float32 chain over the blocks of Σ w·a (exact) times
+// float32(d_w·d_a).
+func r16Chain(nb int, w, a []byte) float32 {
+	var acc float32
+	for b := 0; b < nb; b++ {
+		wb, ab := w[b*q80Bytes:], a[b*q80Bytes:]
+		s := int32(0)
+		for j := 0; j < 32; j++ {
+			s += int32(int8(wb[2+j])) * int32(int8(ab[2+j]))
+		}
+		acc = fma32(float32(s), float32(fp16At(wb)*fp16At(ab)), acc)
+	}
+	return acc
+}
+
+func TestPackQ8_0R16Layout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(61, 62))
+	const rows, n = 21, 96
+	nb := n / 32
+	src := q80Rows(rng, rows, n)
+	dst := make([]byte, 2*nb*r16BlockBytes)
+	packQ8_0R16(rows, n, src, dst, 0, 2)
+	for g := 0; g < 2; g++ {
+		grp := dst[g*nb*r16BlockBytes:]
+		for r := 0; r < r16Rows; r++ {
+			i := 16*g + r
+			for b := 0; b < nb; b++ {
+				sc := le16(grp[512*nb+32*b+2*r:])
+				if i >= rows {
+					if sc != 0 {
+						t.Fatalf("padded row %d block %d: scale %#04x, want 0", i, b, sc)
+					}
+				} else if want := le16(src[i*nb*q80Bytes+b*q80Bytes:]); sc != want {
+					t.Fatalf("row %d block %d: scale %#04x, want %#04x", i, b, sc, want)
+				}
+				for v := 0; v < 32; v++ {
+					got := grp[512*b+64*(v/4)+4*r+v%4]
+					want := byte(0x80)
+					if i < rows {
+						want = src[i*nb*q80Bytes+b*q80Bytes+2+v] ^ 0x80
+					}
+					if got != want {
+						t.Fatalf("row %d block %d value %d: %#02x, want %#02x", i, b, v, got, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// r16Twins returns the packed kernels to test: the Go twins, and the
+// assembly where this machine runs it.
+func r16Twins(t *testing.T) map[string]*Kernel {
+	base, err := Lookup(Key{Op: OpMatMul, Type: quant.Q8_0, Backend: Backend, ISA: ISAGo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	goK := *base
+	goK.pack, goK.r16x8, goK.r16x1 = packQ8_0R16, r16x8Go, r16x1Go
+	out := map[string]*Kernel{"go": &goK}
+	if k, err := Lookup(Key{Op: OpMatMul, Type: quant.Q8_0, Backend: Backend, ISA: ISAAVX512VNNI16}); err == nil {
+		out[string(ISAAVX512VNNI16)] = k
+	}
+	return out
+}
+
+// TestMulR16 runs Mul through the packed path (Go twins, and the assembly
+// where it runs) and checks every output against the chain written out
+// from ggml's layout, bit for bit: so each row's result is the same
+// whatever m, the other rows and the threads (batch invariance), and the
+// matvec of the row alone; and within the contract's (B + 8)·2⁻²³·Σ|w·a|
+// of the float64 dot.
+func TestMulR16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(63, 64))
+	for name, k := range r16Twins(t) {
+		for _, threads := range []int{1, 2} {
+			pool := NewPool(threads)
+			for _, c := range []struct{ n, rows, m int }{{32, 9, 1}, {96, 21, 3}, {64, 16, 8}, {160, 40, 13}, {256, 33, 25}} {
+				t.Run(fmt.Sprintf("%s/threads=%d/n=%d/rows=%d/m=%d", name, threads, c.n, c.rows, c.m), func(t *testing.T) {
+					nb := c.n / 32
+					wd := q80Rows(rng, c.rows, c.n)
+					w, err := k.PackWeights(Weights{Type: quant.Q8_0, Rows: c.rows, Cols: c.n, Data: wd})
+					if err != nil {
+						t.Fatal(err)
+					}
+					x := make([]float32, c.m*c.n)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64())
+					}
+					var s Scratch
+					dst := make([]float32, c.m*c.rows+1)
+					dst[len(dst)-1] = 12345
+					if err := k.Mul(pool, &s, dst[:c.m*c.rows], w, x, c.m); err != nil {
+						t.Fatal(err)
+					}
+					if dst[len(dst)-1] != 12345 {
+						t.Fatal("Mul wrote past dst")
+					}
+					arb := nb * q80Bytes
+					a := make([]byte, c.m*arb)
+					for i := 0; i < c.m; i++ {
+						QuantizeQ8_0(x[i*c.n:(i+1)*c.n], a[i*arb:(i+1)*arb])
+					}
+					for i := 0; i < c.m; i++ {
+						for r := 0; r < c.rows; r++ {
+							wr, ar := wd[r*arb:(r+1)*arb], a[i*arb:(i+1)*arb]
+							want := r16Chain(nb, wr, ar)
+							got := dst[i*c.rows+r]
+							if math.Float32bits(got) != math.Float32bits(want) {
+								t.Fatalf("dst[%d, %d] = %g, want %g", i, r, got, want)
+							}
+							wf, af := make([]float32, c.n), make([]float32, c.n)
+							if err := quant.Dequantize(quant.Q8_0, wr, wf); err != nil {
+								t.Fatal(err)
+							}
+							if err := quant.Dequantize(quant.Q8_0, ar, af); err != nil {
+								t.Fatal(err)
+							}
+							var ref, mag float64
+							for l := range wf {
+								ref += float64(wf[l]) * float64(af[l])
+								mag += math.Abs(float64(wf[l]) * float64(af[l]))
+							}
+							if d := math.Abs(float64(got) - ref); d > float64(nb+8)*0x1p-23*mag {
+								t.Fatalf("dst[%d, %d] = %g, Σ w·a = %g: off by %g, beyond the contract's %g", i, r, got, ref, d, float64(nb+8)*0x1p-23*mag)
+							}
+						}
+					}
+				})
+			}
+			pool.Close()
+		}
+	}
+}
+
+// TestMulR16RefusesUnpackedWeights: a packed kernel never reads ggml's
+// layout as if it were packed.
+func TestMulR16RefusesUnpackedWeights(t *testing.T) {
+	rng := rand.New(rand.NewPCG(65, 66))
+	pool := NewPool(1)
+	defer pool.Close()
+	for name, k := range r16Twins(t) {
+		w := Weights{Type: quant.Q8_0, Rows: 16, Cols: 64, Data: q80Rows(rng, 16, 64)}
+		var s Scratch
+		for _, m := range []int{1, 9} {
+			if err := k.Mul(pool, &s, make([]float32, 16*m), w, make([]float32, 64*m), m); err == nil {
+				t.Errorf("%s: Mul(m=%d) of unpacked weights = nil, want an error", name, m)
+			}
+		}
+	}
+}
