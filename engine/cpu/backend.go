@@ -41,6 +41,17 @@ type backend struct {
 	mu   sync.Mutex
 	used map[string]int  // contract id → tensors prepared with it
 	work map[*buf]func() // buffers from Work and their release
+	// packs release the packed copies of weights (kern.Kernel.Pack) that
+	// the packed kernels read instead of the file's mapping.
+	packs  []func()
+	packed map[packKey]kern.Weights // one packed copy per tensor and kernel (token_embd is also the output)
+}
+
+// packKey names one packed copy: the packed kernel and the weights' bytes.
+type packKey struct {
+	contract string
+	data     *byte
+	n        int
 }
 
 // worker is one thread's resources for work nested inside a parallel loop:
@@ -86,6 +97,10 @@ func (be *backend) close() {
 	be.pool.Close()
 	be.mu.Lock()
 	defer be.mu.Unlock()
+	for _, free := range be.packs {
+		free()
+	}
+	be.packs, be.packed = nil, nil
 	for b, free := range be.work {
 		free()
 		*b = buf{}
@@ -254,6 +269,16 @@ func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
 		for e := 0; e < int(t.Shape[2]); e++ {
 			x := t.Matrix(e)
 			m.w = append(m.w, kern.Weights{Type: x.Type, Rows: x.Rows(), Cols: x.Cols(), Data: x.Data})
+		}
+	}
+	if mv.Packs() != mm.Packs() {
+		return nil, refuse.New(By, "tensor %q: %s and %s disagree on packing", t.Name, mv.Contract, mm.Contract)
+	}
+	if mm.Packs() {
+		for i := range m.w {
+			if m.w[i], err = be.pack(mm, m.w[i]); err != nil {
+				return nil, fmt.Errorf("cpu: tensor %q: %w", t.Name, err)
+			}
 		}
 	}
 	be.note(mv)
@@ -473,4 +498,41 @@ func (be *backend) forRows(n, cost int, fn func(lo, hi int)) {
 		return
 	}
 	be.pool.For(n, max(1, n/(4*be.threads)), fn)
+}
+
+// pack packs w for the packed kernel k (both its matvec and matmul read
+// the packed copy) into memory outside the Go heap, over the pool, and
+// drops the pages of w's bytes from this process's resident set where
+// they lie in the file's shared mapping (dropShared: read once here, the
+// packed copy takes their place; the page cache keeps them).
+func (be *backend) pack(k *kern.Kernel, w kern.Weights) (kern.Weights, error) {
+	key := packKey{k.Contract, unsafe.SliceData(w.Data), len(w.Data)}
+	be.mu.Lock()
+	p, ok := be.packed[key]
+	be.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	size, err := k.PackedBytes(w.Rows, w.Cols)
+	if err != nil {
+		return w, err
+	}
+	b, free, err := mapBytes(size)
+	if err != nil {
+		return w, err
+	}
+	p, err = k.Pack(be.pool, w, b)
+	if err != nil {
+		free()
+		return w, err
+	}
+	dropShared(w.Data)
+	be.mu.Lock()
+	be.packs = append(be.packs, free)
+	if be.packed == nil {
+		be.packed = map[packKey]kern.Weights{}
+	}
+	be.packed[key] = p
+	be.mu.Unlock()
+	return p, nil
 }

@@ -148,11 +148,9 @@ func packQ8_0R16(rows, cols int, src, dst []byte, g0, g1 int) {
 			for b := 0; b < nb; b++ {
 				blk := row[b*q80Bytes : (b+1)*q80Bytes]
 				sc[32*b+2*r], sc[32*b+2*r+1] = blk[0], blk[1]
+				q, o := blk[2:34], grp[512*b+4*r:512*b+4*r+452]
 				for k := 0; k < 8; k++ {
-					o := 512*b + 64*k + 4*r
-					for j := 0; j < 4; j++ {
-						grp[o+j] = blk[2+4*k+j] ^ 0x80
-					}
+					binary.LittleEndian.PutUint32(o[64*k:], binary.LittleEndian.Uint32(q[4*k:])^0x80808080)
 				}
 			}
 		}
