@@ -32,13 +32,45 @@ import (
 // 0..15 (row r at 4r) as unsigned bytes w XOR 0x80 = w + 128; then, at
 // 512·nb + 32b, the sixteen rows' fp16 scales of block b. Rows past the
 // matrix's last are zero (quants 0x80, scale 0).
+//
+// Q5_0 (packQ5_0R16) keeps its 22 bytes per block and row: for block b, at
+// 320b, four steps of 64 bytes, step k holding bytes 4k..4k+3 of rows
+// 0..15's qs (row r at 4r: values 4k..4k+3 in the low nibbles, 16+4k..
+// 16+4k+3 in the high ones), then eight 64-bit masks, mask k's bit 4r + i
+// the fifth bit of value 4k + i of row r; the scales at 320·nb + 32b. The
+// kernels unpack step k to u = q5 + 112 = w + 128 (the nibble, +16 where the
+// mask bit is set, +112), so that the Q8_0 kernels' arithmetic follows
+// unchanged. Rows past the last are zero bytes (scale 0).
 
 const (
-	r16Rows       = 16
-	r16BlockBytes = 512 + 32 // one block of sixteen rows: quants, then (at the group's end) scales
-	r16Acts       = 8        // activation rows of one r16x8 call
-	r16AuxBytes   = 8        // per activation block: int32 −128·Σq, float32 d
+	r16Rows     = 16
+	r16Acts     = 8 // activation rows of one r16x8 call
+	r16AuxBytes = 8 // per activation block: int32 −128·Σq, float32 d
 )
+
+// r16Format is a packed type's block layout: the bytes of one block of
+// sixteen rows (quants, then its scales at the group's end), the quant
+// part alone, and the unsigned weight u = w + 128 of value 4k+j of row r
+// in the quant part q of a block (the Go twins' reader).
+type r16Format struct {
+	block, quants int
+	u             func(q []byte, k, r, j int) int32
+}
+
+var r16Formats = map[quant.Type]r16Format{
+	quant.Q8_0: {544, 512, func(q []byte, k, r, j int) int32 { return int32(q[64*k+4*r+j]) }},
+	quant.Q5_0: {352, 320, func(q []byte, k, r, j int) int32 {
+		nib := q[64*(k%4)+4*r+j]
+		if k >= 4 {
+			nib >>= 4
+		}
+		u := int32(nib&15) + 112
+		if q[256+8*k+(4*r+j)/8]>>((4*r+j)%8)&1 != 0 {
+			u += 16
+		}
+		return u
+	}},
+}
 
 // r16x8Func multiplies one packed group of sixteen weight rows (w, nb
 // blocks) by a group of eight Q8_0 activation rows repacked by repackQ8
@@ -63,15 +95,17 @@ type packFunc func(rows, cols int, src, dst []byte, g0, g1 int)
 // kernel on ggml's layout) is what the listing and RunKernel callers see
 // for unpacked use; Mul refuses unpacked weights.
 func registerR16(t quant.Type, isa ISA, pack packFunc, x8 r16x8Func, x1 r16x1Func) {
-	if t != quant.Q8_0 {
+	f, ok := r16Formats[t]
+	if !ok {
 		panic("kern: registerR16: no packing for " + t.String())
 	}
-	register(t, isa, quant.Q8_0, dotQ8_0Go, nil)
+	dot := map[quant.Type]dotFunc{quant.Q8_0: dotQ8_0Go, quant.Q5_0: dotQ5_0Go}[t]
+	register(t, isa, quant.Q8_0, dot, nil)
 	regMu.Lock()
 	defer regMu.Unlock()
 	for _, op := range []Op{OpMatVec, OpMatMul} {
 		k := reg[Key{Op: op, Type: t, Backend: Backend, ISA: isa}]
-		k.pack, k.r16x8, k.r16x1 = pack, x8, x1
+		k.pack, k.r16x8, k.r16x1, k.r16 = pack, x8, x1, f
 	}
 }
 
@@ -87,7 +121,7 @@ func (k *Kernel) PackedBytes(rows, cols int) (int, error) {
 	if _, _, err := k.rowBytes(cols); err != nil {
 		return 0, err
 	}
-	return (rows + r16Rows - 1) / r16Rows * (cols / 32) * r16BlockBytes, nil
+	return (rows + r16Rows - 1) / r16Rows * (cols / 32) * k.r16.block, nil
 }
 
 // Pack writes the packed form of w into dst (PackedBytes long), the groups
@@ -128,7 +162,7 @@ func (k *Kernel) PackWeights(w Weights) (Weights, error) {
 func packQ8_0R16(rows, cols int, src, dst []byte, g0, g1 int) {
 	nb := cols / 32
 	wrb := nb * q80Bytes
-	gb := nb * r16BlockBytes
+	gb := nb * r16Formats[quant.Q8_0].block
 	for g := g0; g < g1; g++ {
 		grp := dst[g*gb : (g+1)*gb]
 		sc := grp[512*nb:]
@@ -175,44 +209,83 @@ func auxQ8_0(nb int, a, aux []byte, init []int32) {
 	}
 }
 
-// r16x8Go is the Go twin of the r16x8 kernels: the same int32 sums and
-// float32 operations (fma32 rounds once, as VFMADD does).
-func r16x8Go(nb int, w, aq []byte, sc []float32, init []int32, out []float32, ostride int) {
-	ws := w[512*nb:]
-	for t := 0; t < r16Acts; t++ {
+// packQ5_0R16 is the Q5_0 packing (see the layout above).
+func packQ5_0R16(rows, cols int, src, dst []byte, g0, g1 int) {
+	const bb = 22 // bytes of a Q5_0 block
+	nb := cols / 32
+	wrb := nb * bb
+	gb := nb * r16Formats[quant.Q5_0].block
+	for g := g0; g < g1; g++ {
+		grp := dst[g*gb : (g+1)*gb]
+		sc := grp[320*nb:]
+		clear(grp)
 		for r := 0; r < r16Rows; r++ {
-			var acc float32
-			for b := 0; b < nb; b++ {
-				s := init[8*b+t]
-				for k := 0; k < 8; k++ {
-					for j := 0; j < 4; j++ {
-						s += int32(w[512*b+64*k+4*r+j]) * int32(int8(aq[256*b+32*t+4*k+j]))
-					}
-				}
-				d := float32(fp16At(ws[32*b+2*r:]) * sc[8*b+t])
-				acc = fma32(float32(s), d, acc)
+			i := g*r16Rows + r
+			if i >= rows {
+				continue
 			}
-			out[t*ostride+r] = acc
+			row := src[i*wrb : (i+1)*wrb]
+			for b := 0; b < nb; b++ {
+				blk := row[b*bb : (b+1)*bb]
+				sc[32*b+2*r], sc[32*b+2*r+1] = blk[0], blk[1]
+				qh := le32(blk[2:])
+				q := grp[320*b:]
+				for k := 0; k < 4; k++ {
+					copy(q[64*k+4*r:64*k+4*r+4], blk[6+4*k:10+4*k])
+				}
+				for k := 0; k < 8; k++ {
+					bits := byte(qh >> (4 * k) & 15) // values 4k..4k+3
+					q[256+8*k+r/2] |= bits << (4 * (r % 2))
+				}
+			}
 		}
 	}
 }
 
-// r16x1Go is the Go twin of the r16x1 kernels.
-func r16x1Go(nb int, w, a, aux []byte, out []float32) {
-	ws := w[512*nb:]
-	for r := 0; r < r16Rows; r++ {
-		var acc float32
-		for b := 0; b < nb; b++ {
-			s := int32(le32(aux[8*b:]))
-			for k := 0; k < 8; k++ {
-				for j := 0; j < 4; j++ {
-					s += int32(w[512*b+64*k+4*r+j]) * int32(int8(a[q80Bytes*b+2+4*k+j]))
+// r16x8Twin returns the Go twin of the r16x8 kernels of format f: the same
+// int32 sums and float32 operations (fma32 rounds once, as VFMADD does).
+func r16x8Twin(f r16Format) r16x8Func {
+	return func(nb int, w, aq []byte, sc []float32, init []int32, out []float32, ostride int) {
+		ws := w[f.quants*nb:]
+		for t := 0; t < r16Acts; t++ {
+			for r := 0; r < r16Rows; r++ {
+				var acc float32
+				for b := 0; b < nb; b++ {
+					s := init[8*b+t]
+					q := w[f.quants*b:]
+					for k := 0; k < 8; k++ {
+						for j := 0; j < 4; j++ {
+							s += f.u(q, k, r, j) * int32(int8(aq[256*b+32*t+4*k+j]))
+						}
+					}
+					d := float32(fp16At(ws[32*b+2*r:]) * sc[8*b+t])
+					acc = fma32(float32(s), d, acc)
 				}
+				out[t*ostride+r] = acc
 			}
-			d := float32(fp16At(ws[32*b+2*r:]) * math.Float32frombits(le32(aux[8*b+4:])))
-			acc = fma32(float32(s), d, acc)
 		}
-		out[r] = acc
+	}
+}
+
+// r16x1Twin returns the Go twin of the r16x1 kernels of format f.
+func r16x1Twin(f r16Format) r16x1Func {
+	return func(nb int, w, a, aux []byte, out []float32) {
+		ws := w[f.quants*nb:]
+		for r := 0; r < r16Rows; r++ {
+			var acc float32
+			for b := 0; b < nb; b++ {
+				s := int32(le32(aux[8*b:]))
+				q := w[f.quants*b:]
+				for k := 0; k < 8; k++ {
+					for j := 0; j < 4; j++ {
+						s += f.u(q, k, r, j) * int32(int8(a[q80Bytes*b+2+4*k+j]))
+					}
+				}
+				d := float32(fp16At(ws[32*b+2*r:]) * math.Float32frombits(le32(aux[8*b+4:])))
+				acc = fma32(float32(s), d, acc)
+			}
+			out[r] = acc
+		}
 	}
 }
 
@@ -240,7 +313,7 @@ func (st *mulState) prepR16(lo, hi int) {
 func (st *mulState) r16Job(worker int, jb *Job, lo, hi int) {
 	k, m, rows, dst := jb.K, st.a.Rows, jb.W.Rows, jb.Dst
 	nb := st.n / 32
-	gb := nb * r16BlockBytes
+	gb := nb * k.r16.block
 	full := len(st.ainit) / nb
 	tmp := st.r16out[worker]
 	for r := lo; r < hi; r += r16Rows {

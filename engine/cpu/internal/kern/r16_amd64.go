@@ -4,9 +4,10 @@ package kern
 
 import "github.com/aprqa/apr/engine/quant"
 
-// The packed Q8_0 kernels on AVX-512 VNNI (r16_amd64.s), registered under
-// the instruction set "avx512vnni16" (r16.go describes their arithmetic and
-// layout). Their Go twins are r16x8Go and r16x1Go.
+// The packed Q8_0 and Q5_0 kernels on AVX-512 VNNI (r16_amd64.s, written by
+// gen/r16.py), registered under the instruction set "avx512vnni16" (r16.go
+// describes their arithmetic and layouts). Their Go twins are r16x8Twin and
+// r16x1Twin.
 
 //go:noescape
 func r16x8Q8_0VNNI(nb int, w, aq []byte, sc []float32, init []int32, out []float32, ostride int)
@@ -14,7 +15,14 @@ func r16x8Q8_0VNNI(nb int, w, aq []byte, sc []float32, init []int32, out []float
 //go:noescape
 func r16x1Q8_0VNNI(nb int, w, a, aux []byte, out []float32)
 
+//go:noescape
+func r16x8Q5_0VNNI(nb int, w, aq []byte, sc []float32, init []int32, out []float32, ostride int)
+
+//go:noescape
+func r16x1Q5_0VNNI(nb int, w, a, aux []byte, out []float32)
+
 // registerR16VNNI is called by dot_amd64.go's init.
 func registerR16VNNI() {
 	registerR16(quant.Q8_0, ISAAVX512VNNI16, packQ8_0R16, r16x8Q8_0VNNI, r16x1Q8_0VNNI)
+	registerR16(quant.Q5_0, ISAAVX512VNNI16, packQ5_0R16, r16x8Q5_0VNNI, r16x1Q5_0VNNI)
 }

@@ -27,16 +27,49 @@ func q80Rows(rng *rand.Rand, rows, n int) []byte {
 	return b
 }
 
+// q50Rows returns rows random Q5_0 rows of n values (some scales zero).
+func q50Rows(rng *rand.Rand, rows, n int) []byte {
+	b := make([]byte, rows*n/32*22)
+	for o := 0; o < len(b); o += 22 {
+		d := float32(rng.NormFloat64() * 0.02)
+		if rng.IntN(30) == 0 {
+			d = 0
+		}
+		binary.LittleEndian.PutUint16(b[o:], fp32ToFP16(d))
+		for j := 2; j < 22; j++ {
+			b[o+j] = byte(rng.IntN(256))
+		}
+	}
+	return b
+}
+
+// r16Gen returns the random rows generator of a packed type, the signed
+// weight j of one of its blocks (ggml's layout), and its bytes per block.
+func r16Gen(t quant.Type) (func(*rand.Rand, int, int) []byte, func(blk []byte, j int) int32, int) {
+	if t == quant.Q5_0 {
+		return q50Rows, func(blk []byte, j int) int32 {
+			qh := le32(blk[2:])
+			v := int32(blk[6+j%16])
+			if j >= 16 {
+				v >>= 4
+			}
+			return v&15 | int32(qh>>j&1)<<4 - 16
+		}, 22
+	}
+	return q80Rows, func(blk []byte, j int) int32 { return int32(int8(blk[2+j])) }, q80Bytes
+}
+
 // r16Chain is what every packed kernel's output must be, written out from
 // ggml's layout: one float32 chain over the blocks of Σ w·a (exact) times
 // float32(d_w·d_a).
-func r16Chain(nb int, w, a []byte) float32 {
+func r16Chain(t quant.Type, nb int, w, a []byte) float32 {
+	_, wv, bb := r16Gen(t)
 	var acc float32
 	for b := 0; b < nb; b++ {
-		wb, ab := w[b*q80Bytes:], a[b*q80Bytes:]
+		wb, ab := w[b*bb:], a[b*q80Bytes:]
 		s := int32(0)
 		for j := 0; j < 32; j++ {
-			s += int32(int8(wb[2+j])) * int32(int8(ab[2+j]))
+			s += wv(wb, j) * int32(int8(ab[2+j]))
 		}
 		acc = fma32(float32(s), float32(fp16At(wb)*fp16At(ab)), acc)
 	}
@@ -48,10 +81,10 @@ func TestPackQ8_0R16Layout(t *testing.T) {
 	const rows, n = 21, 96
 	nb := n / 32
 	src := q80Rows(rng, rows, n)
-	dst := make([]byte, 2*nb*r16BlockBytes)
+	dst := make([]byte, 2*nb*r16Formats[quant.Q8_0].block)
 	packQ8_0R16(rows, n, src, dst, 0, 2)
 	for g := 0; g < 2; g++ {
-		grp := dst[g*nb*r16BlockBytes:]
+		grp := dst[g*nb*r16Formats[quant.Q8_0].block:]
 		for r := 0; r < r16Rows; r++ {
 			i := 16*g + r
 			for b := 0; b < nb; b++ {
@@ -81,15 +114,19 @@ func TestPackQ8_0R16Layout(t *testing.T) {
 // r16Twins returns the packed kernels to test: the Go twins, and the
 // assembly where this machine runs it.
 func r16Twins(t *testing.T) map[string]*Kernel {
-	base, err := Lookup(Key{Op: OpMatMul, Type: quant.Q8_0, Backend: Backend, ISA: ISAGo})
-	if err != nil {
-		t.Fatal(err)
-	}
-	goK := *base
-	goK.pack, goK.r16x8, goK.r16x1 = packQ8_0R16, r16x8Go, r16x1Go
-	out := map[string]*Kernel{"go": &goK}
-	if k, err := Lookup(Key{Op: OpMatMul, Type: quant.Q8_0, Backend: Backend, ISA: ISAAVX512VNNI16}); err == nil {
-		out[string(ISAAVX512VNNI16)] = k
+	out := map[string]*Kernel{}
+	for typ, pack := range map[quant.Type]packFunc{quant.Q8_0: packQ8_0R16, quant.Q5_0: packQ5_0R16} {
+		base, err := Lookup(Key{Op: OpMatMul, Type: typ, Backend: Backend, ISA: ISAGo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		goK := *base
+		f := r16Formats[typ]
+		goK.pack, goK.r16x8, goK.r16x1, goK.r16 = pack, r16x8Twin(f), r16x1Twin(f), f
+		out[typ.String()+"/go"] = &goK
+		if k, err := Lookup(Key{Op: OpMatMul, Type: typ, Backend: Backend, ISA: ISAAVX512VNNI16}); err == nil {
+			out[typ.String()+"/"+string(ISAAVX512VNNI16)] = k
+		}
 	}
 	return out
 }
@@ -108,8 +145,10 @@ func TestMulR16(t *testing.T) {
 			for _, c := range []struct{ n, rows, m int }{{32, 9, 1}, {96, 21, 3}, {64, 16, 8}, {160, 40, 13}, {256, 33, 25}} {
 				t.Run(fmt.Sprintf("%s/threads=%d/n=%d/rows=%d/m=%d", name, threads, c.n, c.rows, c.m), func(t *testing.T) {
 					nb := c.n / 32
-					wd := q80Rows(rng, c.rows, c.n)
-					w, err := k.PackWeights(Weights{Type: quant.Q8_0, Rows: c.rows, Cols: c.n, Data: wd})
+					typ := k.Key.Type
+					gen, _, bb := r16Gen(typ)
+					wd := gen(rng, c.rows, c.n)
+					w, err := k.PackWeights(Weights{Type: typ, Rows: c.rows, Cols: c.n, Data: wd})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -133,14 +172,14 @@ func TestMulR16(t *testing.T) {
 					}
 					for i := 0; i < c.m; i++ {
 						for r := 0; r < c.rows; r++ {
-							wr, ar := wd[r*arb:(r+1)*arb], a[i*arb:(i+1)*arb]
-							want := r16Chain(nb, wr, ar)
+							wr, ar := wd[r*nb*bb:(r+1)*nb*bb], a[i*arb:(i+1)*arb]
+							want := r16Chain(typ, nb, wr, ar)
 							got := dst[i*c.rows+r]
 							if math.Float32bits(got) != math.Float32bits(want) {
 								t.Fatalf("dst[%d, %d] = %g, want %g", i, r, got, want)
 							}
 							wf, af := make([]float32, c.n), make([]float32, c.n)
-							if err := quant.Dequantize(quant.Q8_0, wr, wf); err != nil {
+							if err := quant.Dequantize(typ, wr, wf); err != nil {
 								t.Fatal(err)
 							}
 							if err := quant.Dequantize(quant.Q8_0, ar, af); err != nil {
@@ -170,7 +209,8 @@ func TestMulR16RefusesUnpackedWeights(t *testing.T) {
 	pool := NewPool(1)
 	defer pool.Close()
 	for name, k := range r16Twins(t) {
-		w := Weights{Type: quant.Q8_0, Rows: 16, Cols: 64, Data: q80Rows(rng, 16, 64)}
+		gen, _, _ := r16Gen(k.Key.Type)
+		w := Weights{Type: k.Key.Type, Rows: 16, Cols: 64, Data: gen(rng, 16, 64)}
 		var s Scratch
 		for _, m := range []int{1, 9} {
 			if err := k.Mul(pool, &s, make([]float32, 16*m), w, make([]float32, 64*m), m); err == nil {

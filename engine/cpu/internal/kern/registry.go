@@ -83,6 +83,7 @@ type Kernel struct {
 	pack     packFunc   // packed kernels (r16.go): the weights' packing; nil: the kernel reads ggml's layout
 	r16x8    r16x8Func  // packed: sixteen weight rows by eight activation rows
 	r16x1    r16x1Func  // packed: sixteen weight rows by one activation row
+	r16      r16Format  // packed: the block layout
 }
 
 // dotFunc returns the dot product of one weight row w with one activation
