@@ -406,7 +406,7 @@ func TestMulDoesNotAllocate(t *testing.T) {
 			op = kern.OpMatMul
 		}
 		k, _ := kern.Select(op, quant.Q4_K)
-		w := kern.Weights{Type: quant.Q4_K, Rows: 64, Cols: 512, Data: randomWeights(rng, quant.Q4_K, 64*512)}
+		w := packed(t, k, kern.Weights{Type: quant.Q4_K, Rows: 64, Cols: 512, Data: randomWeights(rng, quant.Q4_K, 64*512)})
 		x := randomActs(rng, m*512)
 		dst := make([]float32, m*64)
 		var s kern.Scratch

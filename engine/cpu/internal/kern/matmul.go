@@ -37,8 +37,8 @@ type Scratch struct {
 	st   mulState
 	one  [1]Job
 	// Bound once to &st, so that handing them to the pool allocates nothing.
-	convFn, vecFn, prepFn, prepFFn, prepRFn func(lo, hi int)
-	matFn, vecWFn                           func(w, lo, hi int)
+	convFn, vecFn, prepFn, prepFFn, prepRFn, prepRKFn func(lo, hi int)
+	matFn, vecWFn                                     func(w, lo, hi int)
 }
 
 // Job is one weight matrix of a MulActsMany call: its kernel, its weights
@@ -88,7 +88,7 @@ func (s *Scratch) bind() {
 	if s.convFn == nil {
 		st := &s.st
 		s.convFn, s.vecFn, s.matFn, s.prepFn, s.prepFFn, s.prepRFn = st.convert, st.vec, st.mat, st.prep, st.prepF, st.prepR16
-		s.vecWFn = st.vecW
+		s.vecWFn, s.prepRKFn = st.vecW, st.prepR16K
 	}
 }
 
@@ -294,7 +294,10 @@ func (st *mulState) prepare(p *Pool, s *Scratch) {
 	st.af, st.fexpand = st.af[:0], nil
 	st.aux1, st.ainit = st.aux1[:0], st.ainit[:0]
 	a := st.a
-	if st.r16 {
+	if st.r16 && a.Type == quant.Q8_K {
+		st.aux1 = grow(st.aux1, a.Rows*a.Cols/256*r16KAuxBytes)
+		p.For(a.Rows, max(1, a.Rows/(4*p.Threads())), s.prepRKFn)
+	} else if st.r16 {
 		nb := a.Cols / 32
 		st.aux1 = grow(st.aux1, a.Rows*nb*r16AuxBytes)
 		st.ainit = grow(st.ainit, a.Rows&^7*nb)
@@ -444,7 +447,9 @@ func (st *mulState) vecW(worker, lo, hi int) {
 		end := min(hi, st.starts[j+1])
 		r, r1 := r0, min(r0+end-lo, jb.W.Rows)
 		if jb.K.pack != nil {
-			if r < r1 {
+			if r < r1 && jb.K.r16k1 != nil {
+				st.r16kJob(worker, jb, r, r1)
+			} else if r < r1 {
 				st.r16Job(worker, jb, r, r1)
 			}
 			lo = end
@@ -481,6 +486,10 @@ func (st *mulState) mat(w, lo, hi int) {
 func (st *mulState) matJob(worker int, jb *Job, wrb, lo, hi int) {
 	k, n, arb, act := jb.K, st.n, st.arb, st.a.Data
 	m, rows, dst := st.a.Rows, jb.W.Rows, jb.Dst
+	if k.pack != nil && k.r16k1 != nil {
+		st.r16kJob(worker, jb, lo, hi)
+		return
+	}
 	if k.pack != nil {
 		st.r16Job(worker, jb, lo, hi)
 		return

@@ -55,10 +55,11 @@ const (
 type r16Format struct {
 	block, quants int
 	u             func(q []byte, k, r, j int) int32
+	unit          int // values per block
 }
 
 var r16Formats = map[quant.Type]r16Format{
-	quant.Q8_0: {544, 512, func(q []byte, k, r, j int) int32 { return int32(q[64*k+4*r+j]) }},
+	quant.Q8_0: {544, 512, func(q []byte, k, r, j int) int32 { return int32(q[64*k+4*r+j]) }, 32},
 	quant.Q5_0: {352, 320, func(q []byte, k, r, j int) int32 {
 		nib := q[64*(k%4)+4*r+j]
 		if k >= 4 {
@@ -69,7 +70,7 @@ var r16Formats = map[quant.Type]r16Format{
 			u += 16
 		}
 		return u
-	}},
+	}, 32},
 }
 
 // r16x8Func multiplies one packed group of sixteen weight rows (w, nb
@@ -121,7 +122,7 @@ func (k *Kernel) PackedBytes(rows, cols int) (int, error) {
 	if _, _, err := k.rowBytes(cols); err != nil {
 		return 0, err
 	}
-	return (rows + r16Rows - 1) / r16Rows * (cols / 32) * k.r16.block, nil
+	return (rows + r16Rows - 1) / r16Rows * (cols / k.r16.unit) * k.r16.block, nil
 }
 
 // Pack writes the packed form of w into dst (PackedBytes long), the groups

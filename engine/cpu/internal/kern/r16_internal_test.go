@@ -111,18 +111,73 @@ func TestPackQ8_0R16Layout(t *testing.T) {
 	}
 }
 
+// q4KRows returns rows random Q4_K rows of n values (some d or dmin zero).
+func q4KRows(rng *rand.Rand, rows, n int) []byte {
+	b := make([]byte, rows*n/256*144)
+	for o := 0; o < len(b); o += 144 {
+		for j := 4; j < 144; j++ {
+			b[o+j] = byte(rng.IntN(256))
+		}
+		d, dm := float32(rng.NormFloat64()*0.001), float32(rng.NormFloat64()*0.001)
+		switch rng.IntN(20) {
+		case 0:
+			d = 0
+		case 1:
+			dm = 0
+		}
+		binary.LittleEndian.PutUint16(b[o:], fp32ToFP16(d))
+		binary.LittleEndian.PutUint16(b[o+2:], fp32ToFP16(dm))
+	}
+	return b
+}
+
+// r16KChain is what every packed Q4_K output must be, written out from
+// ggml's layout (r16k.go's chain).
+func r16KChain(nsb int, w, a []byte) float32 {
+	var acc float32
+	for b := 0; b < nsb; b++ {
+		x, y := w[144*b:], a[292*b:]
+		da, q8, bs := q8K(y[:292])
+		qs := x[16:144]
+		s := float32(fp16At(x) * da)
+		for j := 0; j < 4; j++ {
+			var lo, hi int32
+			for l := 0; l < 32; l++ {
+				lo += int32(qs[32*j+l]&15) * int32(int8(q8[64*j+l]))
+				hi += int32(qs[32*j+l]>>4) * int32(int8(q8[64*j+32+l]))
+			}
+			sc0, _ := kScaleMin(2*j, x[4:16])
+			sc1, _ := kScaleMin(2*j+1, x[4:16])
+			acc = fma32(float32(sc0*lo+sc1*hi), s, acc)
+		}
+		msum := int32(0)
+		for sb := 0; sb < 8; sb++ {
+			_, m := kScaleMin(sb, x[4:16])
+			msum += m * (bsum(bs, 2*sb) + bsum(bs, 2*sb+1))
+		}
+		acc = fma32(float32(msum), float32(fp16At(x[2:])*-da), acc)
+	}
+	return acc
+}
+
 // r16Twins returns the packed kernels to test: the Go twins, and the
 // assembly where this machine runs it.
 func r16Twins(t *testing.T) map[string]*Kernel {
 	out := map[string]*Kernel{}
-	for typ, pack := range map[quant.Type]packFunc{quant.Q8_0: packQ8_0R16, quant.Q5_0: packQ5_0R16} {
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q5_0, quant.Q4_K} {
 		base, err := Lookup(Key{Op: OpMatMul, Type: typ, Backend: Backend, ISA: ISAGo})
 		if err != nil {
 			t.Fatal(err)
 		}
 		goK := *base
-		f := r16Formats[typ]
-		goK.pack, goK.r16x8, goK.r16x1, goK.r16 = pack, r16x8Twin(f), r16x1Twin(f), f
+		switch typ {
+		case quant.Q4_K:
+			goK.pack, goK.r16k4, goK.r16k1 = packQ4_KR16, r16kTwin(r16KActs), r16kTwin(1)
+			goK.r16 = r16Format{block: r16KBlock, unit: 256}
+		default:
+			f := r16Formats[typ]
+			goK.pack, goK.r16x8, goK.r16x1, goK.r16 = map[quant.Type]packFunc{quant.Q8_0: packQ8_0R16, quant.Q5_0: packQ5_0R16}[typ], r16x8Twin(f), r16x1Twin(f), f
+		}
 		out[typ.String()+"/go"] = &goK
 		if k, err := Lookup(Key{Op: OpMatMul, Type: typ, Backend: Backend, ISA: ISAAVX512VNNI16}); err == nil {
 			out[typ.String()+"/"+string(ISAAVX512VNNI16)] = k
@@ -140,19 +195,29 @@ func r16Twins(t *testing.T) map[string]*Kernel {
 func TestMulR16(t *testing.T) {
 	rng := rand.New(rand.NewPCG(63, 64))
 	for name, k := range r16Twins(t) {
+		typ := k.Key.Type
+		unit := k.r16.unit
 		for _, threads := range []int{1, 2} {
 			pool := NewPool(threads)
-			for _, c := range []struct{ n, rows, m int }{{32, 9, 1}, {96, 21, 3}, {64, 16, 8}, {160, 40, 13}, {256, 33, 25}} {
-				t.Run(fmt.Sprintf("%s/threads=%d/n=%d/rows=%d/m=%d", name, threads, c.n, c.rows, c.m), func(t *testing.T) {
-					nb := c.n / 32
-					typ := k.Key.Type
-					gen, _, bb := r16Gen(typ)
-					wd := gen(rng, c.rows, c.n)
-					w, err := k.PackWeights(Weights{Type: typ, Rows: c.rows, Cols: c.n, Data: wd})
+			for _, c := range []struct{ units, rows, m int }{{1, 9, 1}, {3, 21, 3}, {2, 16, 8}, {5, 40, 13}, {8, 33, 25}, {2, 17, 6}} {
+				n := c.units * unit
+				t.Run(fmt.Sprintf("%s/threads=%d/n=%d/rows=%d/m=%d", name, threads, n, c.rows, c.m), func(t *testing.T) {
+					var wd []byte
+					var chain func(w, a []byte) float32
+					var wrb int
+					if typ == quant.Q4_K {
+						wd, wrb = q4KRows(rng, c.rows, n), c.units*144
+						chain = func(w, a []byte) float32 { return r16KChain(c.units, w, a) }
+					} else {
+						gen, _, bb := r16Gen(typ)
+						wd, wrb = gen(rng, c.rows, n), c.units*bb
+						chain = func(w, a []byte) float32 { return r16Chain(typ, c.units, w, a) }
+					}
+					w, err := k.PackWeights(Weights{Type: typ, Rows: c.rows, Cols: n, Data: wd})
 					if err != nil {
 						t.Fatal(err)
 					}
-					x := make([]float32, c.m*c.n)
+					x := make([]float32, c.m*n)
 					for i := range x {
 						x[i] = float32(rng.NormFloat64())
 					}
@@ -165,24 +230,24 @@ func TestMulR16(t *testing.T) {
 					if dst[len(dst)-1] != 12345 {
 						t.Fatal("Mul wrote past dst")
 					}
-					arb := nb * q80Bytes
-					a := make([]byte, c.m*arb)
-					for i := 0; i < c.m; i++ {
-						QuantizeQ8_0(x[i*c.n:(i+1)*c.n], a[i*arb:(i+1)*arb])
+					var a Acts
+					if err := k.Convert(pool, &s, &a, x, c.m, n); err != nil {
+						t.Fatal(err)
 					}
+					arb := len(a.Data) / c.m
 					for i := 0; i < c.m; i++ {
 						for r := 0; r < c.rows; r++ {
-							wr, ar := wd[r*nb*bb:(r+1)*nb*bb], a[i*arb:(i+1)*arb]
-							want := r16Chain(typ, nb, wr, ar)
+							wr, ar := wd[r*wrb:(r+1)*wrb], a.Data[i*arb:(i+1)*arb]
+							want := chain(wr, ar)
 							got := dst[i*c.rows+r]
 							if math.Float32bits(got) != math.Float32bits(want) {
 								t.Fatalf("dst[%d, %d] = %g, want %g", i, r, got, want)
 							}
-							wf, af := make([]float32, c.n), make([]float32, c.n)
+							wf, af := make([]float32, n), make([]float32, n)
 							if err := quant.Dequantize(typ, wr, wf); err != nil {
 								t.Fatal(err)
 							}
-							if err := quant.Dequantize(quant.Q8_0, ar, af); err != nil {
+							if err := quant.Dequantize(a.Type, ar, af); err != nil {
 								t.Fatal(err)
 							}
 							var ref, mag float64
@@ -190,8 +255,8 @@ func TestMulR16(t *testing.T) {
 								ref += float64(wf[l]) * float64(af[l])
 								mag += math.Abs(float64(wf[l]) * float64(af[l]))
 							}
-							if d := math.Abs(float64(got) - ref); d > float64(nb+8)*0x1p-23*mag {
-								t.Fatalf("dst[%d, %d] = %g, Σ w·a = %g: off by %g, beyond the contract's %g", i, r, got, ref, d, float64(nb+8)*0x1p-23*mag)
+							if d := math.Abs(float64(got) - ref); d > float64(c.units+8)*0x1p-23*mag {
+								t.Fatalf("dst[%d, %d] = %g, Σ w·a = %g: off by %g, beyond the contract's %g", i, r, got, ref, d, float64(c.units+8)*0x1p-23*mag)
 							}
 						}
 					}
@@ -210,10 +275,14 @@ func TestMulR16RefusesUnpackedWeights(t *testing.T) {
 	defer pool.Close()
 	for name, k := range r16Twins(t) {
 		gen, _, _ := r16Gen(k.Key.Type)
-		w := Weights{Type: k.Key.Type, Rows: 16, Cols: 64, Data: gen(rng, 16, 64)}
+		if k.Key.Type == quant.Q4_K {
+			gen = q4KRows
+		}
+		n := 256
+		w := Weights{Type: k.Key.Type, Rows: 16, Cols: n, Data: gen(rng, 16, n)}
 		var s Scratch
 		for _, m := range []int{1, 9} {
-			if err := k.Mul(pool, &s, make([]float32, 16*m), w, make([]float32, 64*m), m); err == nil {
+			if err := k.Mul(pool, &s, make([]float32, 16*m), w, make([]float32, n*m), m); err == nil {
 				t.Errorf("%s: Mul(m=%d) of unpacked weights = nil, want an error", name, m)
 			}
 		}

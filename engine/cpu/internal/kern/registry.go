@@ -84,6 +84,8 @@ type Kernel struct {
 	r16x8    r16x8Func  // packed: sixteen weight rows by eight activation rows
 	r16x1    r16x1Func  // packed: sixteen weight rows by one activation row
 	r16      r16Format  // packed: the block layout
+	r16k4    r16kFunc   // packed on Q8_K: sixteen weight rows by four activation rows
+	r16k1    r16kFunc   // packed on Q8_K: sixteen weight rows by one activation row
 }
 
 // dotFunc returns the dot product of one weight row w with one activation

@@ -117,3 +117,55 @@ for fmt, qb in FORMATS.items():
         for l in body[2:]:
             out.append(l if l.endswith(":") else "\t" + l)
 print("\n".join(out))
+
+
+
+def q4k(T):
+    """Packed Q4_K against T Q8_K activation rows (r16k.go)."""
+    name = f"r16k{T}Q4_KVNNI"
+    A = ["(DI)", "(DI)(DX*1)", "(DI)(DX*2)", "(DI)(R11*1)"]
+    X = ["(R12)", "(R12)(R8*1)", "(R12)(R8*2)", "(R12)(BX*1)"]
+    L = [f"// func {name}(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int)",
+         f"TEXT ·{name}(SB), NOSPLIT, $0-128",
+         "MOVQ nsb+0(FP), CX", "MOVQ w_base+8(FP), SI",
+         "MOVQ a_base+32(FP), DI", "MOVQ astride+56(FP), DX", "LEAQ (DX)(DX*2), R11",
+         "MOVQ aux_base+64(FP), R12", "MOVQ xstride+88(FP), R8", "LEAQ (R8)(R8*2), BX",
+         "MOVL $0x0F0F0F0F, AX", "VPBROADCASTD AX, Z21"]
+    L += [f"VPXORD Z{8+t}, Z{8+t}, Z{8+t}" for t in range(T)]
+    L += ["PCALIGN $64", f"{name}loop:", "VCVTPH2PS 2304(SI), Z22", "VCVTPH2PS 2336(SI), Z23"]
+    L += [f"VMULPS.BCST 16{X[t]}, Z22, Z{24+t}" for t in range(T)]
+    L += [f"VPXORD Z{12+t}, Z{12+t}, Z{12+t}" for t in range(T)]
+    for p in range(4):
+        L.append(f"VPMOVZXBW {2176+32*p}(SI), Z28")
+        L += [f"VPDPWSSD.BCST {4*p}{X[t]}, Z28, Z{12+t}" for t in range(T)]
+    for j in range(4):
+        for t in range(T):
+            L += [f"VPXORD Z{t}, Z{t}, Z{t}", f"VPXORD Z{4+t}, Z{4+t}, Z{4+t}"]
+        for k in range(8):
+            L += [f"VMOVDQU32 {512*j+64*k}(SI), Z16", "VPANDD Z21, Z16, Z17",
+                  "VPSRLW $4, Z16, Z18", "VPANDD Z21, Z18, Z18"]
+            L += [f"VPDPBUSD.BCST {4+64*j+4*k}{A[t]}, Z17, Z{t}" for t in range(T)]
+            L += [f"VPDPBUSD.BCST {4+64*j+32+4*k}{A[t]}, Z18, Z{4+t}" for t in range(T)]
+        L += [f"VPMOVZXBD {2048+32*j}(SI), Z19", f"VPMOVZXBD {2048+32*j+16}(SI), Z20"]
+        for t in range(T):
+            L += [f"VPMULLD Z19, Z{t}, Z{t}", f"VPMULLD Z20, Z{4+t}, Z{4+t}", f"VPADDD Z{4+t}, Z{t}, Z{t}",
+                  f"VCVTDQ2PS Z{t}, Z{t}", f"VFMADD231PS Z{24+t}, Z{t}, Z{8+t}"]
+    for t in range(T):
+        L += [f"VCVTDQ2PS Z{12+t}, Z{12+t}", f"VMULPS.BCST 20{X[t]}, Z23, Z29", f"VFMADD231PS Z29, Z{12+t}, Z{8+t}"]
+    L += ["ADDQ $2368, SI", "ADDQ $292, DI", "ADDQ $32, R12", "DECQ CX", f"JNZ {name}loop",
+          "MOVQ out_base+96(FP), AX", "MOVQ ostride+120(FP), BX", "SHLQ $2, BX"]
+    for t in range(T):
+        L.append(f"VMOVUPS Z{8+t}, (AX)")
+        if t < T - 1:
+            L.append("ADDQ BX, AX")
+    L += ["VZEROUPPER", "RET"]
+    return L
+
+
+for T in (4, 1):
+    body = q4k(T)
+    print()
+    print(body[0])
+    print(body[1])
+    for l in body[2:]:
+        print(l if l.endswith(":") else "\t" + l)
