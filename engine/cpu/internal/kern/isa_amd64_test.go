@@ -15,10 +15,10 @@ import (
 )
 
 // TestAVX512KernelsAreChosenOnlyWithTheFeatures: the avx512vnni kernels
-// (and the packed avx512vnni16 ones of Q8_0, Q5_0 and Q4_K) are registered in every amd64
-// build; on a CPU without AVX-512 VNNI Lookup refuses them by their
-// contract id and Select does not pick them, and on one with it Select
-// picks them (avx512vnni16 for Q8_0, Q5_0 and Q4_K).
+// (and the packed avx512vnni16 ones of Q8_0, Q5_0, Q4_K and Q6_K) are
+// registered in every amd64 build; on a CPU without AVX-512 VNNI Lookup
+// refuses them by their contract id and Select does not pick them, and on
+// one with it Select picks them (avx512vnni16 where registered).
 func TestAVX512KernelsAreChosenOnlyWithTheFeatures(t *testing.T) {
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 		for _, op := range []kern.Op{kern.OpMatVec, kern.OpMatMul} {
@@ -38,7 +38,7 @@ func TestAVX512KernelsAreChosenOnlyWithTheFeatures(t *testing.T) {
 			k, err := kern.Lookup(key)
 			sel, serr := kern.Select(op, typ)
 			want := kern.ISAAVX512VNNI
-			if typ == quant.Q8_0 || typ == quant.Q5_0 || typ == quant.Q4_K {
+			if typ == quant.Q8_0 || typ == quant.Q5_0 || typ == quant.Q4_K || typ == quant.Q6_K {
 				want = kern.ISAAVX512VNNI16 // packed, preferred where VNNI runs
 			}
 			if serr != nil {
@@ -59,7 +59,7 @@ func TestAVX512KernelsAreChosenOnlyWithTheFeatures(t *testing.T) {
 			if !errors.As(err, &r) || r.By != key.Contract() {
 				t.Errorf("Lookup(%s) on a CPU without AVX-512 VNNI: err = %v, want a refusal by %s", key, err, key.Contract())
 			}
-			if typ == quant.Q8_0 || typ == quant.Q5_0 || typ == quant.Q4_K {
+			if typ == quant.Q8_0 || typ == quant.Q5_0 || typ == quant.Q4_K || typ == quant.Q6_K {
 				k16 := key
 				k16.ISA = kern.ISAAVX512VNNI16
 				if _, err := kern.Lookup(k16); !errors.As(err, &r) || r.By != k16.Contract() {

@@ -4,7 +4,7 @@ package kern
 
 import "github.com/aprqa/apr/engine/quant"
 
-// The packed Q8_0, Q5_0 and Q4_K kernels on AVX-512 VNNI (r16_amd64.s, written by
+// The packed Q8_0, Q5_0, Q4_K and Q6_K kernels on AVX-512 VNNI (r16_amd64.s, written by
 // gen/r16.py), registered under the instruction set "avx512vnni16" (r16.go
 // and r16k.go describe their arithmetic and layouts). Their Go twins are
 // r16x8Twin, r16x1Twin and r16kTwin.
@@ -34,8 +34,15 @@ func r16k4Q4_KVNNI(nsb int, w, a []byte, astride int, aux []byte, xstride int, o
 //go:noescape
 func r16k1Q4_KVNNI(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int)
 
-// registerR16KVNNI registers the packed Q4_K kernels (called from
+//go:noescape
+func r16k4Q6_KVNNI(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int)
+
+//go:noescape
+func r16k1Q6_KVNNI(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int)
+
+// registerR16KVNNI registers the packed Q4_K and Q6_K kernels (called from
 // registerR16VNNI).
 func registerR16KVNNI() {
 	registerR16K(quant.Q4_K, ISAAVX512VNNI16, packQ4_KR16, r16k4Q4_KVNNI, r16k1Q4_KVNNI)
+	registerR16K(quant.Q6_K, ISAAVX512VNNI16, packQ6_KR16, r16k4Q6_KVNNI, r16k1Q6_KVNNI)
 }

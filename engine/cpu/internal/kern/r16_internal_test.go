@@ -160,11 +160,55 @@ func r16KChain(nsb int, w, a []byte) float32 {
 	return acc
 }
 
+// q6KRows returns rows random Q6_K rows of n values (some d zero; int8
+// scales over the whole range).
+func q6KRows(rng *rand.Rand, rows, n int) []byte {
+	b := make([]byte, rows*n/256*210)
+	for o := 0; o < len(b); o += 210 {
+		for j := 0; j < 208; j++ {
+			b[o+j] = byte(rng.IntN(256))
+		}
+		d := float32(rng.NormFloat64() * 0.0005)
+		if rng.IntN(20) == 0 {
+			d = 0
+		}
+		binary.LittleEndian.PutUint16(b[o+208:], fp32ToFP16(d))
+	}
+	return b
+}
+
+// r16K6Chain is what every packed Q6_K output must be, written out from
+// ggml's layout (r16k.go's chain).
+func r16K6Chain(nsb int, w, a []byte) float32 {
+	var acc float32
+	for b := 0; b < nsb; b++ {
+		x, y := w[210*b:], a[292*b:]
+		da, q8, _ := q8K(y[:292])
+		ql, qh, sc := x[0:128], x[128:192], x[192:208]
+		s := float32(fp16At(x[208:]) * da)
+		for j := 0; j < 8; j++ {
+			var v int32
+			for h := 0; h < 2; h++ {
+				is := int32(0)
+				for t := 32*j + 16*h; t < 32*j+16*h+16; t++ {
+					half, gp, l := t/128, (t%128)/32, t%32
+					lo := ql[64*half+l+32*(gp&1)] >> (4 * (gp / 2)) & 15
+					hi := qh[32*half+l] >> (2 * gp) & 3
+					is += (int32(lo|hi<<4) - 32) * int32(int8(q8[t]))
+				}
+				v += int32(int8(sc[2*j+h])) * is
+			}
+			acc = fma32(float32(v), s, acc)
+		}
+	}
+	return acc
+}
+
 // r16Twins returns the packed kernels to test: the Go twins, and the
 // assembly where this machine runs it.
 func r16Twins(t *testing.T) map[string]*Kernel {
 	out := map[string]*Kernel{}
-	for _, typ := range []quant.Type{quant.Q8_0, quant.Q5_0, quant.Q4_K} {
+	for _, typ := range []quant.Type{quant.Q8_0, quant.Q5_0, quant.Q4_K, quant.Q6_K} {
 		base, err := Lookup(Key{Op: OpMatMul, Type: typ, Backend: Backend, ISA: ISAGo})
 		if err != nil {
 			t.Fatal(err)
@@ -172,8 +216,11 @@ func r16Twins(t *testing.T) map[string]*Kernel {
 		goK := *base
 		switch typ {
 		case quant.Q4_K:
-			goK.pack, goK.r16k4, goK.r16k1 = packQ4_KR16, r16kTwin(r16KActs), r16kTwin(1)
+			goK.pack, goK.r16k4, goK.r16k1 = packQ4_KR16, r16kTwin(typ, r16KActs), r16kTwin(typ, 1)
 			goK.r16 = r16Format{block: r16KBlock, unit: 256}
+		case quant.Q6_K:
+			goK.pack, goK.r16k4, goK.r16k1 = packQ6_KR16, r16kTwin(typ, r16KActs), r16kTwin(typ, 1)
+			goK.r16 = r16Format{block: r16K6Block, unit: 256}
 		default:
 			f := r16Formats[typ]
 			goK.pack, goK.r16x8, goK.r16x1, goK.r16 = map[quant.Type]packFunc{quant.Q8_0: packQ8_0R16, quant.Q5_0: packQ5_0R16}[typ], r16x8Twin(f), r16x1Twin(f), f
@@ -208,6 +255,9 @@ func TestMulR16(t *testing.T) {
 					if typ == quant.Q4_K {
 						wd, wrb = q4KRows(rng, c.rows, n), c.units*144
 						chain = func(w, a []byte) float32 { return r16KChain(c.units, w, a) }
+					} else if typ == quant.Q6_K {
+						wd, wrb = q6KRows(rng, c.rows, n), c.units*210
+						chain = func(w, a []byte) float32 { return r16K6Chain(c.units, w, a) }
 					} else {
 						gen, _, bb := r16Gen(typ)
 						wd, wrb = gen(rng, c.rows, n), c.units*bb
@@ -275,8 +325,11 @@ func TestMulR16RefusesUnpackedWeights(t *testing.T) {
 	defer pool.Close()
 	for name, k := range r16Twins(t) {
 		gen, _, _ := r16Gen(k.Key.Type)
-		if k.Key.Type == quant.Q4_K {
+		switch k.Key.Type {
+		case quant.Q4_K:
 			gen = q4KRows
+		case quant.Q6_K:
+			gen = q6KRows
 		}
 		n := 256
 		w := Weights{Type: k.Key.Type, Rows: 16, Cols: n, Data: gen(rng, 16, n)}

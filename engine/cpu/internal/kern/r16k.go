@@ -29,9 +29,23 @@ import (
 // row r (fp16). 2368 = 16·144 + 64 bytes: 2.8% more than ggml's blocks.
 // Rows past the last are zero.
 
+// Q6_K (packQ6_KR16) is unpacked at load to u = q6 + 96 = w + 128, one
+// byte per value: per super-block of sixteen rows, at 512j + 64k the rows'
+// values 32j+4k..32j+4k+3 (row r at 4r), at 4096 + 16s + r the int8 scale
+// of row r's sixteen values 16s.., at 4352 + 2r its d: 4384 bytes, 30%
+// more than ggml's 3360 (Q6_K tensors are a small part of the files that
+// carry them). Per pair and super-block, with Σ_s = Σ w·a over sixteen
+// values (the accumulator starts at −128·bsums[s]):
+//
+//	s = float32(d·da)
+//	for j = 0..7:  acc = fma(float32(sc_2j·Σ_2j + sc_2j+1·Σ_2j+1), s, acc)
+//
+// |sc·Σ| ≤ 128·16·32·128 = 2²³, so each pair's sum converts exactly.
+
 const (
-	r16KBlock     = 2368 // one super-block of sixteen rows
-	r16KAuxBytes  = 32   // per activation row and super-block: four int16 pairs asum_2p, asum_2p+1; float32 da, −da
+	r16KBlock     = 2368 // one Q4_K super-block of sixteen rows
+	r16K6Block    = 4384 // one Q6_K super-block of sixteen rows
+	r16KAuxBytes  = 96   // per activation row and super-block: four int16 pairs asum_2p, asum_2p+1; float32 da, −da; at 32, sixteen int32 −128·bsums[s]
 	r16KActs      = 4    // activation rows of one r16k4 call
 	q8KBlockBytes = 292
 )
@@ -44,16 +58,54 @@ type r16kFunc func(nsb int, w, a []byte, astride int, aux []byte, xstride int, o
 
 // registerR16K registers (Q4_K, isa) as a packed kernel on Q8_K activations.
 func registerR16K(t quant.Type, isa ISA, pack packFunc, x4, x1 r16kFunc) {
-	if t != quant.Q4_K {
+	var dot dotFunc
+	var f r16Format
+	switch t {
+	case quant.Q4_K:
+		dot, f = dotQ4_KGo, r16Format{block: r16KBlock, unit: 256}
+	case quant.Q6_K:
+		dot, f = dotQ6_KGo, r16Format{block: r16K6Block, unit: 256}
+	default:
 		panic("kern: registerR16K: no packing for " + t.String())
 	}
-	register(t, isa, quant.Q8_K, dotQ4_KGo, nil)
+	register(t, isa, quant.Q8_K, dot, nil)
 	regMu.Lock()
 	defer regMu.Unlock()
 	for _, op := range []Op{OpMatVec, OpMatMul} {
 		k := reg[Key{Op: op, Type: t, Backend: Backend, ISA: isa}]
-		k.pack, k.r16k4, k.r16k1 = pack, x4, x1
-		k.r16 = r16Format{block: r16KBlock, unit: 256}
+		k.pack, k.r16k4, k.r16k1, k.r16 = pack, x4, x1, f
+	}
+}
+
+// packQ6_KR16 is the Q6_K packing (see above).
+func packQ6_KR16(rows, cols int, src, dst []byte, g0, g1 int) {
+	nsb := cols / 256
+	wrb := nsb * 210
+	gb := nsb * r16K6Block
+	for g := g0; g < g1; g++ {
+		grp := dst[g*gb : (g+1)*gb]
+		clear(grp)
+		for r := 0; r < r16Rows; r++ {
+			i := g*r16Rows + r
+			if i >= rows {
+				continue
+			}
+			row := src[i*wrb : (i+1)*wrb]
+			for b := 0; b < nsb; b++ {
+				x, o := row[210*b:210*b+210], grp[r16K6Block*b:r16K6Block*(b+1)]
+				ql, qh := x[0:128], x[128:192]
+				for t := 0; t < 256; t++ {
+					half, gp, l := t/128, (t%128)/32, t%32
+					lo := ql[64*half+l+32*(gp&1)] >> (4 * (gp / 2)) & 15
+					hi := qh[32*half+l] >> (2 * gp) & 3
+					o[512*(t/32)+64*(l/4)+4*r+l%4] = lo | hi<<4 + 96
+				}
+				for s := 0; s < 16; s++ {
+					o[4096+16*s+r] = x[192+s]
+				}
+				copy(o[4352+2*r:4354+2*r], x[208:210])
+			}
+		}
 	}
 }
 
@@ -105,12 +157,18 @@ func auxQ8_KR16(nsb int, a, aux []byte) {
 		binary.LittleEndian.PutUint32(o[16:], math.Float32bits(d))
 		binary.LittleEndian.PutUint32(o[20:], math.Float32bits(-d))
 		clear(o[24:32])
+		for s := 0; s < 16; s++ {
+			binary.LittleEndian.PutUint32(o[32+4*s:], uint32(-128*int32(int16(le16(blk[260+2*s:])))))
+		}
 	}
 }
 
-// r16kTwin returns the Go twin of the packed Q4_K kernels for acts
-// activation rows: the same integers and float32 operations.
-func r16kTwin(acts int) r16kFunc {
+// r16kTwin returns the Go twin of the packed kernels of t (Q4_K or Q6_K)
+// for acts activation rows: the same integers and float32 operations.
+func r16kTwin(t quant.Type, acts int) r16kFunc {
+	if t == quant.Q6_K {
+		return r16k6Twin(acts)
+	}
 	return func(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int) {
 		for t := 0; t < acts; t++ {
 			for r := 0; r < r16Rows; r++ {
@@ -146,12 +204,43 @@ func r16kTwin(acts int) r16kFunc {
 	}
 }
 
+func r16k6Twin(acts int) r16kFunc {
+	return func(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int) {
+		for t := 0; t < acts; t++ {
+			for r := 0; r < r16Rows; r++ {
+				var acc float32
+				for b := 0; b < nsb; b++ {
+					o := w[r16K6Block*b:]
+					q8 := a[t*astride+q8KBlockBytes*b+4:]
+					x := aux[t*xstride+r16KAuxBytes*b:]
+					s := float32(fp16At(o[4352+2*r:]) * math.Float32frombits(le32(x[16:])))
+					for j := 0; j < 8; j++ {
+						var v int32
+						for h := 0; h < 2; h++ {
+							sub := 2*j + h
+							is := int32(le32(x[32+4*sub:]))
+							for k := 4 * h; k < 4*h+4; k++ {
+								for i := 0; i < 4; i++ {
+									is += int32(o[512*j+64*k+4*r+i]) * int32(int8(q8[32*j+4*k+i]))
+								}
+							}
+							v += int32(int8(o[4096+16*sub+r])) * is
+						}
+						acc = fma32(float32(v), s, acc)
+					}
+				}
+				out[t*ostride+r] = acc
+			}
+		}
+	}
+}
+
 // r16kJob is r16Job for packed kernels on Q8_K activations: each group of
 // sixteen weight rows over the activation rows in fours, then one by one.
 func (st *mulState) r16kJob(worker int, jb *Job, lo, hi int) {
 	k, m, rows, dst := jb.K, st.a.Rows, jb.W.Rows, jb.Dst
 	nsb := st.n / 256
-	gb := nsb * r16KBlock
+	gb := nsb * k.r16.block
 	xs := nsb * r16KAuxBytes
 	tmp := st.r16out[worker]
 	for r := lo; r < hi; r += r16Rows {

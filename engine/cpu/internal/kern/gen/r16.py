@@ -152,7 +152,7 @@ def q4k(T):
                   f"VCVTDQ2PS Z{t}, Z{t}", f"VFMADD231PS Z{24+t}, Z{t}, Z{8+t}"]
     for t in range(T):
         L += [f"VCVTDQ2PS Z{12+t}, Z{12+t}", f"VMULPS.BCST 20{X[t]}, Z23, Z29", f"VFMADD231PS Z29, Z{12+t}, Z{8+t}"]
-    L += ["ADDQ $2368, SI", "ADDQ $292, DI", "ADDQ $32, R12", "DECQ CX", f"JNZ {name}loop",
+    L += ["ADDQ $2368, SI", "ADDQ $292, DI", "ADDQ $96, R12", "DECQ CX", f"JNZ {name}loop",
           "MOVQ out_base+96(FP), AX", "MOVQ ostride+120(FP), BX", "SHLQ $2, BX"]
     for t in range(T):
         L.append(f"VMOVUPS Z{8+t}, (AX)")
@@ -162,8 +162,41 @@ def q4k(T):
     return L
 
 
-for T in (4, 1):
-    body = q4k(T)
+def q6k(T):
+    """Packed Q6_K against T Q8_K activation rows (r16k.go)."""
+    name = f"r16k{T}Q6_KVNNI"
+    A = ["(DI)", "(DI)(DX*1)", "(DI)(DX*2)", "(DI)(R11*1)"]
+    X = ["(R12)", "(R12)(R8*1)", "(R12)(R8*2)", "(R12)(BX*1)"]
+    L = [f"// func {name}(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int)",
+         f"TEXT ·{name}(SB), NOSPLIT, $0-128",
+         "MOVQ nsb+0(FP), CX", "MOVQ w_base+8(FP), SI",
+         "MOVQ a_base+32(FP), DI", "MOVQ astride+56(FP), DX", "LEAQ (DX)(DX*2), R11",
+         "MOVQ aux_base+64(FP), R12", "MOVQ xstride+88(FP), R8", "LEAQ (R8)(R8*2), BX"]
+    L += [f"VPXORD Z{8+t}, Z{8+t}, Z{8+t}" for t in range(T)]
+    L += ["PCALIGN $64", f"{name}loop:", "VCVTPH2PS 4352(SI), Z22"]
+    L += [f"VMULPS.BCST 16{X[t]}, Z22, Z{24+t}" for t in range(T)]
+    for j in range(8):
+        for t in range(T):
+            L += [f"VPBROADCASTD {32+8*j}{X[t]}, Z{t}", f"VPBROADCASTD {32+8*j+4}{X[t]}, Z{4+t}"]
+        for k in range(8):
+            zw = "Z16" if k % 2 == 0 else "Z17"
+            L.append(f"VMOVDQU32 {512*j+64*k}(SI), {zw}")
+            L += [f"VPDPBUSD.BCST {4+32*j+4*k}{A[t]}, {zw}, Z{t if k < 4 else 4+t}" for t in range(T)]
+        L += [f"VPMOVSXBD {4096+32*j}(SI), Z19", f"VPMOVSXBD {4096+32*j+16}(SI), Z20"]
+        for t in range(T):
+            L += [f"VPMULLD Z19, Z{t}, Z{t}", f"VPMULLD Z20, Z{4+t}, Z{4+t}", f"VPADDD Z{4+t}, Z{t}, Z{t}",
+                  f"VCVTDQ2PS Z{t}, Z{t}", f"VFMADD231PS Z{24+t}, Z{t}, Z{8+t}"]
+    L += ["ADDQ $4384, SI", "ADDQ $292, DI", "ADDQ $96, R12", "DECQ CX", f"JNZ {name}loop",
+          "MOVQ out_base+96(FP), AX", "MOVQ ostride+120(FP), BX", "SHLQ $2, BX"]
+    for t in range(T):
+        L.append(f"VMOVUPS Z{8+t}, (AX)")
+        if t < T - 1:
+            L.append("ADDQ BX, AX")
+    L += ["VZEROUPPER", "RET"]
+    return L
+
+
+for body in (q4k(4), q4k(1), q6k(4), q6k(1)):
     print()
     print(body[0])
     print(body[1])
