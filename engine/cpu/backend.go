@@ -15,9 +15,11 @@ import (
 
 // backend is the CPU implementation of graph.Backend. Matrix products go
 // through the kernel registry (kern.Select); the weights stay in the file's
-// mapping. Element-wise ops run on the same worker pool as the kernels.
-// RowExact: every product kernel gives a row the bits it gets alone (the
-// tiles keep the one-row kernel's accumulation order; TestEvalBatch and
+// mapping, but those of packed kernels (kern.Kernel.Packs), which are
+// repacked at load (pack). Element-wise ops run on the same worker pool as
+// the kernels. RowExact: every product kernel gives a row the bits it gets
+// alone (the tiles keep the one-row kernel's accumulation order, the packed
+// kernels one chain per pair whatever the batch; TestEvalBatch and
 // TestEvalPiecesEqualTokenByToken hold them to it), so graph.EvalBatch's
 // rows equal the sessions' own Evals.
 func (b *backend) RowExact() bool { return true }

@@ -52,7 +52,8 @@ type Options struct {
 
 // Engine is the optimized CPU engine over one loaded model: the shared
 // graph description on the CPU backend. The weights stay in the file's
-// mapping; sessions hold the KV caches and recurrent states.
+// mapping (packed kernels' weights: repacked at load, the file's pages
+// released); sessions hold the KV caches and recurrent states.
 type Engine struct {
 	f    *gguf.File
 	spec *model.Spec
