@@ -45,6 +45,7 @@ type backend struct {
 	work map[*buf]func() // buffers from Work and their release
 	// packs release the packed copies of weights (kern.Kernel.Pack) that
 	// the packed kernels read instead of the file's mapping.
+	exact  bool // Options.Kernels "exact": no packed kernels (kern.SelectExact)
 	packs  []func()
 	packed map[packKey]kern.Weights // one packed copy per tensor and kernel (token_embd is also the output)
 }
@@ -253,6 +254,9 @@ func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
 		return nil, refuse.New(By, "tensor %q has %d dimensions; a matrix needs 2 or 3", t.Name, len(t.Shape))
 	}
 	sel := kern.Select
+	if be.exact {
+		sel = kern.SelectExact
+	}
 	if be.plant != nil && be.plant.Type == t.Type {
 		sel = func(op kern.Op, _ quant.Type) (*kern.Kernel, error) { return be.plant.Kernel(op) }
 	}

@@ -331,6 +331,28 @@ func Select(op Op, t quant.Type) (*Kernel, error) {
 	return best, nil
 }
 
+// SelectExact is Select without the packed kernels (Kernel.Packs): the
+// kernels in ggml's order of float32 operations, bit for bit llama.cpp's
+// vec_dot on this machine where the listing says so, for bisecting a
+// difference against llama.cpp.
+func SelectExact(op Op, t quant.Type) (*Kernel, error) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	var best *Kernel
+	for k, kn := range reg {
+		if k.Op != op || k.Type != t || !cpuHas(k.ISA) || kn.pack != nil {
+			continue
+		}
+		if best == nil || isaRank[k.ISA] > isaRank[best.Key.ISA] {
+			best = kn
+		}
+	}
+	if best == nil {
+		return nil, refuse.New(fmt.Sprintf("kernel.%s.%s.%s", op, t, Backend), "no unpacked %s kernel for weight type %s", op, t)
+	}
+	return best, nil
+}
+
 // buildISAs names the instruction sets this build registered kernels for.
 func buildISAs() string {
 	seen := map[ISA]bool{}
