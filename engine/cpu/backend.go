@@ -325,11 +325,24 @@ func (be *backend) GetRows(dst graph.Buf, w graph.Weight, ids []int32) error {
 	if len(t.Shape) != 2 || d.rows != len(ids) || d.cols != t.Cols() {
 		panic(fmt.Sprintf("cpu: GetRows of %d ids from %q into %d×%d", len(ids), t.Name, d.rows, d.cols))
 	}
+	// A packed matrix (a tied embedding that is also the output) is read
+	// from its packed copy: the file's pages it replaced stay out of memory.
+	var row []byte
+	if m.mm.Packs() {
+		row = make([]byte, len(t.Row(0)))
+	}
 	for r, id := range ids {
 		if id < 0 || int(id) >= t.Rows() {
 			return fmt.Errorf("cpu: GetRows: row %d of %q with %d rows", id, t.Name, t.Rows())
 		}
-		if err := quant.Dequantize(t.Type, t.Row(int(id)), d.row(r)); err != nil {
+		src := t.Row(int(id))
+		if row != nil {
+			if err := m.mm.UnpackRow(m.w[0], int(id), row); err != nil {
+				return fmt.Errorf("cpu: GetRows %q: %w", t.Name, err)
+			}
+			src = row
+		}
+		if err := quant.Dequantize(t.Type, src, d.row(r)); err != nil {
 			return fmt.Errorf("cpu: GetRows %q: %w", t.Name, err)
 		}
 	}

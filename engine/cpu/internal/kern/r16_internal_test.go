@@ -341,3 +341,40 @@ func TestMulR16RefusesUnpackedWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestUnpackRowGivesTheFileBytes: every packed row unpacks to exactly the
+// bytes of ggml's layout it was packed from, padded groups included.
+func TestUnpackRowGivesTheFileBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(67, 68))
+	for name, k := range r16Twins(t) {
+		typ := k.Key.Type
+		var gen func(*rand.Rand, int, int) []byte
+		switch typ {
+		case quant.Q4_K:
+			gen = q4KRows
+		case quant.Q6_K:
+			gen = q6KRows
+		default:
+			gen, _, _ = r16Gen(typ)
+		}
+		const rows = 21
+		n := 3 * k.r16.unit
+		w, err := k.PackWeights(Weights{Type: typ, Rows: rows, Cols: n, Data: gen(rng, rows, n)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrb := len(w.Data) / rows
+		for r := 0; r < rows; r++ {
+			got := make([]byte, wrb)
+			if err := k.UnpackRow(w, r, got); err != nil {
+				t.Fatal(err)
+			}
+			if want := w.Data[r*wrb : (r+1)*wrb]; string(got) != string(want) {
+				t.Fatalf("%s: UnpackRow(%d) = % x…, want % x…", name, r, got[:16], want[:16])
+			}
+		}
+		if err := k.UnpackRow(w, rows, make([]byte, wrb)); err == nil {
+			t.Errorf("%s: UnpackRow past the last row = nil, want an error", name)
+		}
+	}
+}
