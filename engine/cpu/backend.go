@@ -15,9 +15,11 @@ import (
 
 // backend is the CPU implementation of graph.Backend. Matrix products go
 // through the kernel registry (kern.Select); the weights stay in the file's
-// mapping. Element-wise ops run on the same worker pool as the kernels.
-// RowExact: every product kernel gives a row the bits it gets alone (the
-// tiles keep the one-row kernel's accumulation order; TestEvalBatch and
+// mapping, but those of packed kernels (kern.Kernel.Packs), which are
+// repacked at load (pack). Element-wise ops run on the same worker pool as
+// the kernels. RowExact: every product kernel gives a row the bits it gets
+// alone (the tiles keep the one-row kernel's accumulation order, the packed
+// kernels one chain per pair whatever the batch; TestEvalBatch and
 // TestEvalPiecesEqualTokenByToken hold them to it), so graph.EvalBatch's
 // rows equal the sessions' own Evals.
 func (b *backend) RowExact() bool { return true }
@@ -41,6 +43,18 @@ type backend struct {
 	mu   sync.Mutex
 	used map[string]int  // contract id → tensors prepared with it
 	work map[*buf]func() // buffers from Work and their release
+	// packs release the packed copies of weights (kern.Kernel.Pack) that
+	// the packed kernels read instead of the file's mapping.
+	exact  bool // Options.Kernels "exact": no packed kernels (kern.SelectExact)
+	packs  []func()
+	packed map[packKey]kern.Weights // one packed copy per tensor and kernel (token_embd is also the output)
+}
+
+// packKey names one packed copy: the packed kernel and the weights' bytes.
+type packKey struct {
+	contract string
+	data     *byte
+	n        int
 }
 
 // worker is one thread's resources for work nested inside a parallel loop:
@@ -86,6 +100,10 @@ func (be *backend) close() {
 	be.pool.Close()
 	be.mu.Lock()
 	defer be.mu.Unlock()
+	for _, free := range be.packs {
+		free()
+	}
+	be.packs, be.packed = nil, nil
 	for b, free := range be.work {
 		free()
 		*b = buf{}
@@ -236,6 +254,9 @@ func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
 		return nil, refuse.New(By, "tensor %q has %d dimensions; a matrix needs 2 or 3", t.Name, len(t.Shape))
 	}
 	sel := kern.Select
+	if be.exact {
+		sel = kern.SelectExact
+	}
 	if be.plant != nil && be.plant.Type == t.Type {
 		sel = func(op kern.Op, _ quant.Type) (*kern.Kernel, error) { return be.plant.Kernel(op) }
 	}
@@ -254,6 +275,16 @@ func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
 		for e := 0; e < int(t.Shape[2]); e++ {
 			x := t.Matrix(e)
 			m.w = append(m.w, kern.Weights{Type: x.Type, Rows: x.Rows(), Cols: x.Cols(), Data: x.Data})
+		}
+	}
+	if mv.Packs() != mm.Packs() {
+		return nil, refuse.New(By, "tensor %q: %s and %s disagree on packing", t.Name, mv.Contract, mm.Contract)
+	}
+	if mm.Packs() {
+		for i := range m.w {
+			if m.w[i], err = be.pack(mm, m.w[i]); err != nil {
+				return nil, fmt.Errorf("cpu: tensor %q: %w", t.Name, err)
+			}
 		}
 	}
 	be.note(mv)
@@ -294,11 +325,24 @@ func (be *backend) GetRows(dst graph.Buf, w graph.Weight, ids []int32) error {
 	if len(t.Shape) != 2 || d.rows != len(ids) || d.cols != t.Cols() {
 		panic(fmt.Sprintf("cpu: GetRows of %d ids from %q into %d×%d", len(ids), t.Name, d.rows, d.cols))
 	}
+	// A packed matrix (a tied embedding that is also the output) is read
+	// from its packed copy: the file's pages it replaced stay out of memory.
+	var row []byte
+	if m.mm.Packs() {
+		row = make([]byte, len(t.Row(0)))
+	}
 	for r, id := range ids {
 		if id < 0 || int(id) >= t.Rows() {
 			return fmt.Errorf("cpu: GetRows: row %d of %q with %d rows", id, t.Name, t.Rows())
 		}
-		if err := quant.Dequantize(t.Type, t.Row(int(id)), d.row(r)); err != nil {
+		src := t.Row(int(id))
+		if row != nil {
+			if err := m.mm.UnpackRow(m.w[0], int(id), row); err != nil {
+				return fmt.Errorf("cpu: GetRows %q: %w", t.Name, err)
+			}
+			src = row
+		}
+		if err := quant.Dequantize(t.Type, src, d.row(r)); err != nil {
 			return fmt.Errorf("cpu: GetRows %q: %w", t.Name, err)
 		}
 	}
@@ -473,4 +517,41 @@ func (be *backend) forRows(n, cost int, fn func(lo, hi int)) {
 		return
 	}
 	be.pool.For(n, max(1, n/(4*be.threads)), fn)
+}
+
+// pack packs w for the packed kernel k (both its matvec and matmul read
+// the packed copy) into memory outside the Go heap, over the pool, and
+// drops the pages of w's bytes from this process's resident set where
+// they lie in the file's shared mapping (dropShared: read once here, the
+// packed copy takes their place; the page cache keeps them).
+func (be *backend) pack(k *kern.Kernel, w kern.Weights) (kern.Weights, error) {
+	key := packKey{k.Contract, unsafe.SliceData(w.Data), len(w.Data)}
+	be.mu.Lock()
+	p, ok := be.packed[key]
+	be.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	size, err := k.PackedBytes(w.Rows, w.Cols)
+	if err != nil {
+		return w, err
+	}
+	b, free, err := mapBytes(size)
+	if err != nil {
+		return w, err
+	}
+	p, err = k.Pack(be.pool, w, b)
+	if err != nil {
+		free()
+		return w, err
+	}
+	dropShared(w.Data)
+	be.mu.Lock()
+	be.packs = append(be.packs, free)
+	if be.packed == nil {
+		be.packed = map[packKey]kern.Weights{}
+	}
+	be.packed[key] = p
+	be.mu.Unlock()
+	return p, nil
 }

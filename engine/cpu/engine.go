@@ -19,7 +19,7 @@ const By = "engine/cpu"
 
 func init() {
 	model.RegisterBackend(Name, func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
-		opts := Options{Threads: o.Threads, Log: o.Log, Plant: os.Getenv(EnvPlant)}
+		opts := Options{Threads: o.Threads, Log: o.Log, Plant: os.Getenv(EnvPlant), Kernels: os.Getenv(EnvKernels)}
 		if opts.Plant != "" && o.Log != nil {
 			o.Log.Warn("cpu: a defect is planted in a kernel (falsifier hook)", "env", EnvPlant, "plant", opts.Plant)
 		}
@@ -33,8 +33,16 @@ func init() {
 // prove that apr qa's gates catch a wrong CPU kernel. Never set it otherwise.
 const EnvPlant = "APR_CPU_PLANT"
 
+// EnvKernels selects the engine's kernel set for every engine the registry
+// opens: "" (the fastest kernels this CPU runs, packed ones included) or
+// "exact" (no packed kernels: ggml's order of float32 operations, for
+// bisecting a difference against llama.cpp). Any other value is refused.
+const EnvKernels = "APR_CPU_KERNELS"
+
 // Options configure an Engine.
 type Options struct {
+	// Kernels is the kernel set: "" (the fastest) or "exact" (EnvKernels).
+	Kernels string
 	Threads int          // worker threads; 0: every CPU (runtime.NumCPU)
 	Log     *slog.Logger // nil: discard
 	// Plant, when set, plants a defect in one weight type's kernel: every
@@ -52,7 +60,8 @@ type Options struct {
 
 // Engine is the optimized CPU engine over one loaded model: the shared
 // graph description on the CPU backend. The weights stay in the file's
-// mapping; sessions hold the KV caches and recurrent states.
+// mapping (packed kernels' weights: repacked at load, the file's pages
+// released); sessions hold the KV caches and recurrent states.
 type Engine struct {
 	f    *gguf.File
 	spec *model.Spec
@@ -69,10 +78,14 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Kernels != "" && o.Kernels != "exact" {
+		return nil, fmt.Errorf("cpu: kernel set %q: want \"\" (the fastest) or \"exact\" (%s)", o.Kernels, EnvKernels)
+	}
 	be, err := newBackend(o.Threads)
 	if err != nil {
 		return nil, err
 	}
+	be.exact = o.Kernels == "exact"
 	if o.Plant != "" {
 		if be.plant, err = kern.ParsePlant(o.Plant); err != nil {
 			be.close()

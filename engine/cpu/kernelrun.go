@@ -46,7 +46,12 @@ func RunKernel(contract string, w []byte, rows, cols int, x []float32, m int) (K
 		return KernelRun{}, err
 	}
 	out := make([]float32, m*rows)
-	if err := k.MulActs(pool, &s, out, kern.Weights{Type: key.Type, Rows: rows, Cols: cols, Data: w}, &a); err != nil {
+	// A packed kernel multiplies the packed copy of w, as the engine's do.
+	wt, err := k.PackWeights(kern.Weights{Type: key.Type, Rows: rows, Cols: cols, Data: w})
+	if err != nil {
+		return KernelRun{}, fmt.Errorf("cpu: %s: %w", contract, err)
+	}
+	if err := k.MulActs(pool, &s, out, wt, &a); err != nil {
 		return KernelRun{}, fmt.Errorf("cpu: %s: %w", contract, err)
 	}
 	return KernelRun{Out: out, Act: a.Type.String(), Acts: append([]byte(nil), a.Data...)}, nil

@@ -7,3 +7,11 @@ package cpu
 func mapF32(n int) (v []float32, free func(), err error) {
 	return make([]float32, n), func() {}, nil
 }
+
+// mapBytes is mapF32 for n bytes.
+func mapBytes(n int) (b []byte, free func(), err error) {
+	return make([]byte, n), func() {}, nil
+}
+
+// dropShared does nothing off Linux.
+func dropShared(b []byte) {}

@@ -122,12 +122,19 @@ func BenchmarkMatVec(b *testing.B) {
 						defer pool.Close()
 						var s kern.Scratch
 						dst := make([]float32, sh.rows)
+						pc := o.copies
+						if k.Packs() {
+							pc = nil
+							for _, c := range o.copies {
+								pc = append(pc, packed(b, k, c))
+							}
+						}
 						b.SetBytes(int64(len(o.w.Data)))
 						b.ReportAllocs()
 						c0 := cpuTime()
 						i := 0
 						for b.Loop() {
-							if err := k.Mul(pool, &s, dst, o.copies[i%len(o.copies)], o.x, 1); err != nil {
+							if err := k.Mul(pool, &s, dst, pc[i%len(pc)], o.x, 1); err != nil {
 								b.Fatal(err)
 							}
 							i++
@@ -189,11 +196,12 @@ func BenchmarkMatMul(b *testing.B) {
 						defer pool.Close()
 						var s kern.Scratch
 						dst := make([]float32, m*sh.rows)
+						w := packed(b, k, o.w)
 						b.SetBytes(int64(len(o.w.Data)))
 						b.ReportAllocs()
 						c0 := cpuTime()
 						for b.Loop() {
-							if err := k.Mul(pool, &s, dst, o.w, o.x, m); err != nil {
+							if err := k.Mul(pool, &s, dst, w, o.x, m); err != nil {
 								b.Fatal(err)
 							}
 						}

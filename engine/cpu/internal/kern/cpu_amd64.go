@@ -13,7 +13,7 @@ func cpuHas(isa ISA) bool {
 		return x.HasAVX2 && x.HasFMA && x.HasF16C
 	case ISAAVX512:
 		return cpuHas(ISAAVX2) && x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL
-	case ISAAVX512VNNI:
+	case ISAAVX512VNNI, ISAAVX512VNNI16:
 		return cpuHas(ISAAVX512) && x.HasAVX512VNNI
 	}
 	return false

@@ -77,6 +77,27 @@
 // (the weight values broadcast to both halves): F32, F16 and BF16 are
 // registered there with the AVX2 kernels and that tile.
 //
+// Where the CPU has AVX-512 VNNI, Q8_0, Q5_0, Q4_K and Q6_K are also
+// registered as packed kernels ("avx512vnni16", r16.go and r16k.go), which
+// Select prefers: their
+// weights are repacked once, at load (Kernel.Pack; the engine keeps the
+// packed copy in place of the file's pages), sixteen rows per 512-bit
+// register, and each (weight row, activation row) pair is one lane of one
+// float32 chain over the blocks, acc = fma(float32(Σ_b w·a), float32(d_w·d_a),
+// acc), the block's integer sum taken exactly by VPDPBUSD on u = w + 128
+// minus 128·Σa (the K-quants: nibbles or bytes against the signed Q8_K
+// quants, sub-block scales applied in int32, a few fmas per super-block).
+// Per block and pair that is 1/16 of a conversion, a multiply and an fma,
+// where ggml's order pays one of each per pair (below). These
+// kernels are not in ggml's order: they are held to the contract's bound
+// (kernel_dot, the property tests) and, bit for bit, to their Go twins
+// (TestMulR16). The chain does not depend on m or on which rows share a
+// call, so their matmul rows still equal their matvec rows bit for bit
+// (batch invariance, which serving relies on). Packed, Q8_0 keeps its 34
+// bytes per block and row and Q5_0 its 22 (unpacked in the kernel); Q4_K
+// takes 2.8% more, Q6_K 30% more (one byte per value). The exact kernels
+// stay registered (avx2, avx512vnni) and selectable by key.
+//
 // The float tiles expand each pool task's weight rows to float32 once (a
 // task's 16 rows, in L2) and the activation rows once per MulActsMany, in
 // groups of twelve laid out two rows per 64 bytes; a group is taken in
@@ -169,7 +190,9 @@
 // the matvec of that activation row (TestMatMulRowsEqualMatVec), a matvec
 // row is bit for bit that row alone (TestMatVecRowsEqualSingleRow), and
 // avx512vnni gives what avx2 gives (TestAssemblyISAsAgreeBitForBit): prefill
-// and decode agree, on every amd64 machine.
+// and decode agree, on every amd64 machine. The packed avx512vnni16 kernels
+// keep the first two (their own chain, the same for every m) but not the
+// third: they sum in another order than avx2.
 // The AVX2 kernels of the 1- to 3-bit i-quants, NVFP4, Q1_0 and Q2_0 compute
 // the same integer sums in their own float order (ggml-cpu runs scalar code
 // for NVFP4, Q1_0 and Q2_0 on x86). The Go kernels follow ggml's generic C

@@ -248,6 +248,7 @@ func init() {
 	register(quant.TQ1_0, ISAAVX2, quant.Q8_K, dotTQ1_0AVX2, nil)
 	registerRowsAVX2()
 	registerVNNI()
+	registerR16VNNI()
 	registerTileFAVX512()
 	if cpuHas(ISAAVX2) {
 		quantizeQ8_0 = quantizeQ8_0AVX2

@@ -287,3 +287,14 @@ func rowUnit(k *kern.Kernel) int {
 	}
 	return a / g * b
 }
+
+// packed returns w as k multiplies it: packed (Kernel.PackWeights) for a
+// packed kernel, as it is for the others.
+func packed(tb testing.TB, k *kern.Kernel, w kern.Weights) kern.Weights {
+	tb.Helper()
+	p, err := k.PackWeights(w)
+	if err != nil {
+		tb.Fatalf("%s: %v", k.Contract, err)
+	}
+	return p
+}

@@ -15,9 +15,10 @@ import (
 )
 
 // TestAVX512KernelsAreChosenOnlyWithTheFeatures: the avx512vnni kernels
-// are registered in every amd64 build; on a CPU without AVX-512 VNNI Lookup
+// (and the packed avx512vnni16 ones of Q8_0, Q5_0, Q4_K and Q6_K) are
+// registered in every amd64 build; on a CPU without AVX-512 VNNI Lookup
 // refuses them by their contract id and Select does not pick them, and on
-// one with it Select picks them.
+// one with it Select picks them (avx512vnni16 where registered).
 func TestAVX512KernelsAreChosenOnlyWithTheFeatures(t *testing.T) {
 	for _, typ := range []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q5_0, quant.IQ4_NL, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 		for _, op := range []kern.Op{kern.OpMatVec, kern.OpMatMul} {
@@ -36,6 +37,10 @@ func TestAVX512KernelsAreChosenOnlyWithTheFeatures(t *testing.T) {
 			}
 			k, err := kern.Lookup(key)
 			sel, serr := kern.Select(op, typ)
+			want := kern.ISAAVX512VNNI
+			if typ == quant.Q8_0 || typ == quant.Q5_0 || typ == quant.Q4_K || typ == quant.Q6_K {
+				want = kern.ISAAVX512VNNI16 // packed, preferred where VNNI runs
+			}
 			if serr != nil {
 				t.Fatalf("Select(%s, %s): %v", op, typ, serr)
 			}
@@ -45,7 +50,7 @@ func TestAVX512KernelsAreChosenOnlyWithTheFeatures(t *testing.T) {
 				} else if k.Contract != key.Contract() {
 					t.Errorf("Lookup(%s).Contract = %s", key, k.Contract)
 				}
-				if sel.Key.ISA != kern.ISAAVX512VNNI {
+				if sel.Key.ISA != want {
 					t.Errorf("Select(%s, %s) = %s on a CPU with AVX-512 VNNI", op, typ, sel.Contract)
 				}
 				continue
@@ -54,7 +59,14 @@ func TestAVX512KernelsAreChosenOnlyWithTheFeatures(t *testing.T) {
 			if !errors.As(err, &r) || r.By != key.Contract() {
 				t.Errorf("Lookup(%s) on a CPU without AVX-512 VNNI: err = %v, want a refusal by %s", key, err, key.Contract())
 			}
-			if sel.Key.ISA == kern.ISAAVX512VNNI {
+			if typ == quant.Q8_0 || typ == quant.Q5_0 || typ == quant.Q4_K || typ == quant.Q6_K {
+				k16 := key
+				k16.ISA = kern.ISAAVX512VNNI16
+				if _, err := kern.Lookup(k16); !errors.As(err, &r) || r.By != k16.Contract() {
+					t.Errorf("Lookup(%s) on a CPU without AVX-512 VNNI: err = %v, want a refusal by %s", k16, err, k16.Contract())
+				}
+			}
+			if sel.Key.ISA == kern.ISAAVX512VNNI || sel.Key.ISA == kern.ISAAVX512VNNI16 {
 				t.Errorf("Select(%s, %s) = %s on a CPU without AVX-512 VNNI", op, typ, sel.Contract)
 			}
 		}
@@ -72,6 +84,12 @@ func TestAssemblyISAsAgreeBitForBit(t *testing.T) {
 	defer pool.Close()
 	for _, e := range kern.List() {
 		if !e.Runnable || e.Key.ISA == kern.ISAGo || e.Key.ISA == kern.ISAAVX2 {
+			continue
+		}
+		if e.Key.ISA == kern.ISAAVX512VNNI16 {
+			// Packed kernels sum in their own order (one float32 chain per
+			// pair, not ggml's eight lanes): TestMulR16 holds them bit for
+			// bit to that chain, the property tests to the contract.
 			continue
 		}
 		k, err := kern.Lookup(e.Key)

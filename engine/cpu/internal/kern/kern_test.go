@@ -181,6 +181,7 @@ func TestMatMulMatchesReference(t *testing.T) {
 // checkMul runs k.Mul into a guarded dst and compares it with reference.
 func checkMul(t *testing.T, k *kern.Kernel, pool *kern.Pool, w kern.Weights, x []float32, m int) {
 	t.Helper()
+	w = packed(t, k, w)
 	want, tol := reference(t, k, w, x, m)
 	dst, check := guarded(m * w.Rows)
 	xCopy := append([]float32(nil), x...)
@@ -266,7 +267,7 @@ func TestMatMulRowsEqualMatVec(t *testing.T) {
 				// m = 13 = 8 + 4 + 1 runs the eight-row, four-row and
 				// single-row kernels where a type has them.
 				n, rows, m := minCols(mm)*units, 9, 13
-				w := kern.Weights{Type: key.Type, Rows: rows, Cols: n, Data: randomWeights(rng, key.Type, rows*n)}
+				w := packed(t, mm, kern.Weights{Type: key.Type, Rows: rows, Cols: n, Data: randomWeights(rng, key.Type, rows*n)})
 				x := randomActs(rng, m*n)
 				var s kern.Scratch
 				got := make([]float32, m*rows)
@@ -301,7 +302,7 @@ func TestMatVecRowsEqualSingleRow(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/threads=%d", k.Contract, threads), func(t *testing.T) {
 				for _, units := range []int{1, 2, 3, 7} {
 					n, rows := minCols(k)*units, 11
-					w := kern.Weights{Type: k.Key.Type, Rows: rows, Cols: n, Data: randomWeights(rng, k.Key.Type, rows*n)}
+					w := packed(t, k, kern.Weights{Type: k.Key.Type, Rows: rows, Cols: n, Data: randomWeights(rng, k.Key.Type, rows*n)})
 					x := randomActs(rng, n)
 					var s kern.Scratch
 					got, check := guarded(rows)
@@ -312,7 +313,7 @@ func TestMatVecRowsEqualSingleRow(t *testing.T) {
 					rb := len(w.Data) / rows
 					one := make([]float32, 1)
 					for r := 0; r < rows; r++ {
-						wr := kern.Weights{Type: w.Type, Rows: 1, Cols: n, Data: w.Data[r*rb : (r+1)*rb]}
+						wr := packed(t, k, kern.Weights{Type: w.Type, Rows: 1, Cols: n, Data: w.Data[r*rb : (r+1)*rb]})
 						if err := k.Mul(pool, &s, one, wr, x, 1); err != nil {
 							t.Fatal(err)
 						}
@@ -347,7 +348,7 @@ func TestMulActsManyEqualsMulActs(t *testing.T) {
 				t.Fatal(err)
 			}
 			rows := 5 + 13*i
-			w := kern.Weights{Type: typ, Rows: rows, Cols: n, Data: randomWeights(rng, typ, rows*n)}
+			w := packed(t, k, kern.Weights{Type: typ, Rows: rows, Cols: n, Data: randomWeights(rng, typ, rows*n)})
 			jobs = append(jobs, kern.Job{K: k, W: w, Dst: make([]float32, m*rows)})
 		}
 		x := randomActs(rng, m*n)
@@ -405,7 +406,7 @@ func TestMulDoesNotAllocate(t *testing.T) {
 			op = kern.OpMatMul
 		}
 		k, _ := kern.Select(op, quant.Q4_K)
-		w := kern.Weights{Type: quant.Q4_K, Rows: 64, Cols: 512, Data: randomWeights(rng, quant.Q4_K, 64*512)}
+		w := packed(t, k, kern.Weights{Type: quant.Q4_K, Rows: 64, Cols: 512, Data: randomWeights(rng, quant.Q4_K, 64*512)})
 		x := randomActs(rng, m*512)
 		dst := make([]float32, m*64)
 		var s kern.Scratch

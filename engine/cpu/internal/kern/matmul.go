@@ -15,6 +15,9 @@ type Weights struct {
 	Type       quant.Type
 	Rows, Cols int
 	Data       []byte
+	// Packed is the weights repacked for a packed kernel (Kernel.Pack),
+	// which reads them instead of Data; nil for the other kernels.
+	Packed []byte
 }
 
 // Acts is a batch of activation rows converted to one activation format
@@ -34,8 +37,8 @@ type Scratch struct {
 	st   mulState
 	one  [1]Job
 	// Bound once to &st, so that handing them to the pool allocates nothing.
-	convFn, vecFn, prepFn, prepFFn func(lo, hi int)
-	matFn                          func(w, lo, hi int)
+	convFn, vecFn, prepFn, prepFFn, prepRFn, prepRKFn func(lo, hi int)
+	matFn, vecWFn                                     func(w, lo, hi int)
 }
 
 // Job is one weight matrix of a MulActsMany call: its kernel, its weights
@@ -66,6 +69,10 @@ type mulState struct {
 	fexpand expandFunc  // the expander prepF uses
 	wf      [][]byte    // per pool worker: a task's weight rows expanded to float32 (tileFJob)
 	fout    [][]float32 // per pool worker: a padded tile's results (tileFActs·tileFRows)
+	r16     bool        // a job's kernel is packed (r16): rows are dealt in groups of sixteen
+	aux1    []byte      // r16: per activation row and block, −128·Σq and d (auxQ8_0)
+	ainit   []int32     // r16: −128·Σq of whole groups of eight rows, transposed as asc
+	r16out  [][]float32 // per pool worker: a padded r16 group's results
 }
 
 // job returns the job holding global row r and r's row within it.
@@ -80,7 +87,8 @@ func (st *mulState) job(r int) (int, int) {
 func (s *Scratch) bind() {
 	if s.convFn == nil {
 		st := &s.st
-		s.convFn, s.vecFn, s.matFn, s.prepFn, s.prepFFn = st.convert, st.vec, st.mat, st.prep, st.prepF
+		s.convFn, s.vecFn, s.matFn, s.prepFn, s.prepFFn, s.prepRFn = st.convert, st.vec, st.mat, st.prep, st.prepF, st.prepR16
+		s.vecWFn, s.prepRKFn = st.vecW, st.prepR16K
 	}
 }
 
@@ -205,17 +213,48 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 		if len(dst) != m*w.Rows {
 			return fmt.Errorf("kern: %s: dst needs %d values, got %d", k.Contract, m*w.Rows, len(dst))
 		}
+		if k.pack != nil {
+			if pb, _ := k.PackedBytes(w.Rows, w.Cols); len(w.Packed) != pb {
+				return fmt.Errorf("kern: %s: the weights are not packed for this kernel (%d packed bytes, want %d: Kernel.Pack)", k.Contract, len(w.Packed), pb)
+			}
+		}
 		st.arb = arb
 		st.wrb = append(st.wrb, wrb)
-		st.starts = append(st.starts, st.starts[len(st.starts)-1]+w.Rows)
+	}
+	st.r16 = false
+	for _, jb := range jobs {
+		st.r16 = st.r16 || jb.K.pack != nil
+	}
+	for _, jb := range jobs {
+		// With a packed job every job's rows take a multiple of sixteen
+		// global rows (the rows past a job's end are skipped), so that the
+		// pool's ranges, multiples of sixteen, start packed jobs at a group.
+		n := jb.W.Rows
+		if st.r16 {
+			n = (n + r16Rows - 1) &^ (r16Rows - 1)
+		}
+		st.starts = append(st.starts, st.starts[len(st.starts)-1]+n)
 	}
 	s.bind()
 	st.jobs, st.a, st.n = jobs, a, a.Cols
 	st.tile = max(8, mmTileBytes/st.arb&^7)
 	st.prepare(p, s)
 	rows := st.starts[len(jobs)]
+	if st.r16 {
+		for len(st.r16out) < p.Threads() {
+			st.r16out = append(st.r16out, make([]float32, r16Acts*r16Rows))
+		}
+	}
 	if m == 1 {
-		p.For(rows, max(4, rows/(8*p.Threads()))&^3, s.vecFn)
+		grain := max(4, rows/(8*p.Threads())) &^ 3
+		if st.r16 {
+			grain = max(r16Rows, rows/(8*p.Threads())) &^ (r16Rows - 1)
+		}
+		if st.r16 {
+			p.forW(rows, grain, s.vecWFn)
+		} else {
+			p.For(rows, grain, s.vecFn)
+		}
 	} else {
 		wrb := 0
 		for _, b := range st.wrb {
@@ -237,6 +276,9 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 				st.fout = append(st.fout, make([]float32, tileFActs*tileFRows))
 			}
 		}
+		if st.r16 {
+			chunk = r16Rows
+		}
 		p.forW(rows, chunk, s.matFn)
 	}
 	st.jobs, st.a = nil, nil
@@ -250,7 +292,17 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 func (st *mulState) prepare(p *Pool, s *Scratch) {
 	st.asc, st.aq, st.corr8, st.corr16 = st.asc[:0], st.aq[:0], st.corr8[:0], st.corr16[:0]
 	st.af, st.fexpand = st.af[:0], nil
+	st.aux1, st.ainit = st.aux1[:0], st.ainit[:0]
 	a := st.a
+	if st.r16 && a.Type == quant.Q8_K {
+		st.aux1 = grow(st.aux1, a.Rows*a.Cols/256*r16KAuxBytes)
+		p.For(a.Rows, max(1, a.Rows/(4*p.Threads())), s.prepRKFn)
+	} else if st.r16 {
+		nb := a.Cols / 32
+		st.aux1 = grow(st.aux1, a.Rows*nb*r16AuxBytes)
+		st.ainit = grow(st.ainit, a.Rows&^7*nb)
+		p.For(a.Rows, max(1, a.Rows/(4*p.Threads())), s.prepRFn)
+	}
 	if a.Rows >= tileFMinActs && a.Cols >= 8 {
 		for _, jb := range st.jobs {
 			if jb.K.tileF != nil {
@@ -270,8 +322,8 @@ func (st *mulState) prepare(p *Pool, s *Scratch) {
 	var scales, rep, c8, c16 bool
 	for _, jb := range st.jobs {
 		k := jb.K
-		scales = scales || k.tile8 != nil || k.tile8r != nil
-		if k.tile8r != nil {
+		scales = scales || k.tile8 != nil || k.tile8r != nil || k.r16x8 != nil
+		if k.tile8r != nil || k.r16x8 != nil {
 			rep = true
 			c8 = c8 || k.corrBias == 8
 			c16 = c16 || k.corrBias == 16
@@ -383,13 +435,26 @@ func repackQ8KGroup(nb int, a []byte, stride int, aq []byte) {
 	}
 }
 
-func (st *mulState) vec(lo, hi int) {
+func (st *mulState) vec(lo, hi int) { st.vecW(0, lo, hi) }
+
+// vecW is vec on pool worker w (whose buffers a packed job's padded group
+// uses).
+func (st *mulState) vecW(worker, lo, hi int) {
 	n, act := st.n, st.a.Data
 	for lo < hi {
 		j, r0 := st.job(lo)
 		jb, wrb := &st.jobs[j], st.wrb[j]
 		end := min(hi, st.starts[j+1])
-		r, r1 := r0, r0+end-lo
+		r, r1 := r0, min(r0+end-lo, jb.W.Rows)
+		if jb.K.pack != nil {
+			if r < r1 && jb.K.r16k1 != nil {
+				st.r16kJob(worker, jb, r, r1)
+			} else if r < r1 {
+				st.r16Job(worker, jb, r, r1)
+			}
+			lo = end
+			continue
+		}
 		if f := jb.K.rows4; f != nil {
 			for ; r+4 <= r1; r += 4 {
 				f(n, jb.W.Data[r*wrb:(r+4)*wrb], wrb, act, jb.Dst[r:r+4])
@@ -406,7 +471,9 @@ func (st *mulState) mat(w, lo, hi int) {
 	for lo < hi {
 		j, r0 := st.job(lo)
 		end := min(hi, st.starts[j+1])
-		st.matJob(w, &st.jobs[j], st.wrb[j], r0, r0+end-lo)
+		if r1 := min(r0+end-lo, st.jobs[j].W.Rows); r0 < r1 {
+			st.matJob(w, &st.jobs[j], st.wrb[j], r0, r1)
+		}
 		lo = end
 	}
 }
@@ -419,6 +486,14 @@ func (st *mulState) mat(w, lo, hi int) {
 func (st *mulState) matJob(worker int, jb *Job, wrb, lo, hi int) {
 	k, n, arb, act := jb.K, st.n, st.arb, st.a.Data
 	m, rows, dst := st.a.Rows, jb.W.Rows, jb.Dst
+	if k.pack != nil && k.r16k1 != nil {
+		st.r16kJob(worker, jb, lo, hi)
+		return
+	}
+	if k.pack != nil {
+		st.r16Job(worker, jb, lo, hi)
+		return
+	}
 	if k.tileF != nil && len(st.af) > 0 {
 		st.tileFJob(worker, jb, wrb, lo, hi)
 		return

@@ -47,7 +47,7 @@ func TestPropertyKernelsWithinContract(t *testing.T) {
 				func(dataSeed uint64, units int) string {
 					rng := rand.New(rand.NewPCG(dataSeed, 99))
 					n := minCols(k) * units
-					w := kern.Weights{Type: k.Key.Type, Rows: 1, Cols: n, Data: randomWeights(rng, k.Key.Type, n)}
+					w := packed(t, k, kern.Weights{Type: k.Key.Type, Rows: 1, Cols: n, Data: randomWeights(rng, k.Key.Type, n)})
 					x := randomActs(rng, n)
 					want, tol := reference(t, k, w, x, 1)
 					var s kern.Scratch
@@ -96,7 +96,7 @@ func TestPropertyMatMulWithinContract(t *testing.T) {
 				func(dataSeed uint64, units, rows, m int) string {
 					rng := rand.New(rand.NewPCG(dataSeed, 7))
 					n := minCols(k) * units
-					w := kern.Weights{Type: k.Key.Type, Rows: rows, Cols: n, Data: randomWeights(rng, k.Key.Type, rows*n)}
+					w := packed(t, k, kern.Weights{Type: k.Key.Type, Rows: rows, Cols: n, Data: randomWeights(rng, k.Key.Type, rows*n)})
 					x := randomActs(rng, m*n)
 					want, tol := reference(t, k, w, x, m)
 					var s kern.Scratch

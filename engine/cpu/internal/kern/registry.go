@@ -30,10 +30,13 @@ const (
 	ISAAVX2       ISA = "avx2"       // amd64 AVX2 + FMA + F16C
 	ISAAVX512     ISA = "avx512"     // amd64 AVX-512 F/BW/VL
 	ISAAVX512VNNI ISA = "avx512vnni" // amd64 AVX-512 with VNNI (VPDPBUSD)
+	// ISAAVX512VNNI16 is AVX-512 VNNI with packed weights, sixteen rows per
+	// register (r16.go): held to the contract's bound, not to ggml's order.
+	ISAAVX512VNNI16 ISA = "avx512vnni16"
 )
 
 // isaRank orders instruction sets for Select: higher is preferred.
-var isaRank = map[ISA]int{ISAGo: 0, ISAAVX2: 1, ISAAVX512: 2, ISAAVX512VNNI: 3}
+var isaRank = map[ISA]int{ISAGo: 0, ISAAVX2: 1, ISAAVX512: 2, ISAAVX512VNNI: 3, ISAAVX512VNNI16: 4}
 
 // Backend is the backend name in every key of this package.
 const Backend = "cpu"
@@ -77,6 +80,12 @@ type Kernel struct {
 	tileF    tileFFunc  // float types: four weight rows against twelve expanded activation rows; may be nil
 	expand   expandFunc // tileF's converter of weight and activation rows to float32
 	ftail    dotFunc    // tileF's dot of the last n mod 8 values, as the eight-row kernel adds it
+	pack     packFunc   // packed kernels (r16.go): the weights' packing; nil: the kernel reads ggml's layout
+	r16x8    r16x8Func  // packed: sixteen weight rows by eight activation rows
+	r16x1    r16x1Func  // packed: sixteen weight rows by one activation row
+	r16      r16Format  // packed: the block layout
+	r16k4    r16kFunc   // packed on Q8_K: sixteen weight rows by four activation rows
+	r16k1    r16kFunc   // packed on Q8_K: sixteen weight rows by one activation row
 }
 
 // dotFunc returns the dot product of one weight row w with one activation
@@ -318,6 +327,28 @@ func Select(op Op, t quant.Type) (*Kernel, error) {
 	if best == nil {
 		key := Key{Op: op, Type: t, Backend: Backend, ISA: ISAGo}
 		return nil, refuse.New(fmt.Sprintf("kernel.%s.%s.%s", op, t, Backend), "no %s kernel for weight type %s (%s)", op, t, key.Contract())
+	}
+	return best, nil
+}
+
+// SelectExact is Select without the packed kernels (Kernel.Packs): the
+// kernels in ggml's order of float32 operations, bit for bit llama.cpp's
+// vec_dot on this machine where the listing says so, for bisecting a
+// difference against llama.cpp.
+func SelectExact(op Op, t quant.Type) (*Kernel, error) {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	var best *Kernel
+	for k, kn := range reg {
+		if k.Op != op || k.Type != t || !cpuHas(k.ISA) || kn.pack != nil {
+			continue
+		}
+		if best == nil || isaRank[k.ISA] > isaRank[best.Key.ISA] {
+			best = kn
+		}
+	}
+	if best == nil {
+		return nil, refuse.New(fmt.Sprintf("kernel.%s.%s.%s", op, t, Backend), "no unpacked %s kernel for weight type %s", op, t)
 	}
 	return best, nil
 }
