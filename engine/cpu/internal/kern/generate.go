@@ -5,3 +5,8 @@ package kern
 // TestT8RKGenerated fails when the committed file and the generator disagree.
 //
 //go:generate python3 gen/t8rk.py dot_t8rk_amd64.s
+//
+// r16_amd64.s (the packed AVX-512 VNNI kernels of r16.go) likewise comes
+// from gen/r16.py; TestR16Generated holds it to that.
+//
+//go:generate sh -c "python3 gen/r16.py > r16_amd64.s"

@@ -13,36 +13,65 @@ import (
 // hand apart from its generator. Without python3 the check cannot run: it is
 // skipped by name, never passed.
 func TestT8RKGenerated(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "dot_t8rk_amd64.s")
+	checkGenerated(t, "dot_t8rk_amd64.s", out, func(py string) *exec.Cmd {
+		return exec.Command(py, filepath.Join("gen", "t8rk.py"), out)
+	})
+}
+
+// TestR16Generated: gen/r16.py (which writes to stdout) reproduces the
+// committed r16_amd64.s byte for byte.
+func TestR16Generated(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r16_amd64.s")
+	checkGenerated(t, "r16_amd64.s", out, func(py string) *exec.Cmd {
+		cmd := exec.Command(py, filepath.Join("gen", "r16.py"))
+		f, err := os.Create(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		cmd.Stdout = f
+		return cmd
+	})
+}
+
+// checkGenerated runs the generator command gen makes (given python3's path)
+// and fails at the first line where its output, the file out, differs from
+// the committed file name.
+func checkGenerated(t *testing.T, name, out string, gen func(py string) *exec.Cmd) {
+	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
-		t.Skip("SKIP (not checked): python3 is not on PATH, so gen/t8rk.py cannot be run to prove dot_t8rk_amd64.s is its output")
+		t.Skipf("SKIP (not checked): python3 is not on PATH, so %s cannot be proven to be its generator's output", name)
 	}
-	out := filepath.Join(t.TempDir(), "dot_t8rk_amd64.s")
-	cmd := exec.Command(py, filepath.Join("gen", "t8rk.py"), out)
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("python3 gen/t8rk.py: %v\n%s", err, msg)
+	var stderr bytes.Buffer
+	cmd := gen(py)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("generating %s: %v\n%s", name, err, stderr.String())
 	}
 	got, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile("dot_t8rk_amd64.s")
+	want, err := os.ReadFile(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(got, want) {
-		gl, wl := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
-		for i := 0; i < len(gl) || i < len(wl); i++ {
-			var g, w []byte
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if !bytes.Equal(g, w) {
-				t.Fatalf("dot_t8rk_amd64.s is not gen/t8rk.py's output (run go generate in engine/cpu/internal/kern); first difference at line %d:\n committed: %q\n generated: %q", i+1, w, g)
-			}
+	if bytes.Equal(got, want) {
+		return
+	}
+	gl, wl := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
+	for i := 0; i < len(gl) || i < len(wl); i++ {
+		var g, w []byte
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if !bytes.Equal(g, w) {
+			t.Fatalf("%s is not its generator's output (run go generate in engine/cpu/internal/kern); first difference at line %d:\n committed: %q\n generated: %q", name, i+1, w, g)
 		}
 	}
 }
