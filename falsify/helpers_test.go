@@ -9,9 +9,7 @@ import (
 	"testing"
 
 	"github.com/aprqa/apr/contracts"
-	_ "github.com/aprqa/apr/engine/cpu" // the "cpu" backend qa's engine_parity gates
 	"github.com/aprqa/apr/engine/generate"
-	_ "github.com/aprqa/apr/engine/ref" // the "ref" backend the builtin codes run
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/qa"
 )

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/aprqa/apr/engine/cpu" // the "cpu" backend the logits cells run
-	_ "github.com/aprqa/apr/engine/ref" // the "ref" backend and the judge's router
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/ladder"
 	"github.com/aprqa/apr/verdict"

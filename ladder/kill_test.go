@@ -2,6 +2,7 @@ package ladder_test
 
 import (
 	"context"
+	"github.com/aprqa/apr/engine/backends"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 // ladder slowly over APR_LADDER_HELPER_ROOT and exits), or as the worker
 // process of TestProcessIsolation (APR_LADDER_WORKER=1).
 func TestMain(m *testing.M) {
+	backends.Register() // the engines as backends by name, as the program does
 	if os.Getenv("APR_LADDER_WORKER") == "1" {
 		if err := ladder.ServeWorker(context.Background(), os.Stdin, os.Stdout, crashExecutors(), nil); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")

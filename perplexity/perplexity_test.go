@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/aprqa/apr/engine/cpu"
-	_ "github.com/aprqa/apr/engine/ref"
 	"github.com/aprqa/apr/internal/kldfile"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/perplexity"

@@ -14,7 +14,6 @@ import (
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/model"
-	_ "github.com/aprqa/apr/engine/ref" // the reference every gate compares against
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/internal/hostinfo"

@@ -102,9 +102,9 @@ func TestHealthWhileLoading(t *testing.T) {
 // TestUnknownBackendRefused: a backend that is not registered is refused by
 // name, never replaced.
 func TestUnknownBackendRefused(t *testing.T) {
-	_, err := serve.New(serve.Options{Model: tinyQwen2(t), Backend: "cuda"})
-	if err == nil || !strings.Contains(err.Error(), `backend "cuda" is not available`) {
-		t.Errorf("New with backend cuda: %v, want a refusal naming it", err)
+	_, err := serve.New(serve.Options{Model: tinyQwen2(t), Backend: "tpu"})
+	if err == nil || !strings.Contains(err.Error(), `backend "tpu" is not available`) {
+		t.Errorf("New with backend tpu: %v, want a refusal naming it", err)
 	}
 }
 

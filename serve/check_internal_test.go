@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/aprqa/apr/engine/cpu"
 	"github.com/aprqa/apr/internal/testutil"
 )
 

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"testing"
 
-	_ "github.com/aprqa/apr/engine/cpu" // the "cpu" backend
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/sample"

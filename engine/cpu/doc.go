@@ -9,5 +9,6 @@
 // # Conventions
 //
 // Activations are float32, row-major, one row per token. The KV cache is
-// F32. The engine registers itself as backend "cpu" (model.OpenBackend).
+// F32. Register makes it backend "cpu" of model.OpenBackend (engine/backends
+// calls it for the program).
 package cpu

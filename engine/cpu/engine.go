@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 
 	"github.com/aprqa/apr/engine/cpu/internal/kern"
 	"github.com/aprqa/apr/engine/gguf"
@@ -17,14 +18,23 @@ const Name = "cpu"
 // By is the name refusals from the CPU engine carry.
 const By = "engine/cpu"
 
-func init() {
-	model.RegisterBackend(Name, func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
-		opts := Options{Threads: o.Threads, Log: o.Log, Plant: os.Getenv(EnvPlant), Kernels: os.Getenv(EnvKernels)}
-		if opts.Plant != "" && o.Log != nil {
-			o.Log.Warn("cpu: a defect is planted in a kernel (falsifier hook)", "env", EnvPlant, "plant", opts.Plant)
-		}
-		return New(f, spec, opts)
-	})
+var registered sync.Once
+
+// Register makes the engine backend "cpu" of engine/model's registry
+// (model.OpenBackend); once per process, however often it is called. The
+// program's wiring calls it (cmd/apr: engine/backends), never an init().
+func Register() {
+	registered.Do(func() { model.RegisterBackend(Name, open) })
+}
+
+// open builds the engine for the registry, with the environment's planted
+// defect and kernel set.
+func open(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
+	opts := Options{Threads: o.Threads, Log: o.Log, Plant: os.Getenv(EnvPlant), Kernels: os.Getenv(EnvKernels)}
+	if opts.Plant != "" && o.Log != nil {
+		o.Log.Warn("cpu: a defect is planted in a kernel (falsifier hook)", "env", EnvPlant, "plant", opts.Plant)
+	}
+	return New(f, spec, opts)
 }
 
 // EnvPlant plants a defect in one weight type's kernel for every engine the

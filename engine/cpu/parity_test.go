@@ -10,11 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	_ "github.com/aprqa/apr/engine/cpu" // registers "cpu"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/internal/enginetest"
 	"github.com/aprqa/apr/engine/model"
-	_ "github.com/aprqa/apr/engine/ref" // registers "ref": the judge, in tests only
 	"github.com/aprqa/apr/internal/testutil"
 )
 

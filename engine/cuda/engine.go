@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/aprqa/apr/engine/cuda/internal/cu"
@@ -26,7 +27,17 @@ const By = "engine/cuda"
 // name `apr ladder` and `apr qa --allow-refused backend` accept in advance.
 const ByBackend = "backend"
 
-func init() {
+var registered sync.Once
+
+// Register makes the CUDA engine backend "cuda" of engine/model's registry
+// (model.OpenBackend), with its probe (model.Available); once per process,
+// however often it is called. The program's wiring calls it
+// (engine/backends), never an init().
+func Register() {
+	registered.Do(registerBackend)
+}
+
+func registerBackend() {
 	model.RegisterBackend(Name, func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
 		opts := Options{Log: o.Log}
 		if s := os.Getenv(EnvPlant); s != "" {

@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aprqa/apr/engine/generate"
-	_ "github.com/aprqa/apr/engine/ref"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/refuse"
 )

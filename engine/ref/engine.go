@@ -17,9 +17,16 @@ import (
 // By is the name refusals from the reference engine carry.
 const By = "engine/ref"
 
-func init() {
-	model.RegisterBackend("ref", func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
-		return New(f, spec, Options{Threads: o.Threads, Log: o.Log, Numerics: o.Numerics})
+var registered sync.Once
+
+// Register makes the reference backend "ref" of engine/model's registry
+// (model.OpenBackend); once per process, however often it is called. The
+// program's wiring calls it (engine/backends), never an init().
+func Register() {
+	registered.Do(func() {
+		model.RegisterBackend("ref", func(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, error) {
+			return New(f, spec, Options{Threads: o.Threads, Log: o.Log, Numerics: o.Numerics})
+		})
 	})
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
-	_ "github.com/aprqa/apr/engine/ref"
 	"github.com/aprqa/apr/engine/synth"
 )
 

@@ -7,13 +7,13 @@ package qatest
 import (
 	"errors"
 	"fmt"
+	"github.com/aprqa/apr/engine/backends"
 	"math"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	_ "github.com/aprqa/apr/engine/cpu" // the engine the planted backends wrap
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
@@ -29,8 +29,10 @@ const (
 
 var once sync.Once
 
-// Register registers the planted backends (once per process).
+// Register registers the engines (engine/backends) and the planted
+// backends over them (once per process).
 func Register() {
+	backends.Register()
 	once.Do(func() {
 		model.RegisterBackend(Perturbed, wrap(Perturbed, "cpu", func(rows [][]float32) { perturb(rows) }, nil, nil))
 		// Noisy is a machine whose load comes and goes: in every other

@@ -62,6 +62,7 @@ func register(order int, f func(*Env) *cobra.Command) {
 
 // NewRoot builds the apr command tree over env.
 func NewRoot(env *Env) *cobra.Command {
+	wire()
 	root := &cobra.Command{
 		Use:   "apr",
 		Short: "apr decides whether an LLM inference engine may ship",

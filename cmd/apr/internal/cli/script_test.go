@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/binary"
+	"github.com/aprqa/apr/engine/backends"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	backends.Register() // as the program's wiring does (tests of package cli call into it without NewRoot)
 	testscript.Main(m, map[string]func(){
 		"apr":             func() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
 		"interrupt-after": func() { os.Exit(interruptAfter()) },

@@ -3,19 +3,18 @@ package cli
 // What apr is wired from, in this one file: the engines (backends) and the
 // falsifier registry.
 //
-// The engines the CLI can run: each registers itself as a backend by name
-// (model.RegisterBackend, engine/model's registry, which refuses a name that
-// is not registered); a registered backend that cannot run here (cuda
-// without a driver or device) refuses with the reason when opened. The
-// reference is imported for its registration alone.
+// The engines the CLI can run become backends by name here (wire,
+// engine/backends: engine/model's registry, which refuses a name that is not
+// registered); a registered backend that cannot run here (cuda without a
+// driver or device) refuses with the reason when opened.
 import (
 	"context"
 	"log/slog"
 	"sync"
 
+	"github.com/aprqa/apr/engine/backends"
 	"github.com/aprqa/apr/engine/cpu"
 	"github.com/aprqa/apr/engine/cuda"
-	_ "github.com/aprqa/apr/engine/ref"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/qa"
 	"github.com/aprqa/apr/serve"
@@ -44,3 +43,7 @@ func cpuKernelRun(contract string, w []byte, rows, cols int, x []float32, m int)
 	r, err := cpu.RunKernel(contract, w, rows, cols, x, m)
 	return r.Out, r.Act, r.Acts, err
 }
+
+// wire registers the engines as backends (once per process): every command
+// tree NewRoot builds starts from it.
+func wire() { backends.Register() }

@@ -1,0 +1,19 @@
+// Package backends is where the engines become backends of engine/model's
+// registry, by name: the program (cmd/apr) and the tests that open engines
+// by name call Register once; no engine registers itself from an init().
+package backends
+
+import (
+	"github.com/aprqa/apr/engine/cpu"
+	"github.com/aprqa/apr/engine/cuda"
+	"github.com/aprqa/apr/engine/ref"
+)
+
+// Register registers every engine this build links: "cpu", "ref" and
+// "cuda" (which refuses, with the reason, on a machine without a driver or
+// device). Calling it again does nothing.
+func Register() {
+	cpu.Register()
+	ref.Register()
+	cuda.Register()
+}
