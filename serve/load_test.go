@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,7 +57,22 @@ func TestLoad(t *testing.T) {
 			}
 			var mu sync.Mutex
 			var ttft, itl []float64
-			total := 0
+			total, prompts := 0, 0
+			load0 := loadavg()
+			if p := os.Getenv("APR_SERVE_CPUPROFILE"); p != "" && os.Getenv("APR_SERVE_LOAD_URL") == "" {
+				f, err := os.Create(fmt.Sprintf("%s.p%d", p, n))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					t.Fatal(err)
+				}
+				defer func() { pprof.StopCPUProfile(); f.Close() }()
+			}
+			// A fresh connection per request: a kept-alive one that the other
+			// server closed while idle fails the next request on it.
+			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+			verbose := os.Getenv("APR_SERVE_LOAD_VERBOSE") != ""
 			begin := time.Now()
 			var wg sync.WaitGroup
 			for c := range clients {
@@ -65,9 +81,9 @@ func TestLoad(t *testing.T) {
 					defer wg.Done()
 					for r := range perClient {
 						prompt := fmt.Sprintf("Client %d asks question %d: tell me a story about the number %d.", c, r, c*perClient+r)
-						body := fmt.Sprintf(`{"prompt": %q, "max_tokens": %d, "temperature": 0, "ignore_eos": true, "stream": true}`, prompt, tokens)
+						body := fmt.Sprintf(`{"prompt": %q, "max_tokens": %d, "temperature": 0, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true}}`, prompt, tokens)
 						sent := time.Now()
-						resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+						resp, err := client.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
 						if err != nil {
 							t.Errorf("client %d: %v", c, err)
 							return
@@ -76,7 +92,7 @@ func TestLoad(t *testing.T) {
 						var last time.Time
 						n, done := 0, false
 						var gaps []float64
-						first := 0.0
+						first, promptTok := 0.0, 0
 						for sc.Scan() {
 							d, ok := strings.CutPrefix(sc.Text(), "data: ")
 							if !ok {
@@ -87,6 +103,9 @@ func TestLoad(t *testing.T) {
 								break
 							}
 							var ch struct {
+								Usage *struct {
+									Prompt int `json:"prompt_tokens"`
+								} `json:"usage"`
 								Choices []struct {
 									IDs    []int32 `json:"token_ids"`
 									Text   string  `json:"text"`
@@ -98,6 +117,9 @@ func TestLoad(t *testing.T) {
 								continue
 							}
 							now := time.Now()
+							if ch.Usage != nil {
+								promptTok = ch.Usage.Prompt
+							}
 							for _, x := range ch.Choices {
 								if len(x.IDs) == 0 && x.Finish == nil && os.Getenv("APR_SERVE_LOAD_URL") != "" {
 									// another server (llama-server): one chunk per token, no
@@ -117,6 +139,10 @@ func TestLoad(t *testing.T) {
 							}
 						}
 						resp.Body.Close()
+						if verbose {
+							t.Logf("client %d request %d: sent at %.2f s, %d prompt tokens, TTFT %.2f s, done at %.2f s",
+								c, r, sent.Sub(begin).Seconds(), promptTok, first, time.Since(begin).Seconds())
+						}
 						if !done || n != tokens {
 							t.Errorf("client %d request %d: %d tokens, [DONE] %v; want %d and [DONE]", c, r, n, done, tokens)
 						}
@@ -124,6 +150,7 @@ func TestLoad(t *testing.T) {
 						ttft = append(ttft, first)
 						itl = append(itl, gaps...)
 						total += n
+						prompts += promptTok
 						mu.Unlock()
 					}
 				}()
@@ -138,10 +165,19 @@ func TestLoad(t *testing.T) {
 				slices.Sort(s)
 				return s[min(len(s)-1, int(p*float64(len(s))))]
 			}
-			t.Logf("parallel %d: %d clients × %d requests × %d tokens: %d tokens in %.1f s = %.1f tok/s aggregate; TTFT p50 %.2f s p99 %.2f s; inter-token p50 %.1f ms p99 %.1f ms; max batch %v",
-				n, clients, perClient, tokens, total, wall, float64(total)/wall, pct(ttft, 0.5), pct(ttft, 0.99), 1e3*pct(itl, 0.5), 1e3*pct(itl, 0.99), maxBatch(t, url))
+			t.Logf("parallel %d: %d clients × %d requests × %d tokens (%d prompt tokens in all): %d tokens in %.1f s = %.1f tok/s aggregate; TTFT p50 %.2f s p99 %.2f s; inter-token p50 %.1f ms p99 %.1f ms; max batch %v; load average %s → %s",
+				n, clients, perClient, tokens, prompts, total, wall, float64(total)/wall, pct(ttft, 0.5), pct(ttft, 0.99), 1e3*pct(itl, 0.5), 1e3*pct(itl, 0.99), maxBatch(t, url), load0, loadavg())
 		})
 	}
+}
+
+// loadavg is the machine's 1-minute load average ("?" where unreadable).
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // maxBatch is apr serve's own max-batch gauge ("-" for another server).
