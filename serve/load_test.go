@@ -58,7 +58,7 @@ func TestLoad(t *testing.T) {
 			var mu sync.Mutex
 			var ttft, itl []float64
 			total, prompts := 0, 0
-			load0 := loadavg()
+			load0, cpu0 := loadavg(), serverCPU(t)
 			if p := os.Getenv("APR_SERVE_CPUPROFILE"); p != "" && os.Getenv("APR_SERVE_LOAD_URL") == "" {
 				f, err := os.Create(fmt.Sprintf("%s.p%d", p, n))
 				if err != nil {
@@ -157,6 +157,7 @@ func TestLoad(t *testing.T) {
 			}
 			wg.Wait()
 			wall := time.Since(begin).Seconds()
+			cpu := serverCPU(t) - cpu0
 			pct := func(v []float64, p float64) float64 {
 				if len(v) == 0 {
 					return 0
@@ -165,8 +166,8 @@ func TestLoad(t *testing.T) {
 				slices.Sort(s)
 				return s[min(len(s)-1, int(p*float64(len(s))))]
 			}
-			t.Logf("parallel %d: %d clients × %d requests × %d tokens (%d prompt tokens in all): %d tokens in %.1f s = %.1f tok/s aggregate; TTFT p50 %.2f s p99 %.2f s; inter-token p50 %.1f ms p99 %.1f ms; max batch %v; load average %s → %s",
-				n, clients, perClient, tokens, prompts, total, wall, float64(total)/wall, pct(ttft, 0.5), pct(ttft, 0.99), 1e3*pct(itl, 0.5), 1e3*pct(itl, 0.99), maxBatch(t, url), load0, loadavg())
+			t.Logf("parallel %d: %d clients × %d requests × %d tokens (%d prompt tokens in all): %d tokens in %.1f s = %.1f tok/s aggregate (server CPU %.1f s: %.1f tok per CPU-s); TTFT p50 %.2f s p99 %.2f s; inter-token p50 %.1f ms p99 %.1f ms; max batch %v; load average %s → %s",
+				n, clients, perClient, tokens, prompts, total, wall, float64(total)/wall, cpu, float64(total)/cpu, pct(ttft, 0.5), pct(ttft, 0.99), 1e3*pct(itl, 0.5), 1e3*pct(itl, 0.99), maxBatch(t, url), load0, loadavg())
 		})
 	}
 }
