@@ -30,7 +30,9 @@ func envInt(name string, def int) int {
 // a side-by-side figure; --parallel is then that server's): APR_SERVE_CLIENTS clients (default 8) each send
 // APR_SERVE_REQUESTS (2) streamed greedy /v1/completions requests of
 // APR_SERVE_TOKENS (64) tokens, for each --parallel in APR_SERVE_PARALLEL
-// ("1,8"). It stops by itself, fails on any error or incomplete stream, and
+// ("1,8"). Each run's prompts carry a fresh number, so no server answers
+// them from a cache of an earlier run. TTFT is the time from sending a
+// request to the first chunk that carries a generated token. It stops by itself, fails on any error or incomplete stream, and
 // logs p50/p99 TTFT, p50/p99 inter-token latency and aggregate tok/s.
 //
 //	APR_SERVE_LOAD=model.gguf go test ./serve -run TestLoad -v -timeout 30m
@@ -73,6 +75,16 @@ func TestLoad(t *testing.T) {
 			// server closed while idle fails the next request on it.
 			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 			verbose := os.Getenv("APR_SERVE_LOAD_VERBOSE") != ""
+			// Every run's prompts are new to the server: a server that kept
+			// an earlier run's prompts in its slots (llama-server reuses a
+			// slot's cached prefix) would otherwise prefill next to nothing
+			// and report a TTFT of its cache, not of its prefill. The nonce
+			// has a fixed width, so the prompts' lengths do not change.
+			// (APR_SERVE_LOAD_NONCE fixes it, to show what a warm cache does.)
+			nonce := time.Now().UnixNano() % 1_000_000
+			if v, err := strconv.Atoi(os.Getenv("APR_SERVE_LOAD_NONCE")); err == nil {
+				nonce = int64(v)
+			}
 			begin := time.Now()
 			var wg sync.WaitGroup
 			for c := range clients {
@@ -80,7 +92,7 @@ func TestLoad(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for r := range perClient {
-						prompt := fmt.Sprintf("Client %d asks question %d: tell me a story about the number %d.", c, r, c*perClient+r)
+						prompt := fmt.Sprintf("Run %06d. Client %d asks question %d: tell me a story about the number %d.", nonce, c, r, c*perClient+r)
 						body := fmt.Sprintf(`{"prompt": %q, "max_tokens": %d, "temperature": 0, "ignore_eos": true, "stream": true, "stream_options": {"include_usage": true}}`, prompt, tokens)
 						sent := time.Now()
 						resp, err := client.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
