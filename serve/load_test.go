@@ -30,6 +30,8 @@ func envInt(name string, def int) int {
 // a side-by-side figure; --parallel is then that server's): APR_SERVE_CLIENTS clients (default 8) each send
 // APR_SERVE_REQUESTS (2) streamed greedy /v1/completions requests of
 // APR_SERVE_TOKENS (64) tokens, for each --parallel in APR_SERVE_PARALLEL
+// (APR_SERVE_THREADS and APR_SERVE_CHUNK set apr serve's threads and prefill
+// budget)
 // ("1,8"). Each run's prompts carry a fresh number, so no server answers
 // them from a cache of an earlier run. TTFT is the time from sending a
 // request to the first chunk that carries a generated token. It stops by itself, fails on any error or incomplete stream, and
@@ -55,7 +57,7 @@ func TestLoad(t *testing.T) {
 		t.Run(fmt.Sprintf("parallel=%d", n), func(t *testing.T) {
 			url := os.Getenv("APR_SERVE_LOAD_URL")
 			if url == "" {
-				_, url = start(t, serve.Options{Model: model, Parallel: n, Threads: threads, Ctx: 512})
+				_, url = start(t, serve.Options{Model: model, Parallel: n, Threads: threads, Ctx: 512, Chunk: envInt("APR_SERVE_CHUNK", 0)})
 			}
 			var mu sync.Mutex
 			var ttft, itl []float64
