@@ -8,11 +8,12 @@
 // Every sequence is driven by engine/generate's Seq, the same sampling loop
 // apr run uses, on its own session: a stream's token ids are the ids apr run
 // gives for the same prompt, backend and sampling parameters (batch
-// invariance; serve's tests prove it with 16 concurrent requests). The
-// scheduler advances every active sequence by one forward pass per step (a
-// decode token, or a prefill chunk of PrefillChunk tokens) one session after
-// the other: the engines evaluate one session at a time today, so a step's
-// sequences share the step, not the matrix products. apr_serve_batch_size
+// invariance; serve's tests prove it with 16 concurrent requests). Each
+// scheduler step advances every active sequence by one forward pass, and on
+// an engine that can (generate.AdvanceBatch over a model.BatchDecoder: the
+// cpu engine) all of them share that pass: every decoding sequence's token
+// and the waiting prompts' tokens (up to PrefillChunk of them, all prompts
+// together) go through every weight once per step. apr_serve_batch_size
 // counts the sequences each step advanced.
 //
 // Errors have OpenAI's shape ({"error": {"message", "type", "param",

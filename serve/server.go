@@ -30,7 +30,7 @@ const (
 	DefaultParallel     = 4
 	DefaultCtx          = 4096
 	DefaultMaxBody      = 4 << 20 // bytes of a request body
-	DefaultPrefillChunk = 256     // prompt tokens (all prompts together) per forward pass while others decode
+	DefaultPrefillChunk = 512     // prompt tokens (all prompts together) per forward pass while others decode
 	DefaultGrace        = 10 * time.Second
 	DefaultMaxQueue     = 256 // requests waiting for a slot; more get 503
 )

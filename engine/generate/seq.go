@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/gguf"
@@ -331,13 +332,14 @@ func (q *Seq) pass(feed []int32) (bool, error) {
 // tokens; its rows equal each session's own Eval, so every sequence samples
 // what it would alone): every decoding sequence feeds its last sampled
 // token, and the sequences still feeding their prompt share a budget of
-// chunk prompt tokens (0: no limit), in order — the first ones take what
+// chunk prompt tokens (0: no limit; never more than fits one pass beside
+// the decoding rows), in order — the first ones take what
 // they need, the later ones may wait for the next step, so that a burst of
 // new prompts does not stall the streams already decoding. Without a
 // BatchDecoder each sequence does Advance(chunk), one after another.
 // sampled[i] and errs[i] are what Advance would return for seqs[i] (false
 // and nil for a sequence that waited); a failed pass fails every sequence
-// in it.
+// in it. The sequences of a pass sample concurrently.
 func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 	sampled, errs = make([]bool, len(seqs)), make([]error, len(seqs))
 	type item struct {
@@ -347,6 +349,23 @@ func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 	var batch []item
 	var bd model.BatchDecoder
 	rows, budget := 0, chunk
+	if chunk > 0 {
+		// The decode tokens and the prompt chunks of one step fit one pass
+		// when they can: the budget leaves room for every decoding row.
+		for _, q := range seqs {
+			b, ok := q.slot.m.Eng.(model.BatchDecoder)
+			if !ok {
+				continue
+			}
+			if budget > b.MaxBatchRows() {
+				budget = b.MaxBatchRows()
+			}
+			if q.err == nil && !q.Done() && q.slot.sess != nil && !q.Prefilling() {
+				budget--
+			}
+		}
+		budget = max(budget, 1)
+	}
 	run := func() {
 		if len(batch) == 1 {
 			it := batch[0]
@@ -357,6 +376,11 @@ func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 				sessions[k], parts[k] = seqs[it.i].slot.sess, it.feed
 			}
 			out, err := bd.EvalBatch(sessions, parts)
+			// The sequences sample concurrently: each has its own sampler,
+			// history and decoder (the tokenizer is only read), and a
+			// vocabulary-wide pass per sequence is otherwise a serial stretch
+			// of every step while the engine's threads wait.
+			var wg sync.WaitGroup
 			for k, it := range batch {
 				q := seqs[it.i]
 				if err != nil {
@@ -365,9 +389,14 @@ func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 				}
 				q.slot.fed = append(q.slot.fed, it.feed...)
 				if !q.Prefilling() {
-					sampled[it.i], errs[it.i] = true, q.sample(out[k])
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						sampled[it.i], errs[it.i] = true, q.sample(out[k])
+					}()
 				}
 			}
+			wg.Wait()
 		}
 		batch, rows = batch[:0], 0
 	}
