@@ -46,6 +46,10 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Log    *slog.Logger
+	// Level is Log's level when the caller made Log with one (Main does):
+	// --log-level sets it. Without it --log-level replaces Log by a logger
+	// on Stderr at that level.
+	Level *slog.LevelVar
 }
 
 type cmdFactory struct {
@@ -77,6 +81,25 @@ Exit codes: 0 ok, 1 a check failed, 2 bad usage or bad input, 3 refused.`,
 	root.SetOut(env.Stdout)
 	root.SetErr(env.Stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return badInput(err) })
+	var level string
+	root.PersistentFlags().StringVar(&level, "log-level", "warn", "what reaches stderr's log lines: debug, info, warn or error (info shows F2's details, debug each bench repetition)")
+	root.PersistentPreRunE = func(c *cobra.Command, args []string) error {
+		if !c.Flags().Changed("log-level") {
+			return nil
+		}
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(level)); err != nil {
+			return badInputf("--log-level %q: want debug, info, warn or error", level)
+		}
+		if env.Level != nil {
+			env.Level.Set(l)
+		} else {
+			lv := new(slog.LevelVar)
+			lv.Set(l)
+			env.Log, env.Level = newLoggerAt(env.Stderr, lv), lv
+		}
+		return nil
+	}
 	root.Version = "set" // enables --version; the line is versionLine()
 	root.SetVersionTemplate("{{aprVersion}}\n")
 	fs := append([]cmdFactory(nil), factories...)
@@ -91,7 +114,9 @@ Exit codes: 0 ok, 1 a check failed, 2 bad usage or bad input, 3 refused.`,
 
 // Main runs apr with args and returns the exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	env := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Log: newLogger(stderr)}
+	lv := new(slog.LevelVar)
+	lv.Set(slog.LevelWarn)
+	env := &Env{Stdin: stdin, Stdout: stdout, Stderr: stderr, Log: newLoggerAt(stderr, lv), Level: lv}
 	root := NewRoot(env)
 	root.SetArgs(args)
 	ctx, stop := withInterrupt(context.Background(), stderr)
@@ -102,8 +127,12 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // newLogger is the CLI's logger: warnings and worse on stderr, without the
 // timestamp (a user reads "level=WARN msg=…" lines as they come).
-func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn,
+func newLogger(w io.Writer) *slog.Logger { return newLoggerAt(w, slog.LevelWarn) }
+
+// newLoggerAt is newLogger at level (a slog.Level or a *slog.LevelVar that
+// --log-level sets).
+func newLoggerAt(w io.Writer, level slog.Leveler) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey {
 				return slog.Attr{}
