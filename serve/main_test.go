@@ -1,15 +1,10 @@
 package serve_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/aprqa/apr/engine/backends"
 )
 
-// TestMain registers the engines as backends by name (engine/backends), as
-// the program does, before the tests open them.
-func TestMain(m *testing.M) {
-	backends.Register()
-	os.Exit(m.Run())
-}
+// TestMain registers the engines as backends by name, as the program does.
+func TestMain(m *testing.M) { backends.Main(m) }

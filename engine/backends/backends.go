@@ -4,6 +4,8 @@
 package backends
 
 import (
+	"os"
+
 	"github.com/aprqa/apr/engine/cpu"
 	"github.com/aprqa/apr/engine/cuda"
 	"github.com/aprqa/apr/engine/ref"
@@ -16,4 +18,12 @@ func Register() {
 	cpu.Register()
 	ref.Register()
 	cuda.Register()
+}
+
+// Main registers the engines and runs a package's tests (m is the
+// *testing.M of its TestMain), exiting with their status: the one
+// TestMain body of every package whose tests open engines by name.
+func Main(m interface{ Run() int }) {
+	Register()
+	os.Exit(m.Run())
 }
