@@ -16,6 +16,7 @@ import (
 
 	"github.com/aprqa/apr/engine/cuda/internal/cu"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/graph"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/internal/testutil"
@@ -431,5 +432,86 @@ func TestProfile(t *testing.T) {
 	be.prof.report(&sb)
 	if !strings.Contains(sb.String(), "k_zero") {
 		t.Fatalf("report:\n%s", sb.String())
+	}
+}
+
+// TestAttendBothKernels: attention over a KV cache of 150 positions, by
+// the split kernel (k_attn: value heads up to 256; 150 positions fill three
+// splits, so the last block combines) and by the whole-row kernel
+// (k_attend: wider value heads, which no fixture model has), one decode
+// row and a 5-row prompt piece, against softmax(q·k·scale)·v in float64.
+func TestAttendBothKernels(t *testing.T) {
+	be := testBackend(t)
+	rng := rand.New(rand.NewSource(11))
+	for _, a := range []graph.Attn{{NHead: 4, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 2, NKV: 1, HK: 32, HV: 320, Scale: 0.17}} {
+		t.Run(fmt.Sprintf("hv%d", a.HV), func(t *testing.T) {
+			const ctx = 150
+			kv, err := be.NewKV(ctx, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.FreeKV(kv)
+			upload := func(rows, cols int) ([]float32, *buf) {
+				x := make([]float32, rows*cols)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				b := be.Work(rows, cols).(*buf)
+				be.do(func() error { return be.d.HtoD(b.p, unsafePtr(x), uint64(4*len(x))) })
+				return x, b
+			}
+			kd, vd := a.NKV*a.HK, a.NKV*a.HV
+			ks, kb := upload(ctx, kd)
+			vs, vb := upload(ctx, vd)
+			if err := be.Store(kv, kb, vb, 0); err != nil {
+				t.Fatal(err)
+			}
+			// The last n positions are the queries' own (pos0 = ctx − n).
+			for _, n := range []int{1, 5} {
+				q, qb := upload(n, a.NHead*a.HK)
+				ob := be.Work(n, a.NHead*a.HV).(*buf)
+				pos0 := ctx - n
+				if err := be.Attend(ob, qb, kv, pos0); err != nil {
+					t.Fatal(err)
+				}
+				got := be.readAll(ob)
+				for r := 0; r < n; r++ {
+					for h := 0; h < a.NHead; h++ {
+						g := h / (a.NHead / a.NKV)
+						np := pos0 + r + 1
+						s := make([]float64, np)
+						mx := math.Inf(-1)
+						for j := range s {
+							for c := 0; c < a.HK; c++ {
+								s[j] += float64(q[r*a.NHead*a.HK+h*a.HK+c]) * float64(ks[j*kd+g*a.HK+c])
+							}
+							s[j] *= float64(a.Scale)
+							mx = math.Max(mx, s[j])
+						}
+						sum := 0.0
+						for j := range s {
+							s[j] = math.Exp(s[j] - mx)
+							sum += s[j]
+						}
+						for c := 0; c < a.HV; c++ {
+							want := 0.0
+							for j := range s {
+								want += s[j] / sum * float64(vs[j*vd+g*a.HV+c])
+							}
+							if g := float64(got[r*a.NHead*a.HV+h*a.HV+c]); math.Abs(g-want) > 1e-5 {
+								t.Fatalf("rows %d: row %d head %d value %d: got %g, want %g", n, r, h, c, g, want)
+							}
+						}
+					}
+				}
+				be.Release(qb)
+				be.Release(ob)
+			}
+			be.Release(kb)
+			be.Release(vb)
+			if be.err != nil {
+				t.Fatal(be.err)
+			}
+		})
 	}
 }
