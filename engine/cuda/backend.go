@@ -725,7 +725,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 			return err
 		}
 		be.tape[len(be.tape)-1].kind = kindMV
-		be.fuseNorm(&be.tape[len(be.tape)-1])
+		be.fuseNorm()
 		return nil
 	})
 	if err == nil && be.plant != nil {
@@ -843,8 +843,8 @@ func (be *backend) Add(dst, x graph.Buf) {
 // fusing reports whether ops may fold now.
 func (be *backend) fusing() bool { return !be.noFuse && be.held && be.err == nil }
 
-// mvInputs are the memory a one-token product reads: X, or with a folded
-// norm its input and the norm's output row.
+// mvReads is the memory a one-token product reads (address, floats): X,
+// and with a folded norm the norm's output row too.
 func mvReads(op *tapeOp) [][2]uint64 {
 	cols := op.args[mvCols]
 	r := [][2]uint64{{op.args[mvX], cols}}
@@ -885,16 +885,16 @@ func mvSlot(op *tapeOp, i int) (cu.Ptr, int) {
 	return cu.Ptr(op.args[k+1]), int(op.args[k+2])
 }
 
-// fuseNorm folds the RMSNorm just before the product op (the tape's last
-// op) into it when the norm wrote op's X: one row, one group, in place
-// never (every block reads the norm's input while block 0 writes its
+// fuseNorm folds the RMSNorm just before the product on the tape's end
+// into it when the norm wrote the product's X: one row, one group, in
+// place never (every block reads the norm's input while block 0 writes its
 // output).
-func (be *backend) fuseNorm(op *tapeOp) {
+func (be *backend) fuseNorm() {
 	n := len(be.tape)
-	if !be.fusing() || n < 2 || op != &be.tape[n-1] {
+	if !be.fusing() || n < 2 {
 		return
 	}
-	nm := &be.tape[n-2]
+	op, nm := &be.tape[n-1], &be.tape[n-2]
 	if nm.kind != kindNorm || nm.args[normD] != op.args[mvX] || nm.args[normCols] != nm.args[normGroup] || nm.grid.X != 1 ||
 		nm.args[normCols] != op.args[mvCols] {
 		return

@@ -48,14 +48,9 @@ func newDense(m *Model, l *model.Layer) (FFN, error) {
 const FFNRows = 128
 
 // ffnRows is the most rows a feed-forward block multiplies at once on c's
-// backend: FFNRows, or the backend's UBatch when it sets one (the CUDA
-// engine's products fill the device only with more rows at once).
-func (c *Ctx) ffnRows() int {
-	if u, ok := c.B.(interface{ UBatch() int }); ok && u.UBatch() > 0 {
-		return u.UBatch()
-	}
-	return FFNRows
-}
+// backend: FFNRows, or the backend's larger UBatch (the CUDA engine's
+// products fill the device only with more rows at once).
+func (c *Ctx) ffnRows() int { return max(FFNRows, ubatch(c.B)) }
 
 func (d *dense) Forward(c *Ctx, x, out Buf) error {
 	b := c.B

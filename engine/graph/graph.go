@@ -127,10 +127,7 @@ type layer struct {
 // A layer kind or feed-forward kind without a registered description, and
 // a tensor the backend has no kernel for, are refused by name.
 func Build(spec *model.Spec, b Backend) (*Model, error) {
-	m := &Model{Spec: spec, B: b, Eps: float32(spec.RMSEps), arena: map[arenaKey]Buf{}, ubatch: UBatch}
-	if u, ok := b.(interface{ UBatch() int }); ok && u.UBatch() > 0 {
-		m.ubatch = u.UBatch()
-	}
+	m := &Model{Spec: spec, B: b, Eps: float32(spec.RMSEps), arena: map[arenaKey]Buf{}, ubatch: ubatch(b)}
 	var err error
 	if m.embd, err = b.Matrix(spec.TokEmbd); err != nil {
 		return nil, err
@@ -361,6 +358,15 @@ func (s *Session) SetTrace(t model.Trace) { s.ctx.trace = t }
 // A backend with an UBatch() int method sets its own (the CUDA engine's
 // products fill the device only with more tokens at once).
 const UBatch = 128
+
+// ubatch is the most tokens one pass takes on b: UBatch, or the backend's
+// own when it has an UBatch() int method.
+func ubatch(b Backend) int {
+	if u, ok := b.(interface{ UBatch() int }); ok && u.UBatch() > 0 {
+		return u.UBatch()
+	}
+	return UBatch
+}
 
 // Eval feeds tokens at positions Pos(), Pos()+1, … as batches of at most
 // UBatch tokens (every matrix product takes a whole batch at once) and
