@@ -15,31 +15,9 @@ import (
 // logits, and a defect the engine does not know is an error, never an
 // unplanted engine.
 func TestPlantIsNamedAndChecked(t *testing.T) {
-	path := testutil.Fixture(t, "models/synth/qwen2-tiny-Q8_0.gguf")
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	spec, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, spec := openQwen2TinyQ8(t)
 	logits := func(plant string) ([]float32, []string) {
-		e, err := cpu.New(f, spec, cpu.Options{Threads: 1, Plant: plant})
-		if err != nil {
-			t.Fatalf("plant %q: %v", plant, err)
-		}
-		defer e.Close()
-		s, err := e.NewSession(4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, err := s.Eval([]int32{39, 301, 385}, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rows[0], e.Kernels()
+		return lastLogits(t, f, spec, cpu.Options{Threads: 1, Plant: plant}, []int32{39, 301, 385})
 	}
 	clean, ks := logits("")
 	for _, k := range ks {
@@ -70,4 +48,40 @@ func TestPlantIsNamedAndChecked(t *testing.T) {
 	if _, err := cpu.New(f, spec, cpu.Options{Plant: "Q8_0:nonesuch"}); err == nil || !strings.Contains(err.Error(), "unknown defect") {
 		t.Errorf("an unknown defect: %v, want an error naming it", err)
 	}
+}
+
+// openQwen2TinyQ8 opens the qwen2-tiny-Q8_0 fixture (closed when the test
+// ends) and reads its spec.
+func openQwen2TinyQ8(t *testing.T) (*gguf.File, *model.Spec) {
+	t.Helper()
+	f, err := gguf.Open(testutil.Fixture(t, "models/synth/qwen2-tiny-Q8_0.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	spec, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, spec
+}
+
+// lastLogits builds an engine with o, feeds toks in one Eval and returns
+// the last position's logits and the engine's kernel ids.
+func lastLogits(t *testing.T, f *gguf.File, spec *model.Spec, o cpu.Options, toks []int32) ([]float32, []string) {
+	t.Helper()
+	e, err := cpu.New(f, spec, o)
+	if err != nil {
+		t.Fatalf("cpu.New(%+v): %v", o, err)
+	}
+	defer e.Close()
+	s, err := e.NewSession(len(toks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.Eval(toks, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows[len(rows)-1], e.Kernels()
 }
