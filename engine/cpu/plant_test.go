@@ -6,6 +6,7 @@ import (
 
 	"github.com/aprqa/apr/engine/cpu"
 	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/internal/enginetest"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/internal/testutil"
 )
@@ -50,20 +51,10 @@ func TestPlantIsNamedAndChecked(t *testing.T) {
 	}
 }
 
-// openQwen2TinyQ8 opens the qwen2-tiny-Q8_0 fixture (closed when the test
-// ends) and reads its spec.
+// openQwen2TinyQ8 opens the qwen2-tiny-Q8_0 fixture for the test.
 func openQwen2TinyQ8(t *testing.T) (*gguf.File, *model.Spec) {
 	t.Helper()
-	f, err := gguf.Open(testutil.Fixture(t, "models/synth/qwen2-tiny-Q8_0.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	spec, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f, spec
+	return enginetest.Model(t, testutil.Fixture(t, "models/synth/qwen2-tiny-Q8_0.gguf"))
 }
 
 // lastLogits builds an engine with o, feeds toks in one Eval and returns

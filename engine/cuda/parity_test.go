@@ -404,15 +404,7 @@ func TestFusion(t *testing.T) {
 // file) when the test ends.
 func newEngine(t *testing.T, path string, o cuda.Options) (*cuda.Engine, *model.Spec) {
 	t.Helper()
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	spec, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, spec := enginetest.Model(t, path)
 	eng, err := cuda.New(f, spec, o)
 	if err != nil {
 		t.Fatal(err)

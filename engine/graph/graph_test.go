@@ -11,6 +11,7 @@ import (
 	"github.com/aprqa/apr/engine/cpu"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/graph"
+	"github.com/aprqa/apr/engine/internal/enginetest"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/refuse"
@@ -97,16 +98,7 @@ func (r *recorder) GatedNorm(o, z graph.Buf, w graph.Weight, g int, eps float32)
 
 func load(t *testing.T, name string) (*gguf.File, *model.Spec) {
 	t.Helper()
-	f, err := gguf.Open(filepath.Join(testutil.Fixtures(t), "models", "synth", name+".gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	spec, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f, spec
+	return enginetest.Model(t, filepath.Join(testutil.Fixtures(t), "models", "synth", name+".gguf"))
 }
 
 // TestDescriptions pins, per architecture, the ops one layer asks of its

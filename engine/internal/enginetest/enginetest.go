@@ -27,22 +27,29 @@ type Loaded struct {
 // closes it when the test ends.
 func Open(tb testing.TB, path, backend string, threads int) *Loaded {
 	tb.Helper()
+	f, spec := Model(tb, path)
+	eng, err := model.OpenBackend(backend, f, spec, model.OpenOptions{Threads: threads})
+	if err != nil {
+		tb.Fatalf("OpenBackend(%q, %s): %v", backend, filepath.Base(path), err)
+	}
+	tb.Cleanup(func() { eng.Close() })
+	return &Loaded{F: f, Spec: spec, Eng: eng}
+}
+
+// Model opens the GGUF file at path (closed when the test ends) and reads
+// its model description.
+func Model(tb testing.TB, path string) (*gguf.File, *model.Spec) {
+	tb.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { f.Close() })
 	spec, err := model.Load(f)
 	if err != nil {
-		f.Close()
 		tb.Fatalf("model.Load(%s): %v", filepath.Base(path), err)
 	}
-	eng, err := model.OpenBackend(backend, f, spec, model.OpenOptions{Threads: threads})
-	if err != nil {
-		f.Close()
-		tb.Fatalf("OpenBackend(%q, %s): %v", backend, filepath.Base(path), err)
-	}
-	tb.Cleanup(func() { eng.Close(); f.Close() })
-	return &Loaded{F: f, Spec: spec, Eng: eng}
+	return f, spec
 }
 
 // NearTieTrace returns a trace hook that records in nearTie every position
