@@ -624,12 +624,15 @@ func checkProduct(dst graph.Buf, w graph.Weight, x graph.Buf) (*buf, *matrix, *b
 }
 
 // mvThreads is the threads per row of a one-token product over nc chunks
-// (1, 2 or 4 warps).
+// (1, 2 or 4 warps): one warp while a lane takes at most two chunks, two up
+// to twelve (measured on the H200 with kernels/bench/mvbench.cu: ffn_down of
+// 152 chunks took 8.0 µs with two warps per row, 8.7 with one, 11.4 with
+// four).
 func mvThreads(nc int) int {
 	switch {
-	case nc >= 96:
+	case nc >= 384:
 		return 128
-	case nc >= 48:
+	case nc > 64:
 		return 64
 	}
 	return 32
@@ -721,7 +724,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 		for i := len(ms); i < 3; i++ {
 			args[mvW1+4*(i-1)+2] = 0 // nr of an absent matrix
 		}
-		if err := be.launch("mv_"+m.name, cu.Dim{X: uint32(blocks)}, cu.Dim{X: 128}, 0, args[:]...); err != nil {
+		if err := be.launch("mv_"+m.name, cu.Dim{X: uint32(be.mvGrid(blocks, nc))}, cu.Dim{X: 128}, 0, args[:]...); err != nil {
 			return err
 		}
 		be.tape[len(be.tape)-1].kind = kindMV
@@ -737,18 +740,38 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 }
 
 // mvRowsPerSlot is how many rows each row slot of a one-token product
-// takes (G in apr.cu's mv_body: 4, 2 or 1): the most that still leaves a
-// block per multiprocessor, so that a decode step's small products keep
-// every multiprocessor busy and its large ones (ffn_down, the output
-// projection) stage x once for more rows and keep more loads in flight.
+// takes (G in apr.cu's mv_body: 4, 2 or 1): the most that still leaves
+// four slots per multiprocessor, so that a decode step's small products
+// spread over every multiprocessor and its large ones (the output
+// projection) stage x for more rows and keep more loads in flight. On the
+// H200 (mvbench) that rule picked the fastest G for each product of
+// qwen2.5-0.5b's decode step: q/k/v and o 1, gate/up 2, ffn_down 1, the
+// output projection 4.
 func (be *backend) mvRowsPerSlot(rows, rpb int) int {
 	for _, g := range []int{4, 2} {
-		if (rows+rpb*g-1)/(rpb*g) >= max(be.sms, 1) {
+		if (rows+rpb*g-1)/(rpb*g) >= 4*max(be.sms, 1) {
 			return g
 		}
 	}
 	return 1
 }
+
+// mvGrid is the grid of a one-token product of slots row slots over nc
+// chunks: when x fits one tile, a block stages it once and takes slot after
+// slot (apr.cu's mv_body), so that the big products (the output projection)
+// stage and normalise x a few times per multiprocessor instead of once per
+// slot; at most mvBlocksPerSM blocks per multiprocessor.
+func (be *backend) mvGrid(slots, nc int) int {
+	if nc <= mvTile {
+		return min(slots, mvBlocksPerSM*max(be.sms, 1))
+	}
+	return slots
+}
+
+// mvTile is apr.cu's MV_TILE (the chunks of x a block of mv stages at a
+// time); mvBlocksPerSM caps a one-tile product's grid at that many blocks
+// per multiprocessor (measured with kernels/bench/mvbench.cu on the H200).
+const mvTile, mvBlocksPerSM = 160, 8
 
 // The prompt product's tile (mm_<type> in apr.cu: MM_BM × MM_BN) and
 // chunks per stage (MM_BK).
@@ -996,8 +1019,12 @@ func (be *backend) fuseGLU(d, g, u *buf) bool {
 		return false
 	}
 	op.args[mvGLU] = uint64(d.p)
-	rpbG := 128 / int(op.args[mvTPR]) * int(op.args[mvFlags]>>4&15)
-	op.grid.X = uint32((n0 + rpbG - 1) / rpbG)
+	// The slots are now the rows of one matrix (each with its pair): G and
+	// the grid for that many.
+	rpb := 128 / int(op.args[mvTPR])
+	rg := be.mvRowsPerSlot(n0, rpb)
+	op.args[mvFlags] = op.args[mvFlags]&^(15<<4) | uint64(rg)<<4
+	op.grid.X = uint32(be.mvGrid((n0+rpb*rg-1)/(rpb*rg), int(op.args[2])))
 	be.fused++
 	return true
 }

@@ -205,10 +205,14 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
 // block) share a row and take its 32-value chunks in turn, so that rows of
 // many chunks (ffn_down) still spread over enough warps. X is staged in
 // shared memory MV_TILE chunks at a time, each chunk's 32 values padded to
-// 33 floats: the lanes, each reading its own chunk, hit 32 different banks
-// (read from global memory, 32 lanes 128 bytes apart touch 32 lines per
-// load). Grid: the blocks of each matrix (ceil(nrows / (128/tpr))) in turn.
+// MV_XS floats: the lanes, each reading its own chunk as float4s, hit
+// different banks in every quarter warp (read from global memory, 32 lanes
+// 128 bytes apart touch 32 lines per load); for the formats with a min, the
+// chunk's sum of x beside it. Each chunk's product is Dot<T>'s (quant.cuh)
+// or deq's values in four fused multiply-add chains (mv_chunk). Grid: the
+// blocks of each matrix (ceil(nrows / (128/tpr·G))) in turn.
 #define MV_TILE 160
+#define MV_XS 36
 //
 // One launch serves what a decode step does with one X (backend.go, fuse),
 // each the same float arithmetic the separate kernels do, so that results
@@ -224,13 +228,25 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
 //   - the SwiGLU of gate and up (glu ≠ 0, two matrices of equal rows,
 //     paired: a block takes the same rows of both), glu[r] = silu(y0)·y1.
 template <class T>
-__device__ __forceinline__ float mv_chunk(const u8 *wr, int cc, int cols, const float *x) {
-  float v[32];
-  deq_chunk<T>(wr, cc, cols, v);
-  float s = 0.f;
+__device__ __forceinline__ float mv_chunk(const u8 *wr, int cc, int cols, const float *x, float xsum) {
+  if constexpr (Dot<T>::has) {
+    const int CPB = T::QK / 32;
+    return Dot<T>::dot(wr + (long long)(cc / CPB) * T::TS, cc % CPB, x, xsum);
+  } else {
+    float v[32];
+    deq_chunk<T>(wr, cc, cols, v);
+    const float4 *x4 = (const float4 *)x;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-  for (int j = 0; j < 32; j++) s += v[j] * x[j];
-  return s;
+    for (int i = 0; i < 8; i++) {
+      float4 xv = x4[i];
+      acc[0] = __fmaf_rn(v[4 * i], xv.x, acc[0]);
+      acc[1] = __fmaf_rn(v[4 * i + 1], xv.y, acc[1]);
+      acc[2] = __fmaf_rn(v[4 * i + 2], xv.z, acc[2]);
+      acc[3] = __fmaf_rn(v[4 * i + 3], xv.w, acc[3]);
+    }
+    return sum4(acc);
+  }
 }
 
 __device__ __forceinline__ float silu(float x) { return x / (1.f + expf(-x)); }
@@ -243,125 +259,177 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); 
 // order, then the warp's and the block's reductions: G does not change
 // results.
 #define MV_G 4
+// prefetch_l2(p, n): the 128-byte lines of [p, p + n) into the L2 cache, a
+// line per thread of the block in turn (a hint: nothing waits for it). A
+// product's block asks for its rows first, so that the weights come from
+// DRAM while it stages and normalises x.
+__device__ __forceinline__ void prefetch_l2(const u8 *p, long long n) {
+#ifndef APR_HOST
+  unsigned long long e = (unsigned long long)p + (unsigned long long)n;
+  for (unsigned long long q = ((unsigned long long)p & ~127ull) + 128ull * threadIdx.x; q < e; q += 128ull * blockDim.x)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(q));
+#endif
+}
+
 template <class T>
 __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, float *Y, int nrows,
                         int tpr, const float *bias, float *res, const u8 *W1, float *Y1, int nr1, const float *bias1,
                         const u8 *W2, float *Y2, int nr2, const float *bias2, const float *nw, float eps, float *nout,
                         int nflags, float *glu) {
-  __shared__ float xs[MV_TILE * 33];
+  __shared__ __align__(16) float xs[MV_TILE * MV_XS];
+  __shared__ float xsum[MV_TILE];
+  __shared__ float nws[MV_TILE * 32];
   __shared__ float part[2][MV_G][4];
   __shared__ double nsh[32];
   int G = (nflags >> 4) & 15;
   int rpb = 128 / tpr, rpbG = rpb * G;
   int sub = threadIdx.x % tpr, rl = threadIdx.x / tpr;
-  // Which matrix this block serves; its rows are base + g·rpb + rl.
-  int b = blockIdx.x;
-  const u8 *Wm = W;
-  float *Ym = Y;
-  const float *bm = bias;
-  int nm = nrows;
-  if (!glu) {
-    int b0 = (nrows + rpbG - 1) / rpbG, b1 = (nr1 + rpbG - 1) / rpbG;
+  // Slots: G·rpb rows of one matrix each, the matrices' in turn (glu: the
+  // same rows of W and W1 together). A block takes slots blockIdx.x,
+  // blockIdx.x + gridDim.x, …; when x fits one tile (nchunk ≤ MV_TILE) it
+  // is staged once for all of them.
+  int b0 = (nrows + rpbG - 1) / rpbG, b1 = glu ? 0 : (nr1 + rpbG - 1) / rpbG, b2 = glu ? 0 : (nr2 + rpbG - 1) / rpbG;
+  int ntiles = (nchunk + MV_TILE - 1) / MV_TILE;
+  bool norm = nflags & 1, staged = false;
+  // The norm (nflags & 1): its scale is k_rmsnorm's to the bit (the sum of
+  // squares in double, each thread its columns threadIdx.x + 128·k in
+  // order), and so is x·scale·nw. When x fits one tile, x and nw are staged
+  // together (one trip to memory) and normalised in place; otherwise the
+  // sum of squares comes first, from X.
+  float scale = 1.f;
+  if (norm && ntiles > 1) {
+    double q = 0;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) q += (double)X[i] * (double)X[i];
+    q = block_sumd(q, nsh);
+    float mean = (float)(q / cols);
+    scale = 1.f / sqrtf(mean + eps);
+  }
+  for (int slot = blockIdx.x; slot < b0 + b1 + b2; slot += gridDim.x) {
+    int b = slot;
+    const u8 *Wm = W;
+    float *Ym = Y;
+    const float *bm = bias;
+    int nm = nrows;
     if (b >= b0 + b1) {
       b -= b0 + b1, Wm = W2, Ym = Y2, bm = bias2, nm = nr2;
     } else if (b >= b0) {
       b -= b0, Wm = W1, Ym = Y1, bm = bias1, nm = nr1;
     }
-  }
-  int base = b * rpbG + rl;
-  const u8 *wr[MV_G], *wr1[MV_G];
+    {
+      int r0 = b * rpbG, n = (nm < r0 + rpbG ? nm : r0 + rpbG) - r0;
+      prefetch_l2(Wm + (long long)r0 * rowBytes, (long long)n * rowBytes);
+      if (glu) prefetch_l2(W1 + (long long)r0 * rowBytes, (long long)n * rowBytes);
+    }
+    int base = b * rpbG + rl;
+    const u8 *wr[MV_G], *wr1[MV_G];
 #pragma unroll
-  for (int g = 0; g < MV_G; g++) {
-    int row = base + g * rpb;
-    bool live = g < G && row < nm;
-    wr[g] = Wm + (long long)(live ? row : 0) * rowBytes;
-    wr1[g] = glu ? W1 + (long long)(live ? row : 0) * rowBytes : nullptr;
-  }
-  float scale = 1.f;
-  if (nflags & 1) {
-    double s = 0;
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) s += (double)X[i] * (double)X[i];
-    s = block_sumd(s, nsh);
-    float mean = (float)(s / cols);
-    scale = 1.f / sqrtf(mean + eps);
-  }
-  bool vec = ((unsigned long long)X & 15) == 0 && (cols & 3) == 0;
-  float acc[MV_G], acc1[MV_G];
+    for (int g = 0; g < MV_G; g++) {
+      int row = base + g * rpb;
+      bool live = g < G && row < nm;
+      wr[g] = Wm + (long long)(live ? row : 0) * rowBytes;
+      wr1[g] = glu ? W1 + (long long)(live ? row : 0) * rowBytes : nullptr;
+    }
+    float acc[MV_G], acc1[MV_G];
 #pragma unroll
-  for (int g = 0; g < MV_G; g++) acc[g] = 0.f, acc1[g] = 0.f;
-  for (int c0 = 0; c0 < nchunk; c0 += MV_TILE) {
-    int nct = nchunk - c0 < MV_TILE ? nchunk - c0 : MV_TILE;
-    __syncthreads();
-    for (int i = threadIdx.x * 4; i < nct * 32; i += blockDim.x * 4) {
-      int col = c0 * 32 + i;
-      float v[4];
-      if (vec && col + 3 < cols) {
-        float4 q = *(const float4 *)(X + col);
-        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; e++) v[e] = col + e < cols ? X[col + e] : 0.f;
-      }
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        if ((nflags & 1) && col + e < cols) {
-          v[e] = nw ? (v[e] * scale) * nw[col + e] : v[e] * scale;
-          if (blockIdx.x == 0) nout[col + e] = v[e];
+    for (int g = 0; g < MV_G; g++) acc[g] = 0.f, acc1[g] = 0.f;
+    for (int c0 = 0; c0 < nchunk; c0 += MV_TILE) {
+      int nct = nchunk - c0 < MV_TILE ? nchunk - c0 : MV_TILE;
+      if (ntiles > 1 || !staged) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < nct * 32; i += blockDim.x) {
+          int col = c0 * 32 + i;
+          float v = col < cols ? X[col] : 0.f;
+          if (norm && col < cols && nw) {
+            if (ntiles > 1) v = (v * scale) * nw[col];
+            else nws[i] = nw[col];
+          } else if (norm && col < cols && ntiles > 1) {
+            v = v * scale;
+          }
+          if (norm && ntiles > 1 && blockIdx.x == 0 && col < cols) nout[col] = v;
+          xs[(i >> 5) * MV_XS + (i & 31)] = v;
         }
-        xs[((i + e) >> 5) * 33 + ((i + e) & 31)] = v[e];
+        if (norm && ntiles == 1) {
+          // Each thread's columns are the ones it staged: its sum of
+          // squares needs no barrier before it, the block's does.
+          double q = 0;
+          for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+            float v = xs[(i >> 5) * MV_XS + (i & 31)];
+            q += (double)v * (double)v;
+          }
+          q = block_sumd(q, nsh);
+          float mean = (float)(q / cols);
+          scale = 1.f / sqrtf(mean + eps);
+          for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+            float *p = &xs[(i >> 5) * MV_XS + (i & 31)];
+            float v = nw ? (*p * scale) * nws[i] : *p * scale;
+            *p = v;
+            if (blockIdx.x == 0) nout[i] = v;
+          }
+        }
+        __syncthreads();
+        if constexpr (Dot<T>::xsum) {
+          for (int c = threadIdx.x; c < nct; c += blockDim.x) {
+            const float *xc = xs + c * MV_XS;
+            float a = 0.f;
+            for (int j = 0; j < 32; j++) a += xc[j];
+            xsum[c] = a;
+          }
+          __syncthreads();
+        }
       }
-    }
-    __syncthreads();
-    for (int c = sub; c < nct; c += tpr) {
+      for (int c = sub; c < nct; c += tpr) {
+        float xsc = Dot<T>::xsum ? xsum[c] : 0.f;
 #pragma unroll
-      for (int g = 0; g < MV_G; g++) {
-        if (g < G && base + g * rpb < nm) {
-          acc[g] += mv_chunk<T>(wr[g], c0 + c, cols, xs + c * 33);
-          if (glu) acc1[g] += mv_chunk<T>(wr1[g], c0 + c, cols, xs + c * 33);
+        for (int g = 0; g < MV_G; g++) {
+          if (g < G && base + g * rpb < nm) {
+            acc[g] += mv_chunk<T>(wr[g], c0 + c, cols, xs + c * MV_XS, xsc);
+            if (glu) acc1[g] += mv_chunk<T>(wr1[g], c0 + c, cols, xs + c * MV_XS, xsc);
+          }
         }
       }
     }
-  }
-#pragma unroll
-  for (int g = 0; g < MV_G; g++) {
-    if (g >= G) break;
-    acc[g] = warp_sum(acc[g]);
-    if (glu) acc1[g] = warp_sum(acc1[g]);
-  }
-  if (tpr > 32) {
-    int wpr = tpr / 32;
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) {
-#pragma unroll
-      for (int g = 0; g < MV_G; g++)
-        if (g < G) part[0][g][threadIdx.x >> 5] = acc[g], part[1][g][threadIdx.x >> 5] = acc1[g];
-    }
-    __syncthreads();
+    staged = true;
 #pragma unroll
     for (int g = 0; g < MV_G; g++) {
       if (g >= G) break;
-      acc[g] = 0.f, acc1[g] = 0.f;
-      for (int w = 0; w < wpr; w++) acc[g] += part[0][g][rl * wpr + w], acc1[g] += part[1][g][rl * wpr + w];
+      acc[g] = warp_sum(acc[g]);
+      if (glu) acc1[g] = warp_sum(acc1[g]);
     }
-  }
-  if (sub != 0) return;
+    if (tpr > 32) {
+      int wpr = tpr / 32;
+      __syncthreads();
+      if ((threadIdx.x & 31) == 0) {
 #pragma unroll
-  for (int g = 0; g < MV_G; g++) {
-    int row = base + g * rpb;
-    if (g >= G || row >= nm) break;
-    float a = acc[g], a1 = acc1[g];
-    if (bm) a = a + bm[row];
-    if (glu) {
-      if (bias1) a1 = a1 + bias1[row];
-      // Y0 and Y1 as the products left them, then SwiGLU's output (which
-      // may be Y0 itself).
-      Ym[row] = a;
-      Y1[row] = a1;
-      glu[row] = silu(a) * a1;
-      continue;
+        for (int g = 0; g < MV_G; g++)
+          if (g < G) part[0][g][threadIdx.x >> 5] = acc[g], part[1][g][threadIdx.x >> 5] = acc1[g];
+      }
+      __syncthreads();
+#pragma unroll
+      for (int g = 0; g < MV_G; g++) {
+        if (g >= G) break;
+        acc[g] = 0.f, acc1[g] = 0.f;
+        for (int w = 0; w < wpr; w++) acc[g] += part[0][g][rl * wpr + w], acc1[g] += part[1][g][rl * wpr + w];
+      }
     }
-    Ym[row] = a;
-    if (res) res[row] = res[row] + a;
+    if (sub != 0) continue;
+#pragma unroll
+    for (int g = 0; g < MV_G; g++) {
+      int row = base + g * rpb;
+      if (g >= G || row >= nm) break;
+      float a = acc[g], a1 = acc1[g];
+      if (bm) a = a + bm[row];
+      if (glu) {
+        if (bias1) a1 = a1 + bias1[row];
+        // Y0 and Y1 as the products left them, then SwiGLU's output (which
+        // may be Y0 itself).
+        Ym[row] = a;
+        Y1[row] = a1;
+        glu[row] = silu(a) * a1;
+        continue;
+      }
+      Ym[row] = a;
+      if (res) res[row] = res[row] + a;
+    }
   }
 }
 

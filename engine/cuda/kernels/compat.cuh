@@ -34,6 +34,7 @@ struct __attribute__((aligned(16))) float4 {
   float x, y, z, w;
 };
 __device__ static inline float __fmaf_rn(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+__device__ static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) { return __nvvm_prmt(x, y, s); }
 __device__ static inline unsigned atomicAdd(unsigned *p, unsigned v) { return __nvvm_atom_add_gen_i((int *)p, (int)v); }
 __device__ static inline void __threadfence() { __nvvm_membar_gl(); }
 __device__ static inline float __int_as_float(int x) { return __builtin_bit_cast(float, x); }

@@ -36,9 +36,18 @@ static inline float h2f(unsigned short h) {
   return bits_f(s | ((e + 112) << 23) | (m << 13));
 }
 
-// The vector type and the fused multiply-add the tiled product uses.
+// The vector type, the fused multiply-add and the byte permute the products
+// use.
 #define __align__(n) __attribute__((aligned(n)))
 struct __attribute__((aligned(16))) float4 {
   float x, y, z, w;
 };
 static inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+// __byte_perm(x, y, s): byte n of the result is byte (s >> 4n) & 7 of y:x
+// (the selectors' sign-replicate bit is not used by the kernels).
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  uint64_t v = ((uint64_t)y << 32) | x;
+  unsigned r = 0;
+  for (int n = 0; n < 4; n++) r |= (unsigned)((v >> (8 * ((s >> (4 * n)) & 7))) & 0xff) << (8 * n);
+  return r;
+}

@@ -566,6 +566,126 @@ struct IQ1_M {
   }
 };
 
+// ---- one chunk of a row times F32 activations (the decode products) --------
+// Dot<T>::dot(blk, sub, x, xsum) = Σ_j v[j]·x[j] over the 32 values v of
+// chunk sub of the block at blk, for the formats whose values are a scale
+// times small integer codes (plus a min for Q4_K). Where deq would convert
+// every code to a float and scale it before the product, these turn four
+// codes at a time into floats exactly (each byte under the exponent of 2^23:
+// one byte permute, then one add that takes away 2^23 and the format's
+// offset), multiply them with x in four independent fused multiply-add
+// chains (x 16-byte aligned, read as float4) and apply the scales once per
+// chunk (Q6_K: per half); xsum is Σ x over the chunk (Q4_K's min term).
+// The sums are the same products in another order, far inside the plain
+// tier (tested against deq in engine/cuda TestProducts). Formats without a
+// Dot take deq and the same four chains (mv_chunk in apr.cu).
+template <class T> struct Dot {
+  static const bool has = false, xsum = false;
+};
+// code(w, k, off): byte k of w as a float, minus off − 2^23.
+__device__ __forceinline__ float code(u32 w, int k, float off) {
+  return __int_as_float((int)__byte_perm(w, 0x4B000000u, 0x7650u | (u32)k)) - off;
+}
+// dot4(w, x, acc, off): acc[k] += (byte k of w − off + 2^23)·x[k].
+__device__ __forceinline__ void dot4(u32 w, float4 x, float *acc, float off) {
+  acc[0] = __fmaf_rn(code(w, 0, off), x.x, acc[0]);
+  acc[1] = __fmaf_rn(code(w, 1, off), x.y, acc[1]);
+  acc[2] = __fmaf_rn(code(w, 2, off), x.z, acc[2]);
+  acc[3] = __fmaf_rn(code(w, 3, off), x.w, acc[3]);
+}
+__device__ __forceinline__ float sum4(const float *acc) { return (acc[0] + acc[1]) + (acc[2] + acc[3]); }
+// u32 of two little-endian u16 at a 2-aligned p.
+__device__ __forceinline__ u32 ld32h(const u8 *p) {
+  const u16 *h = (const u16 *)p;
+  return (u32)h[0] | ((u32)h[1] << 16);
+}
+// spread4(t): bit k of t (k < 4) to bit 4 of byte k (Q5_0's fifth bits).
+__device__ __forceinline__ u32 spread4(u32 t) { return ((t & 15u) * 0x02040810u) & 0x10101010u; }
+
+#define TWO23 8388608.f
+template <> struct Dot<Q4_0> { // 18-byte blocks: 2-aligned
+  static const bool has = true, xsum = false;
+  __device__ static float dot(const u8 *b, int, const float *x, float) {
+    const float4 *x4 = (const float4 *)x;
+    float d = h2f(((const u16 *)b)[0]), acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      u32 w = ld32h(b + 2 + 4 * i);
+      dot4(w & 0x0F0F0F0Fu, x4[i], acc, TWO23 + 8.f);
+      dot4((w >> 4) & 0x0F0F0F0Fu, x4[4 + i], acc, TWO23 + 8.f);
+    }
+    return d * sum4(acc);
+  }
+};
+template <> struct Dot<Q5_0> { // 22-byte blocks: 2-aligned
+  static const bool has = true, xsum = false;
+  __device__ static float dot(const u8 *b, int, const float *x, float) {
+    const float4 *x4 = (const float4 *)x;
+    float d = h2f(((const u16 *)b)[0]), acc[4] = {0.f, 0.f, 0.f, 0.f};
+    u32 qh = ld32h(b + 2);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      u32 w = ld32h(b + 6 + 4 * i);
+      dot4((w & 0x0F0F0F0Fu) | spread4(qh >> (4 * i)), x4[i], acc, TWO23 + 16.f);
+      dot4(((w >> 4) & 0x0F0F0F0Fu) | spread4(qh >> (16 + 4 * i)), x4[4 + i], acc, TWO23 + 16.f);
+    }
+    return d * sum4(acc);
+  }
+};
+template <> struct Dot<Q8_0> { // 34-byte blocks: 2-aligned
+  static const bool has = true, xsum = false;
+  __device__ static float dot(const u8 *b, int, const float *x, float) {
+    const float4 *x4 = (const float4 *)x;
+    float d = h2f(((const u16 *)b)[0]), acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 8; i++) dot4(ld32h(b + 2 + 4 * i) ^ 0x80808080u, x4[i], acc, TWO23 + 128.f);
+    return d * sum4(acc);
+  }
+};
+template <> struct Dot<Q4_K> {
+  static const bool has = true, xsum = true;
+  __device__ static float dot(const u8 *b, int sub, const float *x, float xs) {
+    const float4 *x4 = (const float4 *)x;
+    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    u8 sc, m;
+    scale_min_k4(sub, b + 4, sc, m);
+    const u8 *q = b + 16 + 32 * (sub / 2);
+    int shift = 4 * (sub % 2);
+    u32 w[8];
+    if (aligned16(q)) {
+      u32x4 a = ld128(q), c = ld128(q + 16);
+      w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = c.x, w[5] = c.y, w[6] = c.z, w[7] = c.w;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; i++) w[i] = ld32(q + 4 * i);
+    }
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 8; i++) dot4((w[i] >> shift) & 0x0F0F0F0Fu, x4[i], acc, TWO23);
+    return (d * (float)sc) * sum4(acc) - (dmin * (float)m) * xs;
+  }
+};
+template <> struct Dot<Q6_K> { // 210-byte blocks: 2-aligned
+  static const bool has = true, xsum = false;
+  __device__ static float dot(const u8 *b, int sub, const float *x, float) {
+    const float4 *x4 = (const float4 *)x;
+    float d = h2f(((const u16 *)(b + 208))[0]);
+    int n = sub / 4, k = sub % 4;
+    const u8 *ql = b + 64 * n + (k & 1) * 32, *qh = b + 128 + 32 * n;
+    const signed char *sc = (const signed char *)(b + 192 + 8 * n);
+    int shift = (k >> 1) * 4;
+    float a0[4] = {0.f, 0.f, 0.f, 0.f}, a1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      u32 l = (ld32h(ql + 4 * i) >> shift) & 0x0F0F0F0Fu, h = ld32h(qh + 4 * i);
+      h = (k < 2 ? h << (4 - 2 * k) : h >> (2 * k - 4)) & 0x30303030u;
+      dot4(l | h, x4[i], i < 4 ? a0 : a1, TWO23 + 32.f);
+    }
+    return d * ((float)sc[2 * k] * sum4(a0) + (float)sc[2 * k + 1] * sum4(a1));
+  }
+};
+#undef TWO23
+
 // APR_TYPES(X) lists every format with its ggml type id: X(name, id).
 #define APR_TYPES(X)                                                                                       \
   X(F32, 0) X(F16, 1) X(Q4_0, 2) X(Q4_1, 3) X(Q5_0, 6) X(Q5_1, 7) X(Q8_0, 8) X(Q2_K, 10) X(Q3_K, 11)         \

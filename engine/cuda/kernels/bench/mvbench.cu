@@ -1,0 +1,178 @@
+// mvbench.cu: times the one-token product kernels (mv_<type> of apr.cu) on
+// the decode step's shapes, inside CUDA graphs, for each threads-per-row
+// (tpr), rows-per-slot (G) and cap on blocks per multiprocessor the host
+// may choose, beside a plain streaming
+// read of the same bytes. Each launch reads its own copy of the weights
+// (enough copies to leave the L2 cache behind), as a decode step's layers
+// do. A development tool for the GPU machine (not part of apr):
+//
+//   nvcc -O3 -fmad=false -arch=sm_90 -I engine/cuda/kernels -o /tmp/mvbench \
+//       engine/cuda/kernels/bench/mvbench.cu && /tmp/mvbench
+//
+// -I another kernels directory times another version of the kernels (the
+// launch arguments must be the same).
+#include "apr.cu"
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                                   \
+  do {                                                                                          \
+    cudaError_t e = (x);                                                                        \
+    if (e != cudaSuccess) {                                                                     \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e));         \
+      exit(1);                                                                                  \
+    }                                                                                           \
+  } while (0)
+
+__global__ void fill(u32 *p, long long n, u32 seed, u32 scaleMask) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    u32 h = (u32)i * 0x9e3779b1u ^ seed;
+    h ^= h >> 15, h *= 0x85ebca77u, h ^= h >> 13, h *= 0xc2b2ae3du, h ^= h >> 16;
+    p[i] = h & scaleMask;
+  }
+}
+
+typedef void (*MV)(const u8 *, long long, int, int, const float *, float *, int, int, const float *, float *, const u8 *,
+                   float *, int, const float *, const u8 *, float *, int, const float *, const float *, float, float *, int,
+                   float *);
+
+struct Shape {
+  const char *name;
+  MV fn;
+  int qk, ts; // values and bytes per block
+  int rows[3], nmat, cols;
+  bool norm, glu, res;
+};
+
+static float timeGraph(cudaStream_t st, cudaGraphExec_t ge, int launches) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  CK(cudaGraphLaunch(ge, st));
+  CK(cudaStreamSynchronize(st));
+  float best = 1e30f;
+  for (int r = 0; r < 5; r++) {
+    CK(cudaEventRecord(a, st));
+    CK(cudaGraphLaunch(ge, st));
+    CK(cudaEventRecord(b, st));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    best = ms < best ? ms : best;
+  }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return best * 1000.f / launches; // µs per launch
+}
+
+int main() {
+  int sms;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  // qwen2.5-0.5b's decode step (hidden 896, 2 kv heads of 64, ffn 4864,
+  // vocabulary 151936) at the types apr synth and llama-quantize give it.
+  std::vector<Shape> shapes = {
+      {"qkv Q5_0", mv_Q5_0, 32, 22, {896, 128, 128}, 3, 896, true, false, false},
+      {"o Q5_0", mv_Q5_0, 32, 22, {896, 0, 0}, 1, 896, false, false, true},
+      {"gate/up Q5_0", mv_Q5_0, 32, 22, {4864, 4864, 0}, 2, 896, true, true, false},
+      {"down Q4_K", mv_Q4_K, 256, 144, {896, 0, 0}, 1, 4864, false, false, true},
+      {"down Q6_K", mv_Q6_K, 256, 210, {896, 0, 0}, 1, 4864, false, false, true},
+      {"lm Q5_0", mv_Q5_0, 32, 22, {151936, 0, 0}, 1, 896, true, false, false},
+      {"qkv Q8_0", mv_Q8_0, 32, 34, {896, 128, 128}, 3, 896, true, false, false},
+      {"gate/up Q8_0", mv_Q8_0, 32, 34, {4864, 4864, 0}, 2, 896, true, true, false},
+      {"down Q8_0", mv_Q8_0, 32, 34, {896, 0, 0}, 1, 4864, false, false, true},
+      {"lm Q8_0", mv_Q8_0, 32, 34, {151936, 0, 0}, 1, 896, true, false, false},
+      {"gate/up F16", mv_F16, 32, 64, {4864, 4864, 0}, 2, 896, true, true, false},
+      {"down F16", mv_F16, 32, 64, {896, 0, 0}, 1, 4864, false, false, true},
+  };
+  int cfg[][2] = {{32, 1}, {32, 2}, {32, 4}, {64, 1}, {64, 2}, {128, 1}, {128, 2}, {128, 4}};
+  int caps[] = {0, 4, 8, 16}; // blocks per multiprocessor at most (0: one block per slot)
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  float *x, *y, *nw, *glu, *nout, *y1, *y2, *res;
+  CK(cudaMalloc(&x, 4 << 20));
+  CK(cudaMalloc(&nw, 4 << 20));
+  CK(cudaMalloc(&y, 4 << 20));
+  CK(cudaMalloc(&y1, 4 << 20));
+  CK(cudaMalloc(&y2, 4 << 20));
+  CK(cudaMalloc(&glu, 4 << 20));
+  CK(cudaMalloc(&nout, 4 << 20));
+  CK(cudaMalloc(&res, 4 << 20));
+  fill<<<64, 256, 0, st>>>((u32 *)x, 1 << 20, 7, 0xbe7fffffu); // |x| < 0.5
+  fill<<<64, 256, 0, st>>>((u32 *)nw, 1 << 20, 9, 0x3e7fffffu);
+  u32 *sink;
+  CK(cudaMalloc(&sink, 16));
+  printf("device: %d multiprocessors; µs per launch inside a graph (best of 5 replays)\n", sms);
+  for (auto &s : shapes) {
+    int nc = s.cols / 32, nb = s.cols / s.qk;
+    long long rb = (long long)nb * s.ts, per = 0;
+    for (int i = 0; i < s.nmat; i++) per += rb * s.rows[i];
+    int copies = (int)((512ll << 20) / per);
+    copies = copies < 1 ? 1 : copies > 128 ? 128 : copies;
+    u8 *w;
+    long long tot = per * copies;
+    CK(cudaMalloc(&w, tot + 16));
+    // every 16 bits masked to 0x3bff: any half a scale reads is finite and
+    // below 1 (the codes are random either way).
+    fill<<<1024, 256, 0, st>>>((u32 *)w, tot / 4, 11, 0x3bff3bffu);
+    CK(cudaStreamSynchronize(st));
+    int launches = copies < 64 ? 64 : copies;
+    printf("%-13s %7.2f MB/launch, %3d copies:", s.name, per / 1e6, copies);
+    // streaming floor
+    {
+      cudaGraph_t g;
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+      for (int l = 0; l < launches; l++) {
+        const u8 *wc = w + (l % copies) * per;
+        long long n = per / 16;
+        int blocks = (int)((n + 255) / 256);
+        blocks = blocks > sms * 16 ? sms * 16 : blocks;
+        k_stream<<<blocks, 256, 0, st>>>((const u32x4 *)wc, n, sink);
+      }
+      CK(cudaStreamEndCapture(st, &g));
+      cudaGraphExec_t ge;
+      CK(cudaGraphInstantiate(&ge, g, 0));
+      float us = timeGraph(st, ge, launches);
+      printf(" stream %.2f µs (%.0f GB/s) |", us, per / us / 1e3);
+      CK(cudaGraphExecDestroy(ge));
+      CK(cudaGraphDestroy(g));
+    }
+    for (int cap : caps)
+    for (auto &c : cfg) {
+      int tpr = c[0], G = c[1], rpb = 128 / tpr;
+      int blocks = 0;
+      int b0 = 0;
+      for (int i = 0; i < s.nmat; i++) {
+        int b = (s.rows[i] + rpb * G - 1) / (rpb * G);
+        if (i == 0) b0 = b;
+        blocks += b;
+      }
+      if (s.glu) blocks = b0;
+      if (cap && blocks <= cap * sms) continue; // the same launch as without a cap
+      if (cap) blocks = cap * sms;
+      cudaGraph_t g;
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+      for (int l = 0; l < launches; l++) {
+        const u8 *wc = w + (l % copies) * per;
+        const u8 *w1 = s.nmat > 1 ? wc + rb * s.rows[0] : nullptr;
+        const u8 *w2 = s.nmat > 2 ? w1 + rb * s.rows[1] : nullptr;
+        s.fn<<<blocks, 128, 0, st>>>(wc, rb, nc, s.cols, x, y, s.rows[0], tpr, nullptr, s.res ? res : nullptr, w1, y1,
+                                     s.nmat > 1 ? s.rows[1] : 0, nullptr, w2, y2, s.nmat > 2 ? s.rows[2] : 0, nullptr,
+                                     s.norm ? nw : nullptr, 1e-6f, s.norm ? nout : nullptr, (G << 4) | (s.norm ? 1 : 0),
+                                     s.glu ? glu : nullptr);
+      }
+      CK(cudaStreamEndCapture(st, &g));
+      cudaGraphExec_t ge;
+      CK(cudaGraphInstantiate(&ge, g, 0));
+      float us = timeGraph(st, ge, launches);
+      if (cap) printf(" %d/%d/c%d %.2f", tpr, G, cap, us);
+      else printf(" %d/%d %.2f", tpr, G, us);
+      CK(cudaGraphExecDestroy(ge));
+      CK(cudaGraphDestroy(g));
+    }
+    printf("\n");
+    fflush(stdout);
+    CK(cudaFree(w));
+  }
+  return 0;
+}
