@@ -58,7 +58,8 @@ type backend struct {
 	stageDev devArea
 	pending  []cu.Ptr // frees that wait for the tape that may still read them
 	graphs   *graphCache
-	prof     *profiler // APR_CUDA_PROFILE=1
+	prof     *profiler     // APR_CUDA_PROFILE=1
+	steps    *stepProfiler // APR_CUDA_PROFILE=steps
 	noFuse   bool      // APR_CUDA_FUSE=0
 	fused    int       // ops folded into a product (fuseBias, fuseResidual)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/aprqa/apr/engine/cuda/internal/cu"
@@ -178,6 +179,7 @@ func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backe
 	if be.prof = newProfiler(be.fn); be.prof != nil {
 		be.graphs = nil // timed kernel by kernel
 	}
+	be.steps = newStepProfiler()
 	return be, info, err
 }
 
@@ -253,6 +255,7 @@ type session struct {
 }
 
 func (s *session) Eval(tokens []int32, all bool) ([][]float32, error) {
+	t0 := time.Now()
 	// One Eval is hundreds of launches on this goroutine: hold the driver
 	// on its thread for all of them (the graph runs one Eval at a time).
 	release, err := s.be.d.Hold()
@@ -265,6 +268,9 @@ func (s *session) Eval(tokens []int32, all bool) ([][]float32, error) {
 		// An Eval without logits (a prompt chunk) ends with kernels still
 		// on the tape.
 		err = s.be.do(s.be.flush)
+		if err == nil && s.be.steps != nil {
+			err = s.be.do(func() error { return s.be.steps.collect(s.be, time.Since(t0)) })
+		}
 	} else {
 		s.be.tape, s.be.stage = s.be.tape[:0], s.be.stage[:0]
 	}
@@ -283,6 +289,9 @@ func (s *session) Eval(tokens []int32, all bool) ([][]float32, error) {
 func (e *Engine) Close() error {
 	if e.be.prof != nil {
 		e.be.prof.report(os.Stderr)
+	}
+	if e.be.steps != nil {
+		e.be.steps.report(os.Stderr)
 	}
 	e.m.Close()
 	e.be.close()

@@ -178,6 +178,9 @@ func (g *graphCache) run(be *backend, tape []tapeOp) error {
 		g.captured++
 	} else {
 		g.replayed++
+		if be.steps != nil {
+			return be.steps.around(be, func() error { return be.d.GraphLaunch(e.exec, be.stream) })
+		}
 	}
 	return be.d.GraphLaunch(e.exec, be.stream)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"time"
 
 	"github.com/aprqa/apr/engine/cuda/internal/cu"
 )
@@ -12,7 +13,7 @@ import (
 // EnvProfile set to "1" times every kernel launch with CUDA events (the
 // graph cache off: kernels are launched one by one) and prints a table per
 // kernel to stderr when the engine closes: where a decode step's device
-// time goes.
+// time goes. Set to "steps" (ProfileSteps) it times whole steps instead.
 const EnvProfile = "APR_CUDA_PROFILE"
 
 type profiler struct {
@@ -102,4 +103,76 @@ func (p *profiler) report(w io.Writer) {
 	for _, r := range rows {
 		fmt.Fprintf(w, "%-22s %9d %11.3f %10.2f %5.1f%%\n", r.name, r.launches, r.ms, 1000*r.ms/float64(r.launches), 100*r.ms/max(total, 1e-9))
 	}
+}
+
+// ProfileSteps is EnvProfile's value that times steps instead of kernels:
+// each replayed graph (a decode step's kernels) with CUDA events around its
+// launch, and each Eval on the host clock, so that what a step costs beyond
+// its kernels (recording the tape, launching, reading the logits back) is a
+// measured difference; reported when the engine closes. Graphs stay on.
+const ProfileSteps = "steps"
+
+type stepProfiler struct {
+	events   []cu.Event
+	marks    int // event pairs recorded since the last collect
+	replays  int
+	deviceMs float64
+	evals    int     // Evals that replayed a graph
+	evalMs   float64 // their host time
+}
+
+func newStepProfiler() *stepProfiler {
+	if os.Getenv(EnvProfile) != ProfileSteps {
+		return nil
+	}
+	return &stepProfiler{}
+}
+
+// around launches a replay between two events; inside do.
+func (p *stepProfiler) around(be *backend, launch func() error) error {
+	i := 2 * p.marks
+	for len(p.events) < i+2 {
+		e, err := be.d.NewEvent()
+		if err != nil {
+			return err
+		}
+		p.events = append(p.events, e)
+	}
+	if err := be.d.Record(p.events[i], be.stream); err != nil {
+		return err
+	}
+	if err := launch(); err != nil {
+		return err
+	}
+	p.marks++
+	return be.d.Record(p.events[i+1], be.stream)
+}
+
+// collect waits for the stream and adds the replays' device times and, when
+// it replayed a graph, one Eval's host time; inside do.
+func (p *stepProfiler) collect(be *backend, eval time.Duration) error {
+	if p.marks == 0 {
+		return nil
+	}
+	if err := be.d.StreamSync(be.stream); err != nil {
+		return err
+	}
+	for m := 0; m < p.marks; m++ {
+		ms, err := be.d.Elapsed(p.events[2*m], p.events[2*m+1])
+		if err != nil {
+			return err
+		}
+		p.replays++
+		p.deviceMs += float64(ms)
+	}
+	p.marks = 0
+	p.evals++
+	p.evalMs += float64(eval) / float64(time.Millisecond)
+	return nil
+}
+
+func (p *stepProfiler) report(w io.Writer) {
+	n := max(float64(p.evals), 1)
+	fmt.Fprintf(w, "cuda steps (%s=%s): %d Evals that replayed %d graphs: %.3f ms each on the host clock, %.3f ms of it on the device (events around the launches), %.3f ms beyond the kernels\n",
+		EnvProfile, ProfileSteps, p.evals, p.replays, p.evalMs/n, p.deviceMs/n, (p.evalMs-p.deviceMs)/n)
 }
