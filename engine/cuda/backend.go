@@ -60,8 +60,8 @@ type backend struct {
 	graphs   *graphCache
 	prof     *profiler     // APR_CUDA_PROFILE=1
 	steps    *stepProfiler // APR_CUDA_PROFILE=steps
-	noFuse   bool      // APR_CUDA_FUSE=0
-	fused    int       // ops folded into a product (fuseBias, fuseResidual)
+	noFuse   bool          // APR_CUDA_FUSE=0
+	fused    int           // ops folded into a product (fuseBias, fuseResidual)
 }
 
 // devArea is a growable device allocation.
