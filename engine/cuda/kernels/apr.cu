@@ -213,6 +213,7 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
 // blocks of each matrix (ceil(nrows / (128/tpr·G))) in turn.
 #define MV_TILE 160
 #define MV_XS 36
+#define MV_ST 8 // values of x each thread stages per trip to memory
 //
 // One launch serves what a decode step does with one X (backend.go, fuse),
 // each the same float arithmetic the separate kernels do, so that results
@@ -336,17 +337,32 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
       int nct = nchunk - c0 < MV_TILE ? nchunk - c0 : MV_TILE;
       if (ntiles > 1 || !staged) {
         __syncthreads();
-        for (int i = threadIdx.x; i < nct * 32; i += blockDim.x) {
-          int col = c0 * 32 + i;
-          float v = col < cols ? X[col] : 0.f;
-          if (norm && col < cols && nw) {
-            if (ntiles > 1) v = (v * scale) * nw[col];
-            else nws[i] = nw[col];
-          } else if (norm && col < cols && ntiles > 1) {
-            v = v * scale;
+        // MV_ST values per thread in flight: their loads are issued
+        // together, then stored (one trip to memory per MV_ST, not per value).
+        for (int i0 = threadIdx.x; i0 < nct * 32; i0 += MV_ST * blockDim.x) {
+          float v[MV_ST], w[MV_ST];
+#pragma unroll
+          for (int u = 0; u < MV_ST; u++) {
+            int i = i0 + u * blockDim.x, col = c0 * 32 + i;
+            bool in = i < nct * 32 && col < cols;
+            v[u] = in ? X[col] : 0.f;
+            w[u] = in && norm && nw ? nw[col] : 1.f;
           }
-          if (norm && ntiles > 1 && blockIdx.x == 0 && col < cols) nout[col] = v;
-          xs[(i >> 5) * MV_XS + (i & 31)] = v;
+#pragma unroll
+          for (int u = 0; u < MV_ST; u++) {
+            int i = i0 + u * blockDim.x, col = c0 * 32 + i;
+            if (i >= nct * 32) break;
+            float x = v[u];
+            if (norm && col < cols) {
+              if (ntiles == 1) {
+                if (nw) nws[i] = w[u];
+              } else {
+                x = nw ? (x * scale) * w[u] : x * scale;
+                if (blockIdx.x == 0) nout[col] = x;
+              }
+            }
+            xs[(i >> 5) * MV_XS + (i & 31)] = x;
+          }
         }
         if (norm && ntiles == 1) {
           // Each thread's columns are the ones it staged: its sum of

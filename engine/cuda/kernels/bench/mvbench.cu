@@ -7,7 +7,7 @@
 // do. A development tool for the GPU machine (not part of apr):
 //
 //   nvcc -O3 -fmad=false -arch=sm_90 -I engine/cuda/kernels -o /tmp/mvbench \
-//       engine/cuda/kernels/bench/mvbench.cu && /tmp/mvbench
+//       engine/cuda/kernels/bench/mvbench.cu && /tmp/mvbench [seq]
 //
 // -I another kernels directory times another version of the kernels (the
 // launch arguments must be the same).
@@ -66,7 +66,30 @@ static float timeGraph(cudaStream_t st, cudaGraphExec_t ge, int launches) {
   return best * 1000.f / launches; // µs per launch
 }
 
-int main() {
+// launchMV launches shape s's product with tpr threads per row, G rows per
+// slot and at most cap blocks (0: one per slot) on weights w.
+static void launchMV(const Shape &s, const u8 *w, int tpr, int G, int cap, float *x, float *y, float *y1, float *y2,
+                     float *res, float *nw, float *nout, float *glu, float *bias, cudaStream_t st) {
+  int nc = s.cols / 32, rpb = 128 / tpr;
+  long long rb = (long long)(s.cols / s.qk) * s.ts;
+  int blocks = 0, b0 = 0;
+  for (int i = 0; i < s.nmat; i++) {
+    int b = (s.rows[i] + rpb * G - 1) / (rpb * G);
+    if (i == 0) b0 = b;
+    blocks += b;
+  }
+  if (s.glu) blocks = b0;
+  if (cap && blocks > cap) blocks = cap;
+  const u8 *w1 = s.nmat > 1 ? w + rb * s.rows[0] : nullptr;
+  const u8 *w2 = s.nmat > 2 ? w1 + rb * s.rows[1] : nullptr;
+  s.fn<<<blocks, 128, 0, st>>>(w, rb, nc, s.cols, x, y, s.rows[0], tpr, s.norm && !s.glu ? bias : nullptr,
+                               s.res ? res : nullptr, w1, y1, s.nmat > 1 ? s.rows[1] : 0, nullptr, w2, y2,
+                               s.nmat > 2 ? s.rows[2] : 0, nullptr, s.norm ? nw : nullptr, 1e-6f, s.norm ? nout : nullptr,
+                               (G << 4) | (s.norm ? 1 : 0), s.glu ? glu : nullptr);
+}
+
+int main(int argc, char **argv) {
+  bool sweep = argc < 2; // mvbench seq: the layer sequence only
   int sms;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   // qwen2.5-0.5b's decode step (hidden 896, 2 kv heads of 64, ffn 4864,
@@ -104,6 +127,7 @@ int main() {
   CK(cudaMalloc(&sink, 16));
   printf("device: %d multiprocessors; µs per launch inside a graph (best of 5 replays)\n", sms);
   for (auto &s : shapes) {
+    if (!sweep) break;
     int nc = s.cols / 32, nb = s.cols / s.qk;
     long long rb = (long long)nb * s.ts, per = 0;
     for (int i = 0; i < s.nmat; i++) per += rb * s.rows[i];
@@ -172,6 +196,56 @@ int main() {
     }
     printf("\n");
     fflush(stdout);
+    CK(cudaFree(w));
+  }
+  // A decode step's products in order, 24 layers each with its own weights
+  // (qwen2.5-0.5b at Q4_K: q/k/v, o, gate/up Q5_0, down Q4_K; the host's
+  // choice of tpr, G and cap): per layer, against the sum of the same
+  // launches timed one kind at a time above — what switching kernels costs.
+  // With a one-block kernel between the products (as rope and attention
+  // sit between them), and each kind alone in the same 24-layer graph.
+  {
+    int kinds[4] = {0, 1, 2, 3}, tprs[4] = {32, 32, 32, 64}, Gs[4] = {1, 1, 2, 1};
+    const int L = 24;
+    long long per[4], tot = 0;
+    for (int k = 0; k < 4; k++) {
+      const Shape &s = shapes[kinds[k]];
+      long long rb = (long long)(s.cols / s.qk) * s.ts;
+      per[k] = 0;
+      for (int i = 0; i < s.nmat; i++) per[k] += rb * s.rows[i];
+      per[k] = (per[k] + 255) / 256 * 256;
+      tot += per[k];
+    }
+    u8 *w;
+    CK(cudaMalloc(&w, tot * L));
+    fill<<<1024, 256, 0, st>>>((u32 *)w, tot * L / 4, 13, 0x3bff3bffu);
+    float *bias;
+    CK(cudaMalloc(&bias, 4 << 20));
+    fill<<<64, 256, 0, st>>>((u32 *)bias, 1 << 20, 17, 0xbe7fffffu);
+    CK(cudaStreamSynchronize(st));
+    for (int variant = 0; variant < 6; variant++) {
+      // 0: the four kinds in turn; 1: with a one-block kernel after each;
+      // 2..5: kind variant-2 alone, 24 launches
+      cudaGraph_t g;
+      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+      for (int l = 0; l < L; l++) {
+        long long off = tot * l;
+        for (int k = 0; k < 4; k++) {
+          if (variant < 2 || variant - 2 == k)
+            launchMV(shapes[kinds[k]], w + off, tprs[k], Gs[k], 8 * sms, x, y, y1, y2, res, nw, nout, glu, bias, st);
+          if (variant == 1) k_stream<<<1, 32, 0, st>>>((const u32x4 *)x, 2, sink);
+          off += per[k];
+        }
+      }
+      CK(cudaStreamEndCapture(st, &g));
+      cudaGraphExec_t ge;
+      CK(cudaGraphInstantiate(&ge, g, 0));
+      float us = timeGraph(st, ge, L);
+      const char *names[] = {"4 products", "4 products + 1-block kernels", "q/k/v alone", "o alone", "gate/up alone", "down alone"};
+      printf("layer sequence, %-30s %7.2f µs per layer\n", names[variant], us);
+      CK(cudaGraphExecDestroy(ge));
+      CK(cudaGraphDestroy(g));
+    }
     CK(cudaFree(w));
   }
   return 0;
