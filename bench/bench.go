@@ -304,9 +304,12 @@ func measureBackend(ctx context.Context, opts Options, b string, res *Result) (R
 			if err != nil {
 				return 0, err
 			}
+			row := make([]float32, spec.NVocab)
 			t0 := time.Now()
 			for i := range toks {
-				if _, err := s.Eval(toks[i:i+1], false); err != nil {
+				// Each step's logits land in one row, as a sampling loop's do
+				// (generate.Seq), rather than a new row per step.
+				if err := model.EvalLast(s, toks[i:i+1], row); err != nil {
 					return 0, err
 				}
 			}

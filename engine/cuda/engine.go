@@ -255,15 +255,35 @@ type session struct {
 }
 
 func (s *session) Eval(tokens []int32, all bool) ([][]float32, error) {
+	var rows [][]float32
+	err := s.held(func() (err error) {
+		rows, err = s.Session.Eval(tokens, all)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// EvalLast is model.LastEvaluator's: Eval's last row written to dst.
+func (s *session) EvalLast(tokens []int32, dst []float32) error {
+	return s.held(func() error { return s.Session.EvalLast(tokens, dst) })
+}
+
+// held runs one evaluation (eval) with the driver held on this thread, then
+// the kernels it left on the tape, and surfaces a device failure that an op
+// recorded without an error result.
+func (s *session) held(eval func() error) error {
 	t0 := time.Now()
 	// One Eval is hundreds of launches on this goroutine: hold the driver
 	// on its thread for all of them (the graph runs one Eval at a time).
 	release, err := s.be.d.Hold()
 	if err != nil {
-		return nil, fmt.Errorf("cuda: %w", err)
+		return fmt.Errorf("cuda: %w", err)
 	}
 	s.be.held = true
-	rows, err := s.Session.Eval(tokens, all)
+	err = eval()
 	if err == nil {
 		// An Eval without logits (a prompt chunk) ends with kernels still
 		// on the tape.
@@ -279,10 +299,7 @@ func (s *session) Eval(tokens []int32, all bool) ([][]float32, error) {
 	if err == nil && s.be.err != nil {
 		err = fmt.Errorf("cuda: %w", s.be.err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
+	return err
 }
 
 // Close releases the engine's device memory; sessions fail afterwards.

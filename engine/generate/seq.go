@@ -251,6 +251,7 @@ type Seq struct {
 	dec     *tokenizer.StreamDecoder
 	text    []byte    // the last token's text
 	row     []float32 // the logits the last token was sampled from
+	buf     []float32 // the row of a pass of its own (model.EvalLast), reused
 	finish  string
 	err     error
 }
@@ -316,15 +317,17 @@ func (q *Seq) Advance(chunk int) (bool, error) {
 // when the prompt is complete.
 func (q *Seq) pass(feed []int32) (bool, error) {
 	s := q.slot
-	rows, err := s.sess.Eval(feed, false)
-	if err != nil {
+	if len(q.buf) != s.m.Spec.NVocab {
+		q.buf = make([]float32, s.m.Spec.NVocab)
+	}
+	if err := model.EvalLast(s.sess, feed, q.buf); err != nil {
 		return false, q.fail(err)
 	}
 	s.fed = append(s.fed, feed...)
 	if q.Prefilling() {
 		return false, nil
 	}
-	return true, q.sample(rows[0])
+	return true, q.sample(q.buf)
 }
 
 // AdvanceBatch is a server's step over seqs. When their engine is a

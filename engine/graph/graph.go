@@ -373,9 +373,27 @@ func ubatch(b Backend) int {
 // returns one logits row per token when all is true, else only the last
 // token's row. The rows are the caller's.
 func (s *Session) Eval(tokens []int32, all bool) ([][]float32, error) {
+	return s.eval(tokens, all, nil)
+}
+
+// EvalLast is Eval(tokens, false) with the last token's logits written to
+// dst (NVocab values) instead of a row the session allocates
+// (model.LastEvaluator): a decode step's caller that reads the row and
+// drops it keeps one buffer instead of a vocabulary-sized allocation, and
+// its zeroing and collection, per step.
+func (s *Session) EvalLast(tokens []int32, dst []float32) error {
+	if len(dst) != s.m.Spec.NVocab {
+		return fmt.Errorf("graph: EvalLast: dst has %d values, the vocabulary %d", len(dst), s.m.Spec.NVocab)
+	}
+	_, err := s.eval(tokens, false, dst)
+	return err
+}
+
+// eval is Eval; with into, the last row goes there (EvalLast).
+func (s *Session) eval(tokens []int32, all bool, into []float32) ([][]float32, error) {
 	n, ub := len(tokens), s.m.ubatch
 	if n <= ub {
-		return s.evalBatch(tokens, outputs(all))
+		return s.evalBatch(tokens, outputs(all), into)
 	}
 	// Refuse what a piece would refuse before any piece runs, so that a bad
 	// Eval leaves the session as it was.
@@ -392,7 +410,7 @@ func (s *Session) Eval(tokens []int32, all bool) ([][]float32, error) {
 		case hi == n:
 			out = outLast
 		}
-		r, err := s.evalBatch(tokens[lo:hi], out)
+		r, err := s.evalBatch(tokens[lo:hi], out, into)
 		if err != nil {
 			return nil, err
 		}
@@ -449,7 +467,7 @@ func (s *Session) checkLocked(tokens []int32) error {
 
 // evalBatch evaluates tokens as one batch and returns the logits rows out
 // asks for.
-func (s *Session) evalBatch(tokens []int32, outMode int) ([][]float32, error) {
+func (s *Session) evalBatch(tokens []int32, outMode int, into []float32) ([][]float32, error) {
 	all := outMode == outAll
 	m, sp := s.m, s.m.Spec
 	b := m.B
@@ -529,6 +547,11 @@ func (s *Session) evalBatch(tokens []int32, outMode int) ([][]float32, error) {
 		return fail(err)
 	}
 	c.EmitAt(model.OpLogits, s.pos+first, logits)
+	if into != nil && n-first == 1 {
+		b.Read(logits, 0, into)
+		s.pos += n
+		return nil, nil
+	}
 	rows := make([][]float32, n-first)
 	flat := make([]float32, len(rows)*sp.NVocab)
 	for r := range rows {

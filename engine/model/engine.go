@@ -1,5 +1,7 @@
 package model
 
+import "fmt"
+
 // Engine is one loaded model on one backend. Engines are built by their own
 // packages (engine/ref, engine/cpu, …) from a *gguf.File; this interface is
 // what the verbs, the oracle's callers and the ladder see.
@@ -38,6 +40,33 @@ type Session interface {
 	Pos() int
 	// SetTrace installs a hook that observes intermediate results; nil removes it.
 	SetTrace(Trace)
+}
+
+// LastEvaluator is a Session that also writes the last token's logits into
+// the caller's buffer: EvalLast(tokens, dst) feeds tokens as Eval(tokens,
+// false) does and leaves in dst (NVocab values) what Eval's one row would
+// hold. A decode loop that reads the row and drops it (a sampler, a
+// benchmark) keeps one buffer instead of a vocabulary-sized allocation per
+// step. Sessions that lack it are fed with Eval (EvalLast below).
+type LastEvaluator interface {
+	EvalLast(tokens []int32, dst []float32) error
+}
+
+// EvalLast feeds tokens to s and leaves the last token's logits in dst:
+// through s's own EvalLast when it has one, else Eval's row copied.
+func EvalLast(s Session, tokens []int32, dst []float32) error {
+	if le, ok := s.(LastEvaluator); ok {
+		return le.EvalLast(tokens, dst)
+	}
+	rows, err := s.Eval(tokens, false)
+	if err != nil {
+		return err
+	}
+	if len(rows) != 1 || len(rows[0]) != len(dst) {
+		return fmt.Errorf("model: EvalLast: Eval returned %d rows (want 1 of %d values)", len(rows), len(dst))
+	}
+	copy(dst, rows[0])
+	return nil
 }
 
 // Trace observes one intermediate result: the vector computed by op at layer

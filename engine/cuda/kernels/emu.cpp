@@ -489,8 +489,22 @@ CUresult cuMemcpyDtoD_v2(uint64_t dst, uint64_t src, size_t n) {
   memmove((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n);
   return 0;
 }
+// APR_CUDA_EMU_SKIP=1 launches nothing (every kernel returns at once, its
+// outputs unwritten): what remains of a run is the host's side — recording,
+// packing, graph capture and replay, copies — timed on its own (a developer
+// measuring the engine's host overhead; results are garbage by design).
+static bool skipKernels() {
+  static int skip = -1;
+  if (skip < 0) skip = getenv("APR_CUDA_EMU_SKIP") && strcmp(getenv("APR_CUDA_EMU_SKIP"), "1") == 0;
+  return skip == 1;
+}
+
 static void runLaunch(Kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                       unsigned shared, void **params) {
+  if (skipKernels()) {
+    launches++;
+    return;
+  }
   gridDim = dim3_{gx, gy, gz};
   blockDim = dim3_{bx, by, bz};
   dynShared.assign(shared + 16, 0);

@@ -162,3 +162,48 @@ func Quantized(f *gguf.File) bool {
 	}
 	return false
 }
+
+// EvalLastMatchesEval feeds the same tokens to two sessions of eng, one
+// with Eval and one with model.EvalLast (a prompt of promptLen tokens, then
+// steps decode tokens), and fails unless every last row is the same, bit for
+// bit; a dst of the wrong length must be refused. It fails when eng's
+// sessions are not model.LastEvaluators.
+func EvalLastMatchesEval(tb testing.TB, eng model.Engine, promptLen, steps int) {
+	tb.Helper()
+	nv := eng.NVocab()
+	a, err := eng.NewSession(promptLen + steps + 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := eng.NewSession(promptLen + steps + 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	le, ok := b.(model.LastEvaluator)
+	if !ok {
+		tb.Fatalf("%s sessions (%T) are not model.LastEvaluators", eng.Backend(), b)
+	}
+	if err := le.EvalLast([]int32{1}, make([]float32, nv-1)); err == nil {
+		tb.Fatal("EvalLast took a dst one value short of the vocabulary")
+	}
+	feed := make([]int32, promptLen)
+	for i := range feed {
+		feed[i] = int32((7 + 31*i) % nv)
+	}
+	dst := make([]float32, nv)
+	for step := 0; step <= steps; step++ {
+		rows, err := a.Eval(feed, false)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := le.EvalLast(feed, dst); err != nil {
+			tb.Fatal(err)
+		}
+		for i := range dst {
+			if math.Float32bits(dst[i]) != math.Float32bits(rows[0][i]) {
+				tb.Fatalf("step %d (%d tokens fed): EvalLast's logit %d is %v, Eval's %v", step, len(feed), i, dst[i], rows[0][i])
+			}
+		}
+		feed = []int32{int32(Argmax(dst))}
+	}
+}
