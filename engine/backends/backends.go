@@ -27,3 +27,8 @@ func Main(m interface{ Run() int }) {
 	Register()
 	os.Exit(m.Run())
 }
+
+// Device reports whether the backend name copies the model's weights to a
+// device (its engines are model.Uploaders, and F2 gates their generation):
+// "cuda".
+func Device(name string) bool { return name == cuda.Name }

@@ -10,6 +10,7 @@ import (
 	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/sample"
+	"github.com/aprqa/apr/engine/backends"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
 )
@@ -80,6 +81,9 @@ stage. An unknown or unavailable backend is refused (exit 3), never replaced.`,
 }
 
 func runRun(ctx context.Context, env *Env, opts runOptions) error {
+	if backends.Device(opts.Backend) {
+		falsify.F2Warm() // while the model loads
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
