@@ -44,15 +44,24 @@ func newProfiler(fn map[string]cu.Func) *profiler {
 	return p
 }
 
-// launch runs op between two events; inside do.
-func (p *profiler) launch(be *backend, op *tapeOp) error {
-	i := 2 * len(p.marks)
-	for len(p.events) < i+2 {
+// growEvents makes events at least n long with new events (the profilers'
+// pools, reused across launches); inside do.
+func growEvents(be *backend, events *[]cu.Event, n int) error {
+	for len(*events) < n {
 		e, err := be.d.NewEvent()
 		if err != nil {
 			return err
 		}
-		p.events = append(p.events, e)
+		*events = append(*events, e)
+	}
+	return nil
+}
+
+// launch runs op between two events; inside do.
+func (p *profiler) launch(be *backend, op *tapeOp) error {
+	i := 2 * len(p.marks)
+	if err := growEvents(be, &p.events, i+2); err != nil {
+		return err
 	}
 	if err := be.d.Record(p.events[i], be.stream); err != nil {
 		return err
@@ -131,12 +140,8 @@ func newStepProfiler() *stepProfiler {
 // around launches a replay between two events; inside do.
 func (p *stepProfiler) around(be *backend, launch func() error) error {
 	i := 2 * p.marks
-	for len(p.events) < i+2 {
-		e, err := be.d.NewEvent()
-		if err != nil {
-			return err
-		}
-		p.events = append(p.events, e)
+	if err := growEvents(be, &p.events, i+2); err != nil {
+		return err
 	}
 	if err := be.d.Record(p.events[i], be.stream); err != nil {
 		return err
