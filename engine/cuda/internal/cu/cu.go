@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -521,5 +522,7 @@ func Pack(a any) (uint64, error) {
 		}
 		return 0, nil
 	}
-	return 0, fmt.Errorf("kernel argument of type %T", a)
+	// The type's name, not a itself, goes to the error: a passed to fmt
+	// would make every boxed argument of every launch escape to the heap.
+	return 0, fmt.Errorf("kernel argument of type %s", reflect.TypeOf(a))
 }
