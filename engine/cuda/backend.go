@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/aprqa/apr/engine/cuda/internal/cu"
@@ -226,6 +227,9 @@ func (be *backend) free(p cu.Ptr) error {
 // graph cache (a tape seen before replays as one CUDA graph launch),
 // otherwise one launch per kernel. Pending frees follow. Inside do.
 func (be *backend) flush() error {
+	if be.steps != nil && be.held {
+		defer be.steps.flushing()()
+	}
 	tape, stage := be.tape, be.stage
 	be.tape, be.stage = be.tape[:0], be.stage[:0]
 	if len(stage) > 0 {
@@ -389,6 +393,9 @@ func (be *backend) Read(g graph.Buf, r int, dst []float32) {
 	err := be.do(func() error {
 		if err := be.flush(); err != nil {
 			return err
+		}
+		if be.steps != nil && be.held {
+			defer func(t time.Time) { be.steps.read(time.Since(t)) }(time.Now())
 		}
 		return be.d.DtoH(unsafe.Pointer(&dst[0]), b.p+cu.Ptr(4*r*b.stride), uint64(4*len(dst)))
 	})

@@ -276,6 +276,9 @@ func (s *session) EvalLast(tokens []int32, dst []float32) error {
 // recorded without an error result.
 func (s *session) held(eval func() error) error {
 	t0 := time.Now()
+	if s.be.steps != nil {
+		s.be.steps.begin(t0)
+	}
 	// One Eval is hundreds of launches on this goroutine: hold the driver
 	// on its thread for all of them (the graph runs one Eval at a time).
 	release, err := s.be.d.Hold()

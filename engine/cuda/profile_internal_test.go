@@ -44,9 +44,15 @@ func TestProfileSteps(t *testing.T) {
 		t.Fatalf("replays %d, evals %d, device %.3f ms, host %.3f ms: want ≥ 3 replays, one per Eval, host ≥ device > 0",
 			p.replays, p.evals, p.deviceMs, p.evalMs)
 	}
+	// The host clock's parts: recording and reading each took time, and
+	// together with the flush they fit in the Evals' time.
+	if !(p.recMs > 0) || !(p.readMs > 0) || p.recMs+p.flushMs+p.readMs > p.evalMs {
+		t.Fatalf("recording %.3f ms, flush %.3f ms, reads %.3f ms of %.3f ms: want recording and reads > 0, all within the Evals",
+			p.recMs, p.flushMs, p.readMs, p.evalMs)
+	}
 	var sb strings.Builder
 	p.report(&sb)
-	if !strings.Contains(sb.String(), "beyond the kernels") {
+	if !strings.Contains(sb.String(), "beyond the kernels") || !strings.Contains(sb.String(), "recording the tape") {
 		t.Fatalf("report:\n%s", sb.String())
 	}
 }
