@@ -138,6 +138,10 @@ func (be *backend) do(fn func() error) error {
 	return be.err
 }
 
+// u32 packs a kernel's int argument as cu.Pack does (the low half of its
+// slot); the products' counts and dimensions always fit.
+func u32(v int) uint64 { return uint64(uint32(int32(v))) }
+
 // grid1 is the grid of a 1-D grid-stride kernel over n threads' worth of
 // work, 256 threads per block (at most 65535 blocks).
 func grid1(n int) cu.Dim { return cu.Dim{X: uint32(min((n+255)/256, 65535))} }
@@ -421,7 +425,8 @@ func (be *backend) readAll(b *buf) []float32 {
 // expert), its bytes uploaded as they are in the file.
 type matrix struct {
 	t                  *model.Tensor
-	name               string // kernel suffix: the ggml type name
+	name               string  // kernel suffix: the ggml type name
+	mv                 cu.Func // mv_<name>, looked up once
 	rows, cols         int    // of one expert
 	experts            int
 	rowBytes, expBytes int64
@@ -478,6 +483,7 @@ func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
 		return nil, refuse.New(ContractID("matvec", t.Type), "tensor %q: rows of %d values are not whole 32-value chunks", t.Name, t.Cols())
 	}
 	m := &matrix{t: t, name: t.Type.String(), cols: t.Cols(), rows: int(t.Shape[1]), experts: 1, rowBytes: int64(t.RowBytes)}
+	m.mv = be.fn["mv_"+m.name]
 	if len(t.Shape) == 3 {
 		m.experts = int(t.Shape[2])
 	}
@@ -709,32 +715,32 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 			rows += mi.rows
 		}
 		g := be.mvRowsPerSlot(rows, rpb)
-		var args [mvArgs]any
-		for i := range args {
-			args[i] = cu.Ptr(0)
+		// The arguments packed as the kernel reads them (cu.Pack's layout:
+		// pointers and long long 8 bytes, int and float 4), without boxing
+		// 23 values per launch: absent pointers, biases, eps and counts 0.
+		if m.mv == 0 {
+			return fmt.Errorf("cuda: the module has no kernel mv_%s", m.name)
 		}
-		args[1], args[2], args[3], args[4], args[mvTPR] = m.rowBytes, nc, m.cols, xb.p, tpr
-		args[mvEps], args[mvFlags] = float32(0), g<<4
+		op := tapeOp{f: m.mv, block: cu.Dim{X: 128}, n: mvArgs}
+		args := op.args[:mvArgs]
+		args[1], args[2], args[3], args[4], args[mvTPR] = uint64(m.rowBytes), u32(nc), u32(m.cols), uint64(xb.p), u32(tpr)
+		args[mvFlags] = u32(g << 4)
 		blocks := 0
 		for i, mi := range ms {
 			k := mvW + 4*i
 			if i > 0 {
 				k = mvW1 + 4*(i-1)
 			}
-			args[k] = mi.p
+			args[k] = uint64(mi.p)
 			if i == 0 {
-				args[mvY], args[mvNR] = ds[0].p, mi.rows
+				args[mvY], args[mvNR] = uint64(ds[0].p), u32(mi.rows)
 			} else {
-				args[k+1], args[k+2] = ds[i].p, mi.rows
+				args[k+1], args[k+2] = uint64(ds[i].p), u32(mi.rows)
 			}
 			blocks += (mi.rows + rpb*g - 1) / (rpb * g)
 		}
-		for i := len(ms); i < 3; i++ {
-			args[mvW1+4*(i-1)+2] = 0 // nr of an absent matrix
-		}
-		if err := be.launch("mv_"+m.name, cu.Dim{X: uint32(be.mvGrid(blocks, nc))}, cu.Dim{X: 128}, 0, args[:]...); err != nil {
-			return err
-		}
+		op.grid = cu.Dim{X: uint32(be.mvGrid(blocks, nc))}
+		be.tape = append(be.tape, op)
 		be.tape[len(be.tape)-1].kind = kindMV
 		be.fuseNorm()
 		return nil
