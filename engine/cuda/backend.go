@@ -427,7 +427,7 @@ type matrix struct {
 	t                  *model.Tensor
 	name               string  // kernel suffix: the ggml type name
 	mv                 cu.Func // mv_<name>, looked up once
-	rows, cols         int    // of one expert
+	rows, cols         int     // of one expert
 	experts            int
 	rowBytes, expBytes int64
 	p                  cu.Ptr
