@@ -4,6 +4,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 
 	"github.com/aprqa/apr/cmd/apr/internal/cli"
@@ -14,20 +15,56 @@ import (
 // steps; read it with go tool pprof).
 const envCPUProfile = "APR_CPUPROFILE"
 
+// envMemProfile names a file for a Go heap profile written when the command
+// ends (every allocation of 64 KiB or more is sampled; alloc_space shows
+// who allocated what over the whole command, inuse_space what was still
+// live at its end).
+const envMemProfile = "APR_MEMPROFILE"
+
 func main() {
-	if p := os.Getenv(envCPUProfile); p != "" {
-		f, err := os.Create(p)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "apr: %s=%s: %v\n", envCPUProfile, p, err)
-			os.Exit(2)
-		}
-		code := cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-		pprof.StopCPUProfile()
-		f.Close()
-		os.Exit(code)
+	memProfile := os.Getenv(envMemProfile)
+	if memProfile != "" {
+		runtime.MemProfileRate = 64 << 10
 	}
-	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	code := run()
+	if memProfile != "" {
+		if err := writeHeapProfile(memProfile); err != nil {
+			fmt.Fprintf(os.Stderr, "apr: %s=%s: %v\n", envMemProfile, memProfile, err)
+			if code == 0 {
+				code = 2
+			}
+		}
+	}
+	os.Exit(code)
+}
+
+func run() int {
+	p := os.Getenv(envCPUProfile)
+	if p == "" {
+		return cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	}
+	f, err := os.Create(p)
+	if err == nil {
+		err = pprof.StartCPUProfile(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "apr: %s=%s: %v\n", envCPUProfile, p, err)
+		return 2
+	}
+	code := cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	pprof.StopCPUProfile()
+	f.Close()
+	return code
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

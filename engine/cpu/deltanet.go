@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/aprqa/apr/engine/cpu/internal/kern"
 	"github.com/aprqa/apr/engine/graph"
@@ -15,6 +16,7 @@ import (
 
 func (be *backend) Conv(out, x, state graph.Buf, w graph.Weight) {
 	ob, xb, sb := asBuf(out), asBuf(x), asBuf(state)
+	defer runtime.KeepAlive(sb) // a state's memory may be off the heap
 	wv := asVector(w)
 	sh := w.Tensor().Shape
 	if len(sh) != 2 {
@@ -52,6 +54,7 @@ func (be *backend) Conv(out, x, state graph.Buf, w graph.Weight) {
 func (be *backend) DeltaRule(out, q, k, v, g, beta, state graph.Buf, hk int) {
 	ob, qb, kb, vb := asBuf(out), asBuf(q), asBuf(k), asBuf(v)
 	gb, bb, sb := asBuf(g), asBuf(beta), asBuf(state)
+	defer runtime.KeepAlive(sb) // a state's memory may be off the heap
 	n := qb.rows
 	nK, nV, hv := graph.DeltaRuleShapes("cpu", ob, qb, kb, vb, gb, bb, sb, hk)
 	scale := float32(1 / math.Sqrt(float64(hk)))

@@ -40,5 +40,20 @@ func Open(path string) (*File, error) {
 		return nil, err
 	}
 	f.closer = func() error { return unix.Munmap(b) }
+	dropHeader(b, f.DataOffset)
 	return f, nil
+}
+
+// dropHeader takes the whole pages of the header (metadata and tensor
+// infos, before the data section at off) out of the resident set: Parse
+// copied everything it keeps, so they would only stay as a second copy (a
+// 248k-token vocabulary and its merges: ~8 MiB). The mapping is shared and
+// read-only, so a later read of them faults the file's bytes back in.
+// Errors leave the pages resident.
+func dropHeader(b []byte, off int64) {
+	n := off &^ int64(unix.Getpagesize()-1)
+	if n <= 0 || n > int64(len(b)) {
+		return
+	}
+	_ = unix.Madvise(b[:n], unix.MADV_DONTNEED)
 }

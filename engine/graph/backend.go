@@ -230,3 +230,30 @@ func DeltaRuleShapes(who string, out, q, k, v, g, beta, state Buf, hk int) (nK, 
 	}
 	return nK, nV, hv
 }
+
+// StateAllocator is implemented by a backend that keeps a session's
+// recurrent states (Gated DeltaNet) out of the garbage-collected heap, so
+// that closing a session gives their memory back at once and the
+// collector's heap goal (twice the live heap) does not grow with them.
+// A backend without it gets its states from Alloc.
+type StateAllocator interface {
+	// AllocState returns a zeroed rows × cols buffer. If FreeState is
+	// never called it is released when no longer referenced.
+	AllocState(rows, cols int) Buf
+	// FreeState releases a buffer from AllocState now; it and its views
+	// must not be used afterwards.
+	FreeState(b Buf)
+}
+
+func allocState(b Backend, rows, cols int) Buf {
+	if sa, ok := b.(StateAllocator); ok {
+		return sa.AllocState(rows, cols)
+	}
+	return b.Alloc(rows, cols)
+}
+
+func freeState(b Backend, x Buf) {
+	if sa, ok := b.(StateAllocator); ok && x != nil {
+		sa.FreeState(x)
+	}
+}

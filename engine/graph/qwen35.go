@@ -91,7 +91,11 @@ func (st *q35DeltaState) Reset(b Backend) {
 	st.pos = 0
 }
 
-func (st *q35DeltaState) Free(Backend) { st.conv, st.state = nil, nil }
+func (st *q35DeltaState) Free(b Backend) {
+	freeState(b, st.conv)
+	freeState(b, st.state)
+	st.conv, st.state = nil, nil
+}
 
 func (st *q35DeltaState) Forward(c *Ctx, x, out Buf) error {
 	d, b := st.d, c.B
@@ -99,8 +103,8 @@ func (st *q35DeltaState) Forward(c *Ctx, x, out Buf) error {
 		return fmt.Errorf("Gated DeltaNet at position %d but its state has seen %d", c.Pos, st.pos)
 	}
 	if st.state == nil {
-		st.conv = b.Alloc(max(d.q.ConvKernel-1, 1), d.nCh)
-		st.state = b.Alloc(d.nV, d.hv*d.hk)
+		st.conv = allocState(b, max(d.q.ConvKernel-1, 1), d.nCh)
+		st.state = allocState(b, d.nV, d.hv*d.hk)
 	}
 	qkv, z := c.Buf("dn.qkv", d.nCh), c.Buf("dn.z", d.vd)
 	beta, g := c.Buf("dn.beta", d.nV), c.Buf("dn.g", d.nV)
