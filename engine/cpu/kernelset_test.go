@@ -1,6 +1,7 @@
 package cpu_test
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -34,5 +35,72 @@ func TestKernelSetExact(t *testing.T) {
 	}
 	if _, err := cpu.New(f, spec, cpu.Options{Kernels: "fastest"}); err == nil || !strings.Contains(err.Error(), "kernel set") {
 		t.Errorf("cpu.New(Kernels: fastest) = %v, want an error naming the kernel set", err)
+	}
+}
+
+// TestKernelSetAVX2: Options.Kernels "avx2" builds the engine on what a CPU
+// with AVX2 but no AVX-512 chooses (the packed avx2r16 kernels of Q8_0, no
+// AVX-512 kernel), "avx2-exact" on the unpacked avx2 kernels; both within
+// the cpu tiers of the exact set, and the avx2 set batch invariant: every
+// position of one Eval equals, bit for bit, the same tokens fed one at a
+// time. A CPU without AVX2 refuses the set by name.
+func TestKernelSetAVX2(t *testing.T) {
+	f, spec := openQwen2TinyQ8(t)
+	toks := []int32{39, 301, 385, 7, 12, 99, 4, 150, 77, 3, 1000}
+	if !slices.ContainsFunc(cpu.Kernels(), func(k cpu.KernelInfo) bool { return k.ISA == "avx2" && k.Runnable }) {
+		if _, err := cpu.New(f, spec, cpu.Options{Kernels: "avx2"}); err == nil || !strings.Contains(err.Error(), "avx2") {
+			t.Errorf("cpu.New(Kernels: avx2) on a CPU without AVX2 = %v, want a refusal naming avx2", err)
+		}
+		return
+	}
+	run := func(set string) ([]float32, []string) {
+		return lastLogits(t, f, spec, cpu.Options{Threads: 2, Kernels: set}, toks)
+	}
+	exact, _ := run("exact")
+	a2, ak := run("avx2")
+	a2x, axk := run("avx2-exact")
+	for _, k := range append(slices.Clone(ak), axk...) {
+		if strings.Contains(k, ".avx512") {
+			t.Errorf("kernel set avx2 uses %s", k)
+		}
+	}
+	if !slices.Contains(ak, "kernel.matmul.Q8_0.cpu.avx2r16") || !slices.Contains(ak, "kernel.matvec.Q8_0.cpu.avx2r16") {
+		t.Errorf("kernel set avx2 does not use the packed Q8_0 kernels: %v", ak)
+	}
+	if slices.ContainsFunc(axk, func(k string) bool { return strings.HasSuffix(k, ".avx2r16") }) {
+		t.Errorf("kernel set avx2-exact uses packed kernels: %v", axk)
+	}
+	for name, got := range map[string][]float32{"avx2": a2, "avx2-exact": a2x} {
+		if c, err := oracle.Cosine(got, exact); err != nil || !(c > 0.9999) {
+			t.Errorf("cosine of the %s and exact last-position logits = %v, want > 0.9999", name, c)
+		}
+	}
+	e, err := cpu.New(f, spec, cpu.Options{Threads: 2, Kernels: "avx2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	whole, err := e.NewSession(len(toks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := whole.Eval(toks, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := e.NewSession(len(toks))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pos, tok := range toks {
+		r, err := one.Eval([]int32{tok}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range r[0] {
+			if math.Float32bits(r[0][i]) != math.Float32bits(rows[pos][i]) {
+				t.Fatalf("avx2 set, position %d logit %d: %v in one Eval of %d, %v token by token", pos, i, rows[pos][i], len(toks), r[0][i])
+			}
+		}
 	}
 }
