@@ -16,7 +16,7 @@ int32 block sum is Σw·a exactly, the value the VNNI kernels reach through
 results are bit for bit theirs and their Go twins'.
 """
 
-FORMATS = {"Q8_0": 512}
+FORMATS = {"Q8_0": 512}  # the Q8_0-activation formats; Q4_K below
 
 
 def consts():
@@ -136,3 +136,81 @@ for fmt, qb in FORMATS.items():
         for l in body[2:]:
             out.append(l if l.endswith(":") else "\t" + l)
 print("\n".join(out))
+
+
+def q4k(T):
+    """Packed Q4_K (r16k.go) against T Q8_K activation rows, in passes: half
+    h of the sixteen rows by (at most) two activation rows. Per sub-block
+    the nibble products go through VPMADDUBSW and stay int16 over its 32
+    values (eight steps of at most 2·15·128, below 2¹⁵), then VPMADDWD
+    with the row's scale in both int16 halves of its lane gives
+    sc·Σq·a exactly in int32; the mins go through VPMADDWD on the pair
+    sums of bsums, as VPDPWSSD does in the VNNI kernel."""
+    name = f"r16k{T}Q4_KAVX2"
+    L = [f"// func {name}(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int)",
+         f"TEXT ·{name}(SB), NOSPLIT, $0-128",
+         "MOVL $0x0F0F0F0F, AX", "MOVQ AX, X10", "VPBROADCASTD X10, Y10",
+         "MOVQ astride+56(FP), DX", "MOVQ xstride+88(FP), R8",
+         "MOVQ ostride+120(FP), BX", "SHLQ $2, BX"]
+    A = ["(DI)", "(DI)(DX*1)"]
+    X = ["(R12)", "(R12)(R8*1)"]
+    passes = [(h, t0) for h in range(2) for t0 in range(0, T, 2)]
+    for h, t0 in passes:
+        P = min(2, T - t0)
+        lbl = f"{name}h{h}t{t0}"
+        L += ["MOVQ nsb+0(FP), CX", "MOVQ w_base+8(FP), SI",
+              "MOVQ a_base+32(FP), DI", "MOVQ aux_base+64(FP), R12"]
+        if t0:
+            L += [f"IMUL3Q ${t0}, DX, AX", "ADDQ AX, DI", f"IMUL3Q ${t0}, R8, AX", "ADDQ AX, R12"]
+        L += [f"VPXOR Y{4+t}, Y{4+t}, Y{4+t}" for t in range(P)]
+        L += ["PCALIGN $32", f"{lbl}:", f"VCVTPH2PS {2304+16*h}(SI), Y15"]
+        for t in range(P):
+            L += [f"VBROADCASTSS 16{X[t]}, Y{6+t}", f"VMULPS Y15, Y{6+t}, Y{6+t}"]
+        for j in range(4):
+            for k in range(8):
+                L += [f"VMOVDQU {512*j+64*k+32*h}(SI), Y8", "VPSRLW $4, Y8, Y9",
+                      "VPAND Y10, Y8, Y8", "VPAND Y10, Y9, Y9"]
+                for t in range(P):
+                    for (reg, off, acc) in (("Y8", 4+64*j+4*k, 2*t), ("Y9", 4+64*j+32+4*k, 2*t+1)):
+                        tmp = "Y11" if reg == "Y8" else "Y12"
+                        L.append(f"VPBROADCASTD {off}{A[t]}, {tmp}")
+                        if k == 0:
+                            L.append(f"VPMADDUBSW {tmp}, {reg}, Y{acc}")
+                        else:
+                            L += [f"VPMADDUBSW {tmp}, {reg}, {tmp}", f"VPADDW {tmp}, Y{acc}, Y{acc}"]
+            for (reg, s) in (("Y13", 2*j), ("Y14", 2*j+1)):
+                L += [f"VPMOVZXBD {2048+16*s+8*h}(SI), {reg}", f"VPSLLD $16, {reg}, Y15", f"VPOR Y15, {reg}, {reg}"]
+            for t in range(P):
+                L += [f"VPMADDWD Y13, Y{2*t}, Y{2*t}", f"VPMADDWD Y14, Y{2*t+1}, Y{2*t+1}",
+                      f"VPADDD Y{2*t+1}, Y{2*t}, Y{2*t}", f"VCVTDQ2PS Y{2*t}, Y{2*t}",
+                      f"VFMADD231PS Y{6+t}, Y{2*t}, Y{4+t}"]
+        for p in range(4):
+            L.append(f"VPMOVZXBW {2176+32*p+16*h}(SI), Y8")
+            for t in range(P):
+                L.append(f"VPBROADCASTD {4*p}{X[t]}, Y11")
+                if p == 0:
+                    L.append(f"VPMADDWD Y11, Y8, Y{2*t}")
+                else:
+                    L += ["VPMADDWD Y11, Y8, Y11", f"VPADDD Y11, Y{2*t}, Y{2*t}"]
+        L.append(f"VCVTPH2PS {2336+16*h}(SI), Y15")
+        for t in range(P):
+            L += [f"VCVTDQ2PS Y{2*t}, Y{2*t}", f"VBROADCASTSS 20{X[t]}, Y11", "VMULPS Y15, Y11, Y11",
+                  f"VFMADD231PS Y11, Y{2*t}, Y{4+t}"]
+        L += ["ADDQ $2368, SI", "ADDQ $292, DI", "ADDQ $96, R12", "DECQ CX", f"JNZ {lbl}",
+              "MOVQ out_base+96(FP), AX"]
+        if t0:
+            L += [f"IMUL3Q ${t0}, BX, R9", "ADDQ R9, AX"]
+        for t in range(P):
+            L.append(f"VMOVUPS Y{4+t}, {32*h}(AX)")
+            if t < P - 1:
+                L.append("ADDQ BX, AX")
+    L += ["VZEROUPPER", "RET"]
+    return L
+
+
+for body in (q4k(4), q4k(1)):
+    print()
+    print(body[0])
+    print(body[1])
+    for l in body[2:]:
+        print(l if l.endswith(":") else "\t" + l)
