@@ -16,12 +16,33 @@ int32 block sum is Σw·a exactly, the value the VNNI kernels reach through
 results are bit for bit theirs and their Go twins'.
 """
 
-FORMATS = {"Q8_0": 512}  # the Q8_0-activation formats; Q4_K below
+FORMATS = {"Q8_0": 512, "Q5_0": 320}  # the Q8_0-activation formats; Q4_K below
 
 
-def consts():
+def weights5(k, h, wreg, tmp):
+    """Q5_0: the unsigned q5 = nibble + 16·(fifth bit) in [0, 31] of step k,
+    half h into wreg: the nibbles (high ones of step k-4's bytes for k >= 4),
+    and the mask's 32 bits of this half spread to bytes (VPSHUFB of the
+    broadcast dword: byte i takes mask byte i/8; VPAND/VPCMPEQB with bit
+    i mod 8; VPAND 16). The kernel then forms Σq5·a and adds −16·Σa, the
+    corrections −128·Σa shifted right by 3."""
+    out = [f"VMOVDQU {64*(k%4)+32*h}(SI), {wreg}"]
+    if k >= 4:
+        out.append(f"VPSRLW $4, {wreg}, {wreg}")
+    out += [f"VPAND Y12, {wreg}, {wreg}",
+            f"VPBROADCASTD {256+8*k+4*h}(SI), {tmp}",
+            f"VPSHUFB r16a2shuf<>(SB), {tmp}, {tmp}",
+            f"VPAND r16a2bits<>(SB), {tmp}, {tmp}",
+            f"VPCMPEQB r16a2bits<>(SB), {tmp}, {tmp}",
+            f"VPAND r16a2x10<>(SB), {tmp}, {tmp}",
+            f"VPOR {tmp}, {wreg}, {wreg}"]
+    return out
+
+
+def consts(fmt="Q8_0"):
+    c = "0x80808080" if fmt == "Q8_0" else "0x0F0F0F0F"
     return ["MOVL $0x00010001, AX", "MOVQ AX, X11", "VPBROADCASTD X11, Y11",
-            "MOVL $0x80808080, AX", "MOVQ AX, X12", "VPBROADCASTD X12, Y12"]
+            f"MOVL ${c}, AX", "MOVQ AX, X12", "VPBROADCASTD X12, Y12"]
 
 
 def x8(fmt, qb):
@@ -30,28 +51,35 @@ def x8(fmt, qb):
     name = f"r16x8{fmt}AVX2"
     L = [f"// func {name}(nb int, w, aq []byte, sc []float32, init []int32, out []float32, ostride int)",
          f"TEXT ·{name}(SB), NOSPLIT, $0-136"]
-    L += consts()
+    L += consts(fmt)
     L += ["MOVQ ostride+128(FP), BX", "SHLQ $2, BX"]
     for h in range(2):
         for q in range(2):
             lbl = f"{name}h{h}q{q}"
             L += ["MOVQ nb+0(FP), CX", "MOVQ w_base+8(FP), SI",
                   f"IMUL3Q ${qb}, CX, R8", "ADDQ SI, R8"]
-            if h:
-                L += ["ADDQ $32, SI", "ADDQ $16, R8"]
-            L += ["MOVQ aq_base+32(FP), DI", "MOVQ sc_base+56(FP), R9"]
+            if h:  # Q5_0's steps are read with their half's offsets
+                L += ["ADDQ $32, SI", "ADDQ $16, R8"] if fmt == "Q8_0" else ["ADDQ $16, R8"]
+            L += ["MOVQ aq_base+32(FP), DI", "MOVQ sc_base+56(FP), R9", "MOVQ init_base+80(FP), R10"]
             if q:
-                L += ["ADDQ $128, DI", "ADDQ $16, R9"]
+                L += ["ADDQ $128, DI", "ADDQ $16, R9", "ADDQ $16, R10"]
             L += [f"VPXOR Y{4+t}, Y{4+t}, Y{4+t}" for t in range(4)]
             L += ["PCALIGN $32", f"{lbl}:"]
+            if fmt == "Q5_0":
+                L += [f"VPBROADCASTD {4*t}(R10), Y{t}" for t in range(4)]
+                L += [f"VPSRAD $3, Y{t}, Y{t}" for t in range(4)]
             for k in range(8):
-                L += [f"VPXOR {64*k}(SI), Y12, Y8", "VPABSB Y8, Y9"]
+                if fmt == "Q8_0":
+                    L += [f"VPXOR {64*k}(SI), Y12, Y8", "VPABSB Y8, Y9"]
+                else:
+                    L += weights5(k, h, "Y9", "Y8")
                 for t in range(4):
                     y = "Y10" if t % 2 == 0 else "Y15"
-                    L += [f"VPBROADCASTD {32*t+4*k}(DI), {y}",
-                          f"VPSIGNB Y8, {y}, {y}",
-                          f"VPMADDUBSW {y}, Y9, {y}"]
-                    if k == 0:
+                    L.append(f"VPBROADCASTD {32*t+4*k}(DI), {y}")
+                    if fmt == "Q8_0":
+                        L.append(f"VPSIGNB Y8, {y}, {y}")
+                    L.append(f"VPMADDUBSW {y}, Y9, {y}")
+                    if k == 0 and fmt == "Q8_0":
                         L.append(f"VPMADDWD Y11, {y}, Y{t}")
                     else:
                         L += [f"VPMADDWD Y11, {y}, {y}", f"VPADDD {y}, Y{t}, Y{t}"]
@@ -59,7 +87,7 @@ def x8(fmt, qb):
             for t in range(4):
                 L += [f"VCVTDQ2PS Y{t}, Y{t}", f"VBROADCASTSS {4*t}(R9), Y14",
                       "VMULPS Y13, Y14, Y14", f"VFMADD231PS Y14, Y{t}, Y{4+t}"]
-            L += [f"ADDQ ${qb}, SI", "ADDQ $32, R8", "ADDQ $256, DI", "ADDQ $32, R9",
+            L += [f"ADDQ ${qb}, SI", "ADDQ $32, R8", "ADDQ $256, DI", "ADDQ $32, R9", "ADDQ $32, R10",
                   "DECQ CX", f"JNZ {lbl}",
                   "MOVQ out_base+104(FP), AX"]
             if q:
@@ -80,16 +108,22 @@ def x1(fmt, qb):
          "MOVQ nb+0(FP), CX", "MOVQ w_base+8(FP), SI",
          f"IMUL3Q ${qb}, CX, R8", "ADDQ SI, R8",
          "MOVQ a_base+32(FP), DI", "MOVQ aux_base+56(FP), R10"]
-    L += consts()
+    L += consts(fmt)
     L += ["VPXOR Y4, Y4, Y4", "VPXOR Y5, Y5, Y5", "PCALIGN $32", f"{name}loop:"]
     regs = [("Y8", "Y9", "Y14", "Y0"), ("Y2", "Y3", "Y15", "Y1")]
+    if fmt == "Q5_0":
+        L += ["VPBROADCASTD (R10), Y0", "VPSRAD $3, Y0, Y0", "VMOVDQA Y0, Y1"]
     for k in range(8):
         L.append(f"VPBROADCASTD {2+4*k}(DI), Y10")
         for h in range(2):
             w, aw, p, acc = regs[h]
-            L += [f"VPXOR {64*k+32*h}(SI), Y12, {w}", f"VPABSB {w}, {aw}",
-                  f"VPSIGNB {w}, Y10, {p}", f"VPMADDUBSW {p}, {aw}, {p}"]
-            if k == 0:
+            if fmt == "Q8_0":
+                L += [f"VPXOR {64*k+32*h}(SI), Y12, {w}", f"VPABSB {w}, {aw}",
+                      f"VPSIGNB {w}, Y10, {p}", f"VPMADDUBSW {p}, {aw}, {p}"]
+            else:
+                L += weights5(k, h, aw, w)
+                L.append(f"VPMADDUBSW Y10, {aw}, {p}")
+            if k == 0 and fmt == "Q8_0":
                 L.append(f"VPMADDWD Y11, {p}, {acc}")
             else:
                 L += [f"VPMADDWD Y11, {p}, {p}", f"VPADDD {p}, {acc}, {acc}"]
@@ -127,7 +161,26 @@ HEAD = """// Code generated by gen/r16avx2.py; DO NOT EDIT.
 // each block's eight bytes); Y0/Y1 the int32 sums of rows 0..7 and 8..15,
 // Y4/Y5 their float32 chains."""
 
-out = [HEAD]
+DATA = """
+// Q5_0's fifth bits: VPSHUFB indices (byte i of each 128-bit lane takes
+// byte i/8 of the broadcast mask dword), bit i mod 8 of byte i, and 16.
+DATA r16a2shuf<>+0(SB)/8, $0x0000000000000000
+DATA r16a2shuf<>+8(SB)/8, $0x0101010101010101
+DATA r16a2shuf<>+16(SB)/8, $0x0202020202020202
+DATA r16a2shuf<>+24(SB)/8, $0x0303030303030303
+GLOBL r16a2shuf<>(SB), RODATA|NOPTR, $32
+DATA r16a2bits<>+0(SB)/8, $0x8040201008040201
+DATA r16a2bits<>+8(SB)/8, $0x8040201008040201
+DATA r16a2bits<>+16(SB)/8, $0x8040201008040201
+DATA r16a2bits<>+24(SB)/8, $0x8040201008040201
+GLOBL r16a2bits<>(SB), RODATA|NOPTR, $32
+DATA r16a2x10<>+0(SB)/8, $0x1010101010101010
+DATA r16a2x10<>+8(SB)/8, $0x1010101010101010
+DATA r16a2x10<>+16(SB)/8, $0x1010101010101010
+DATA r16a2x10<>+24(SB)/8, $0x1010101010101010
+GLOBL r16a2x10<>(SB), RODATA|NOPTR, $32"""
+
+out = [HEAD, DATA]
 for fmt, qb in FORMATS.items():
     for body in (x8(fmt, qb), x1(fmt, qb)):
         out.append("")
