@@ -30,9 +30,16 @@ func r16k4Q4_KAVX2(nsb int, w, a []byte, astride int, aux []byte, xstride int, o
 //go:noescape
 func r16k1Q4_KAVX2(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int)
 
+//go:noescape
+func r16k4Q6_KAVX2(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int)
+
+//go:noescape
+func r16k1Q6_KAVX2(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int)
+
 // registerR16AVX2 is called by dot_amd64.go's init.
 func registerR16AVX2() {
 	registerR16(quant.Q8_0, ISAAVX2R16, packQ8_0R16, r16x8Q8_0AVX2, r16x1Q8_0AVX2)
 	registerR16(quant.Q5_0, ISAAVX2R16, packQ5_0R16, r16x8Q5_0AVX2, r16x1Q5_0AVX2)
 	registerR16K(quant.Q4_K, ISAAVX2R16, packQ4_KR16, r16k4Q4_KAVX2, r16k1Q4_KAVX2)
+	registerR16K(quant.Q6_K, ISAAVX2R16, packQ6_KR16, r16k4Q6_KAVX2, r16k1Q6_KAVX2)
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // avx2R16Types are the weight types with packed AVX2 kernels.
-var avx2R16Types = []quant.Type{quant.Q8_0, quant.Q5_0, quant.Q4_K}
+var avx2R16Types = []quant.Type{quant.Q8_0, quant.Q5_0, quant.Q4_K, quant.Q6_K}
 
 // TestAVX2R16Selection: on the instruction sets of an AVX2-only CPU
 // (kern.AVX2ISAs: the AVX-512 ones masked off) Select chooses the packed

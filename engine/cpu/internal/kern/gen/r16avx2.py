@@ -261,7 +261,78 @@ def q4k(T):
     return L
 
 
-for body in (q4k(4), q4k(1)):
+def q6k(T):
+    """Packed Q6_K (r16k.go) against T Q8_K activation rows, in passes: half
+    h of the sixteen rows by (at most) two activation rows. The packed bytes
+    u = q6 + 96 become q6 in [0, 63] (VPSUBB 96); VPMADDUBSW against the
+    quants, two steps summed in int16 (at most 2·2·63·128 < 2¹⁵), VPMADDWD
+    with the row's int8 scale in both int16 halves of its lane; the offset
+    −32 of the values enters as −32·(sc_2j·bsums_2j + sc_2j+1·bsums_2j+1),
+    one VPMADDWD of the scale pair on the bsums pair. Each integer is the
+    VNNI kernel's v_j, so the float32 chain is bit for bit its own."""
+    name = f"r16k{T}Q6_KAVX2"
+    L = [f"// func {name}(nsb int, w, a []byte, astride int, aux []byte, xstride int, out []float32, ostride int)",
+         f"TEXT ·{name}(SB), NOSPLIT, $0-128",
+         "MOVL $0x60606060, AX", "MOVQ AX, X11", "VPBROADCASTD X11, Y11",
+         "MOVQ astride+56(FP), DX", "MOVQ xstride+88(FP), R8",
+         "MOVQ ostride+120(FP), BX", "SHLQ $2, BX"]
+    A = ["(DI)", "(DI)(DX*1)"]
+    X = ["(R12)", "(R12)(R8*1)"]
+    # per act: P0, P1, v, chain, sf
+    R = [("Y0", "Y1", "Y2", "Y3", "Y4"), ("Y5", "Y6", "Y7", "Y8", "Y9")]
+    passes = [(h, t0) for h in range(2) for t0 in range(0, T, 2)]
+    for h, t0 in passes:
+        P = min(2, T - t0)
+        lbl = f"{name}h{h}t{t0}"
+        L += ["MOVQ nsb+0(FP), CX", "MOVQ w_base+8(FP), SI",
+              "MOVQ a_base+32(FP), DI", "MOVQ aux_base+64(FP), R12"]
+        if t0:
+            L += [f"IMUL3Q ${t0}, DX, AX", "ADDQ AX, DI", f"IMUL3Q ${t0}, R8, AX", "ADDQ AX, R12"]
+        L += [f"VPXOR {R[t][3]}, {R[t][3]}, {R[t][3]}" for t in range(P)]
+        L += ["PCALIGN $32", f"{lbl}:", f"VCVTPH2PS {4352+16*h}(SI), Y14"]
+        for t in range(P):
+            L += [f"VBROADCASTSS 16{X[t]}, {R[t][4]}", f"VMULPS Y14, {R[t][4]}, {R[t][4]}"]
+        for j in range(8):
+            for (reg, s) in (("Y12", 2*j), ("Y13", 2*j+1)):
+                L += [f"VPMOVSXBD {4096+16*s+8*h}(SI), {reg}", f"VPSLLD $16, {reg}, Y15",
+                      f"VPBLENDW $0xAA, Y15, {reg}, {reg}"]
+            for k in range(8):
+                L += [f"VMOVDQU {512*j+64*k+32*h}(SI), Y10", "VPSUBB Y11, Y10, Y10"]
+                for t in range(P):
+                    p = R[t][(k % 4) // 2]
+                    L.append(f"VPBROADCASTD {4+32*j+4*k}{A[t]}, Y14")
+                    if k % 2 == 0:
+                        L.append(f"VPMADDUBSW Y14, Y10, {p}")
+                    else:
+                        L += ["VPMADDUBSW Y14, Y10, Y14", f"VPADDW Y14, {p}, {p}"]
+                if k % 4 == 3:
+                    sc = "Y12" if k < 4 else "Y13"
+                    for t in range(P):
+                        p0, p1, v = R[t][0], R[t][1], R[t][2]
+                        if k < 4:
+                            L.append(f"VPMADDWD {sc}, {p0}, {v}")
+                        else:
+                            L += [f"VPMADDWD {sc}, {p0}, {p0}", f"VPADDD {p0}, {v}, {v}"]
+                        L += [f"VPMADDWD {sc}, {p1}, {p1}", f"VPADDD {p1}, {v}, {v}"]
+            L.append("VPBLENDW $0xAA, Y13, Y12, Y10")
+            for t in range(P):
+                v, ch, sf = R[t][2], R[t][3], R[t][4]
+                L += [f"VPBROADCASTD {260+4*j}{A[t]}, Y14", "VPMADDWD Y10, Y14, Y14",
+                      "VPSLLD $5, Y14, Y14", f"VPSUBD Y14, {v}, {v}",
+                      f"VCVTDQ2PS {v}, {v}", f"VFMADD231PS {sf}, {v}, {ch}"]
+        L += ["ADDQ $4384, SI", "ADDQ $292, DI", "ADDQ $96, R12", "DECQ CX", f"JNZ {lbl}",
+              "MOVQ out_base+96(FP), AX"]
+        if t0:
+            L += [f"IMUL3Q ${t0}, BX, R9", "ADDQ R9, AX"]
+        for t in range(P):
+            L.append(f"VMOVUPS {R[t][3]}, {32*h}(AX)")
+            if t < P - 1:
+                L.append("ADDQ BX, AX")
+    L += ["VZEROUPPER", "RET"]
+    return L
+
+
+for body in (q4k(4), q4k(1), q6k(4), q6k(1)):
     print()
     print(body[0])
     print(body[1])
