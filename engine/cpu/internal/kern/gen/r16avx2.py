@@ -16,10 +16,12 @@ int32 block sum is Σw·a exactly, the value the VNNI kernels reach through
 results are bit for bit theirs and their Go twins'.
 """
 
+PF = 8  # blocks ahead that r16x1 prefetches its weights
+
 FORMATS = {"Q8_0": 512, "Q5_0": 320}  # the Q8_0-activation formats; Q4_K below
 
 
-def weights5(k, h, wreg, tmp):
+def weights5(k, h, wreg, tmp, c=("r16a2shuf<>(SB)", "r16a2bits<>(SB)", "r16a2x10<>(SB)")):
     """Q5_0: the unsigned q5 = nibble + 16·(fifth bit) in [0, 31] of step k,
     half h into wreg: the nibbles (high ones of step k-4's bytes for k >= 4),
     and the mask's 32 bits of this half spread to bytes (VPSHUFB of the
@@ -31,10 +33,10 @@ def weights5(k, h, wreg, tmp):
         out.append(f"VPSRLW $4, {wreg}, {wreg}")
     out += [f"VPAND Y12, {wreg}, {wreg}",
             f"VPBROADCASTD {256+8*k+4*h}(SI), {tmp}",
-            f"VPSHUFB r16a2shuf<>(SB), {tmp}, {tmp}",
-            f"VPAND r16a2bits<>(SB), {tmp}, {tmp}",
-            f"VPCMPEQB r16a2bits<>(SB), {tmp}, {tmp}",
-            f"VPAND r16a2x10<>(SB), {tmp}, {tmp}",
+            f"VPSHUFB {c[0]}, {tmp}, {tmp}",
+            f"VPAND {c[1]}, {tmp}, {tmp}",
+            f"VPCMPEQB {c[1]}, {tmp}, {tmp}",
+            f"VPAND {c[2]}, {tmp}, {tmp}",
             f"VPOR {tmp}, {wreg}, {wreg}"]
     return out
 
@@ -111,8 +113,11 @@ def x1(fmt, qb):
     L += consts(fmt)
     L += ["VPXOR Y4, Y4, Y4", "VPXOR Y5, Y5, Y5", "PCALIGN $32", f"{name}loop:"]
     regs = [("Y8", "Y9", "Y14", "Y0"), ("Y2", "Y3", "Y15", "Y1")]
+    L += [f"PREFETCHT0 {PF*qb+i}(SI)" for i in range(0, qb, 64)]
     if fmt == "Q5_0":
         L += ["VPBROADCASTD (R10), Y0", "VPSRAD $3, Y0, Y0", "VMOVDQA Y0, Y1"]
+        L[L.index("PCALIGN $32"):L.index("PCALIGN $32")] = [
+            "VMOVDQU r16a2shuf<>(SB), Y6", "VMOVDQU r16a2bits<>(SB), Y7", "VMOVDQU r16a2x10<>(SB), Y13"]
     for k in range(8):
         L.append(f"VPBROADCASTD {2+4*k}(DI), Y10")
         for h in range(2):
@@ -121,16 +126,16 @@ def x1(fmt, qb):
                 L += [f"VPXOR {64*k+32*h}(SI), Y12, {w}", f"VPABSB {w}, {aw}",
                       f"VPSIGNB {w}, Y10, {p}", f"VPMADDUBSW {p}, {aw}, {p}"]
             else:
-                L += weights5(k, h, aw, w)
+                L += weights5(k, h, aw, w, ("Y6", "Y7", "Y13"))
                 L.append(f"VPMADDUBSW Y10, {aw}, {p}")
             if k == 0 and fmt == "Q8_0":
                 L.append(f"VPMADDWD Y11, {p}, {acc}")
             else:
                 L += [f"VPMADDWD Y11, {p}, {p}", f"VPADDD {p}, {acc}, {acc}"]
-    L += ["VBROADCASTSS 4(R10), Y7", "VCVTPH2PS (R8), Y13", "VCVTPH2PS 16(R8), Y6",
-          "VMULPS Y13, Y7, Y13", "VMULPS Y6, Y7, Y6",
+    L += ["VBROADCASTSS 4(R10), Y2", "VCVTPH2PS (R8), Y3", "VCVTPH2PS 16(R8), Y8",
+          "VMULPS Y3, Y2, Y3", "VMULPS Y8, Y2, Y8",
           "VCVTDQ2PS Y0, Y0", "VCVTDQ2PS Y1, Y1",
-          "VFMADD231PS Y13, Y0, Y4", "VFMADD231PS Y6, Y1, Y5",
+          "VFMADD231PS Y3, Y0, Y4", "VFMADD231PS Y8, Y1, Y5",
           f"ADDQ ${qb}, SI", "ADDQ $32, R8", "ADDQ $34, DI", "ADDQ $8, R10",
           "DECQ CX", f"JNZ {name}loop",
           "MOVQ out_base+80(FP), AX", "VMOVUPS Y4, (AX)", "VMOVUPS Y5, 32(AX)",
