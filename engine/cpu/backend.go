@@ -46,7 +46,7 @@ type backend struct {
 	work map[*buf]func() // buffers from Work and their release
 	// packs release the packed copies of weights (kern.Kernel.Pack) that
 	// the packed kernels read instead of the file's mapping.
-	exact  bool // Options.Kernels "exact": no packed kernels (kern.SelectExact)
+	set    kernelSet // Options.Kernels: the kernels Matrix may choose
 	packs  []func()
 	packed map[packKey]kern.Weights // one packed copy per tensor and kernel (token_embd is also the output)
 }
@@ -75,19 +75,27 @@ func (w *worker) grow(i, n int) []float32 {
 	return w.f[i][:n]
 }
 
-func newBackend(threads int) (*backend, error) {
-	be := &backend{pool: kern.NewPool(threads), used: map[string]int{}, work: map[*buf]func(){}}
+func newBackend(threads int) (*backend, error) { return newBackendSet(threads, kernelSet{}) }
+
+// newBackendSet is newBackend on the kernel set set.
+func newBackendSet(threads int, set kernelSet) (*backend, error) {
+	for _, isa := range set.isas {
+		if !kern.Runnable(isa) {
+			return nil, refuse.New(By, "kernel set on %v: this CPU lacks the %s instruction set", set.isas, isa)
+		}
+	}
+	be := &backend{pool: kern.NewPool(threads), used: map[string]int{}, work: map[*buf]func(){}, set: set}
 	be.threads = be.pool.Threads()
 	be.workers = make(chan *worker, be.threads)
 	for i := 0; i < be.threads; i++ {
 		be.workers <- &worker{pool: kern.NewPool(1)}
 	}
 	var err error
-	if be.f32mv, err = kern.Select(kern.OpMatVec, quant.F32); err != nil {
+	if be.f32mv, err = be.selectKernel(kern.OpMatVec, quant.F32); err != nil {
 		be.pool.Close()
 		return nil, err
 	}
-	if be.f32mm, err = kern.Select(kern.OpMatMul, quant.F32); err != nil {
+	if be.f32mm, err = be.selectKernel(kern.OpMatMul, quant.F32); err != nil {
 		be.pool.Close()
 		return nil, err
 	}
@@ -296,10 +304,7 @@ func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
 	if len(t.Shape) < 2 || len(t.Shape) > 3 {
 		return nil, refuse.New(By, "tensor %q has %d dimensions; a matrix needs 2 or 3", t.Name, len(t.Shape))
 	}
-	sel := kern.Select
-	if be.exact {
-		sel = kern.SelectExact
-	}
+	sel := be.selectKernel
 	if be.plant != nil && be.plant.Type == t.Type {
 		sel = func(op kern.Op, _ quant.Type) (*kern.Kernel, error) { return be.plant.Kernel(op) }
 	}

@@ -44,14 +44,17 @@ func open(f *gguf.File, spec *model.Spec, o model.OpenOptions) (model.Engine, er
 const EnvPlant = "APR_CPU_PLANT"
 
 // EnvKernels selects the engine's kernel set for every engine the registry
-// opens: "" (the fastest kernels this CPU runs, packed ones included) or
+// opens: "" (the fastest kernels this CPU runs, packed ones included),
 // "exact" (no packed kernels: ggml's order of float32 operations, for
-// bisecting a difference against llama.cpp). Any other value is refused.
+// bisecting a difference against llama.cpp), "avx2" or "avx2-exact" (the
+// same as on a CPU with AVX2 but no AVX-512: kernelSets). Any other value
+// is refused.
 const EnvKernels = "APR_CPU_KERNELS"
 
 // Options configure an Engine.
 type Options struct {
-	// Kernels is the kernel set: "" (the fastest) or "exact" (EnvKernels).
+	// Kernels is the kernel set: "" (the fastest), "exact", "avx2" or
+	// "avx2-exact" (EnvKernels, kernelSets).
 	Kernels string
 	Threads int          // worker threads; 0: every CPU (runtime.NumCPU)
 	Log     *slog.Logger // nil: discard
@@ -88,14 +91,14 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if o.Kernels != "" && o.Kernels != "exact" {
-		return nil, fmt.Errorf("cpu: kernel set %q: want \"\" (the fastest) or \"exact\" (%s)", o.Kernels, EnvKernels)
-	}
-	be, err := newBackend(o.Threads)
+	set, err := lookupKernelSet(o.Kernels)
 	if err != nil {
 		return nil, err
 	}
-	be.exact = o.Kernels == "exact"
+	be, err := newBackendSet(o.Threads, set)
+	if err != nil {
+		return nil, err
+	}
 	if o.Plant != "" {
 		if be.plant, err = kern.ParsePlant(o.Plant); err != nil {
 			be.close()

@@ -9,7 +9,7 @@ func cpuHas(isa ISA) bool {
 	switch isa {
 	case ISAGo:
 		return true
-	case ISAAVX2:
+	case ISAAVX2, ISAAVX2R16:
 		return x.HasAVX2 && x.HasFMA && x.HasF16C
 	case ISAAVX512:
 		return cpuHas(ISAAVX2) && x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL

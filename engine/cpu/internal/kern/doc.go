@@ -98,6 +98,18 @@
 // takes 2.8% more, Q6_K 30% more (one byte per value). The exact kernels
 // stay registered (avx2, avx512vnni) and selectable by key.
 //
+// Where the CPU has AVX2 (+ FMA + F16C), the same four types are registered
+// on the same packed weights as "avx2r16" (r16avx2_amd64.go, written by
+// gen/r16avx2.py): the integer sums through VPMADDUBSW and VPMADDWD, eight
+// rows per 256-bit register (Q8_0 with ggml's sign trick, the others on
+// their unsigned quants with the offset taken from the activation sums),
+// and the avx512vnni16 kernels' float32 chains, so their results are bit
+// for bit those of avx512vnni16 and of the Go twins. Select ranks them
+// below avx512vnni16 and above the unpacked AVX-512 kernels: they run on a
+// CPU with AVX2 but no AVX-512 VNNI (Haswell to Zen 3, Skylake-X). SelectOn
+// with AVX2ISAs chooses as such a CPU does, on any machine that has AVX2
+// (the engine's kernel sets "avx2" and "avx2-exact", APR_CPU_KERNELS).
+//
 // The float tiles expand each pool task's weight rows to float32 once (a
 // task's 16 rows, in L2) and the activation rows once per MulActsMany, in
 // groups of twelve laid out two rows per 64 bytes; a group is taken in

@@ -249,6 +249,7 @@ func init() {
 	registerRowsAVX2()
 	registerVNNI()
 	registerR16VNNI()
+	registerR16AVX2()
 	registerTileFAVX512()
 	if cpuHas(ISAAVX2) {
 		quantizeQ8_0 = quantizeQ8_0AVX2

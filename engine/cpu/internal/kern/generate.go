@@ -10,3 +10,8 @@ package kern
 // from gen/r16.py; TestR16Generated holds it to that.
 //
 //go:generate sh -c "python3 gen/r16.py > r16_amd64.s"
+//
+// r16avx2_amd64.s (the packed kernels on AVX2) comes from gen/r16avx2.py;
+// TestR16AVX2Generated holds it to that.
+//
+//go:generate sh -c "python3 gen/r16avx2.py > r16avx2_amd64.s"

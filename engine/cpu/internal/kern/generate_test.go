@@ -35,6 +35,22 @@ func TestR16Generated(t *testing.T) {
 	})
 }
 
+// TestR16AVX2Generated: gen/r16avx2.py reproduces the committed
+// r16avx2_amd64.s byte for byte.
+func TestR16AVX2Generated(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r16avx2_amd64.s")
+	checkGenerated(t, "r16avx2_amd64.s", out, func(py string) *exec.Cmd {
+		cmd := exec.Command(py, filepath.Join("gen", "r16avx2.py"))
+		f, err := os.Create(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		cmd.Stdout = f
+		return cmd
+	})
+}
+
 // checkGenerated runs the generator command gen makes (given python3's path)
 // and fails at the first line where its output, the file out, differs from
 // the committed file name.

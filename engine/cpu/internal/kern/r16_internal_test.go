@@ -226,8 +226,10 @@ func r16Twins(t *testing.T) map[string]*Kernel {
 			goK.pack, goK.r16x8, goK.r16x1, goK.r16 = map[quant.Type]packFunc{quant.Q8_0: packQ8_0R16, quant.Q5_0: packQ5_0R16}[typ], r16x8Twin(f), r16x1Twin(f), f
 		}
 		out[typ.String()+"/go"] = &goK
-		if k, err := Lookup(Key{Op: OpMatMul, Type: typ, Backend: Backend, ISA: ISAAVX512VNNI16}); err == nil {
-			out[typ.String()+"/"+string(ISAAVX512VNNI16)] = k
+		for _, isa := range []ISA{ISAAVX512VNNI16, ISAAVX2R16} {
+			if k, err := Lookup(Key{Op: OpMatMul, Type: typ, Backend: Backend, ISA: isa}); err == nil {
+				out[typ.String()+"/"+string(isa)] = k
+			}
 		}
 	}
 	return out

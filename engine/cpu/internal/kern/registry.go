@@ -2,6 +2,7 @@ package kern
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -33,10 +34,15 @@ const (
 	// ISAAVX512VNNI16 is AVX-512 VNNI with packed weights, sixteen rows per
 	// register (r16.go): held to the contract's bound, not to ggml's order.
 	ISAAVX512VNNI16 ISA = "avx512vnni16"
+	// ISAAVX2R16 is AVX2 (+ FMA + F16C) on the avx512vnni16 kernels'
+	// packed weights (r16avx2_amd64.go): their float32 chains, the integer
+	// products through VPMADDUBSW/VPMADDWD. It ranks above the unpacked
+	// AVX-512 keys (faster where both run) and below avx512vnni16.
+	ISAAVX2R16 ISA = "avx2r16"
 )
 
 // isaRank orders instruction sets for Select: higher is preferred.
-var isaRank = map[ISA]int{ISAGo: 0, ISAAVX2: 1, ISAAVX512: 2, ISAAVX512VNNI: 3, ISAAVX512VNNI16: 4}
+var isaRank = map[ISA]int{ISAGo: 0, ISAAVX2: 1, ISAAVX512: 2, ISAAVX512VNNI: 3, ISAAVX2R16: 4, ISAAVX512VNNI16: 5}
 
 // Backend is the backend name in every key of this package.
 const Backend = "cpu"
@@ -336,11 +342,30 @@ func Select(op Op, t quant.Type) (*Kernel, error) {
 // vec_dot on this machine where the listing says so, for bisecting a
 // difference against llama.cpp.
 func SelectExact(op Op, t quant.Type) (*Kernel, error) {
+	return SelectOn(op, t, nil, true)
+}
+
+// AVX2ISAs are the instruction sets a CPU with AVX2 (+ FMA + F16C) but no
+// AVX-512 runs (Haswell to Zen 3): SelectOn with them is Select as on such
+// a CPU, the AVX-512 kernels masked off, so that a machine with AVX-512
+// can run and test the kernels an AVX2-only one would choose.
+var AVX2ISAs = []ISA{ISAGo, ISAAVX2, ISAAVX2R16}
+
+// SelectOn is Select among the instruction sets isas (nil: every one) that
+// this CPU runs, without the packed kernels when exact (SelectExact). An
+// instruction set of isas this CPU lacks is refused by name, never
+// replaced by another.
+func SelectOn(op Op, t quant.Type, isas []ISA, exact bool) (*Kernel, error) {
+	for _, isa := range isas {
+		if !cpuHas(isa) {
+			return nil, refuse.New(fmt.Sprintf("kernel.%s.%s.%s.%s", op, t, Backend, isa), "this CPU lacks the %s instruction set", isa)
+		}
+	}
 	regMu.RLock()
 	defer regMu.RUnlock()
 	var best *Kernel
 	for k, kn := range reg {
-		if k.Op != op || k.Type != t || !cpuHas(k.ISA) || kn.pack != nil {
+		if k.Op != op || k.Type != t || !cpuHas(k.ISA) || (exact && kn.pack != nil) || (isas != nil && !slices.Contains(isas, k.ISA)) {
 			continue
 		}
 		if best == nil || isaRank[k.ISA] > isaRank[best.Key.ISA] {
@@ -348,7 +373,11 @@ func SelectExact(op Op, t quant.Type) (*Kernel, error) {
 		}
 	}
 	if best == nil {
-		return nil, refuse.New(fmt.Sprintf("kernel.%s.%s.%s", op, t, Backend), "no unpacked %s kernel for weight type %s", op, t)
+		what := "no"
+		if exact {
+			what = "no unpacked"
+		}
+		return nil, refuse.New(fmt.Sprintf("kernel.%s.%s.%s", op, t, Backend), "%s %s kernel for weight type %s on %v", what, op, t, isas)
 	}
 	return best, nil
 }
