@@ -21,26 +21,19 @@ func TestT8RKGenerated(t *testing.T) {
 
 // TestR16Generated: gen/r16.py (which writes to stdout) reproduces the
 // committed r16_amd64.s byte for byte.
-func TestR16Generated(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "r16_amd64.s")
-	checkGenerated(t, "r16_amd64.s", out, func(py string) *exec.Cmd {
-		cmd := exec.Command(py, filepath.Join("gen", "r16.py"))
-		f, err := os.Create(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		cmd.Stdout = f
-		return cmd
-	})
-}
+func TestR16Generated(t *testing.T) { checkStdoutGenerated(t, "r16.py", "r16_amd64.s") }
 
 // TestR16AVX2Generated: gen/r16avx2.py reproduces the committed
 // r16avx2_amd64.s byte for byte.
-func TestR16AVX2Generated(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "r16avx2_amd64.s")
-	checkGenerated(t, "r16avx2_amd64.s", out, func(py string) *exec.Cmd {
-		cmd := exec.Command(py, filepath.Join("gen", "r16avx2.py"))
+func TestR16AVX2Generated(t *testing.T) { checkStdoutGenerated(t, "r16avx2.py", "r16avx2_amd64.s") }
+
+// checkStdoutGenerated is checkGenerated for a generator gen/script that
+// writes the file name to its stdout.
+func checkStdoutGenerated(t *testing.T, script, name string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	checkGenerated(t, name, out, func(py string) *exec.Cmd {
+		cmd := exec.Command(py, filepath.Join("gen", script))
 		f, err := os.Create(out)
 		if err != nil {
 			t.Fatal(err)
