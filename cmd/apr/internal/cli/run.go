@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aprqa/apr/engine/backends"
 	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/sample"
-	"github.com/aprqa/apr/engine/backends"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/refuse"
 )
