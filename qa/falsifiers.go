@@ -9,7 +9,6 @@ import (
 
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
-	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/schema"
 	"github.com/aprqa/apr/serve"
@@ -66,20 +65,6 @@ const (
 )
 
 func tier(f *gguf.File) string { return falsify.WeightTier(f) }
-
-// gpuCPUApplies: gpu_cpu applies to models of its tier when its device
-// backend can run on this machine (qa gates a named backend anyway, and
-// refuses it with the reason).
-func gpuCPUApplies(c *falsify.Check) (bool, string) {
-	if ok, why := falsify.TierApplies(c); !ok {
-		return ok, why
-	}
-	b, _ := c.ParamString("backend", "cuda")
-	if err := model.Available(b); err != nil {
-		return false, fmt.Sprintf("backend %s cannot run here: %v", b, err)
-	}
-	return true, ""
-}
 
 // state is one qa run: its options (the planted engines among them) and
 // host, and the registry its gates run, in which falsify's engine-facing
