@@ -55,21 +55,6 @@ func Open(path string) (*Model, error) {
 	return &Model{Path: path, File: f, logits: map[string]Logits{}}, nil
 }
 
-// OpenHashed is Open with the sha256 computed first (regfile.SHA256), as a
-// gate that records the model object does.
-func OpenHashed(path string) (*Model, error) {
-	sum, n, err := regfile.SHA256(path)
-	if err != nil {
-		return nil, err
-	}
-	m, err := Open(path)
-	if err != nil {
-		return nil, err
-	}
-	m.KnownSHA256(sum, n)
-	return m, nil
-}
-
 // KnownSHA256 records the file's sha256 and size, computed by a caller that
 // hashed it already.
 func (m *Model) KnownSHA256(sum string, size int64) {

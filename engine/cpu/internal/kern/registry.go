@@ -337,14 +337,6 @@ func Select(op Op, t quant.Type) (*Kernel, error) {
 	return best, nil
 }
 
-// SelectExact is Select without the packed kernels (Kernel.Packs): the
-// kernels in ggml's order of float32 operations, bit for bit llama.cpp's
-// vec_dot on this machine where the listing says so, for bisecting a
-// difference against llama.cpp.
-func SelectExact(op Op, t quant.Type) (*Kernel, error) {
-	return SelectOn(op, t, nil, true)
-}
-
 // AVX2ISAs are the instruction sets a CPU with AVX2 (+ FMA + F16C) but no
 // AVX-512 runs (Haswell to Zen 3): SelectOn with them is Select as on such
 // a CPU, the AVX-512 kernels masked off, so that a machine with AVX-512
@@ -352,7 +344,10 @@ func SelectExact(op Op, t quant.Type) (*Kernel, error) {
 var AVX2ISAs = []ISA{ISAGo, ISAAVX2, ISAAVX2R16}
 
 // SelectOn is Select among the instruction sets isas (nil: every one) that
-// this CPU runs, without the packed kernels when exact (SelectExact). An
+// this CPU runs, without the packed kernels (Kernel.Packs) when exact: the
+// kernels in ggml's order of float32 operations, bit for bit llama.cpp's
+// vec_dot on this machine where the listing says so, for bisecting a
+// difference against llama.cpp. An
 // instruction set of isas this CPU lacks is refused by name, never
 // replaced by another.
 func SelectOn(op Op, t quant.Type, isas []ISA, exact bool) (*Kernel, error) {
