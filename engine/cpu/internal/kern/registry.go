@@ -347,9 +347,8 @@ var AVX2ISAs = []ISA{ISAGo, ISAAVX2, ISAAVX2R16}
 // this CPU runs, without the packed kernels (Kernel.Packs) when exact: the
 // kernels in ggml's order of float32 operations, bit for bit llama.cpp's
 // vec_dot on this machine where the listing says so, for bisecting a
-// difference against llama.cpp. An
-// instruction set of isas this CPU lacks is refused by name, never
-// replaced by another.
+// difference against llama.cpp. An instruction set of isas this CPU lacks
+// is refused by name, never replaced by another.
 func SelectOn(op Op, t quant.Type, isas []ISA, exact bool) (*Kernel, error) {
 	for _, isa := range isas {
 		if !cpuHas(isa) {
