@@ -252,9 +252,8 @@ func (o *Options) defaults() error {
 		o.Reference = "ref"
 	}
 	if o.hooks == nil {
-		o.hooks = &hooks{}
+		o.hooks = &hooks{} // nil hooks: falsify.Engines' defaults (generate.Run, …)
 	}
-	o.hooks.defaults()
 	if o.Registry == nil {
 		o.Registry = Registry()
 	}
@@ -424,7 +423,8 @@ func dedupe(in []string) []string {
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
-// hooks replace how engines are run: tests plant defects through them.
+// hooks replace how engines are run: tests plant defects through them; a
+// nil hook is falsify.Engines' default.
 type hooks struct {
 	run    func(context.Context, generate.Options) (generate.Result, error)
 	logits func(context.Context, generate.LogitsOptions) (generate.LogitsResult, error)
@@ -436,18 +436,6 @@ type hooks struct {
 	// router traces the reference's router for the parity gate's near-ties
 	// (nil: falsify.RouterProbs).
 	router falsify.RouterFunc
-}
-
-func (h *hooks) defaults() {
-	if h.run == nil {
-		h.run = generate.Run
-	}
-	if h.logits == nil {
-		h.logits = generate.Logits
-	}
-	if h.golden == nil {
-		h.golden = golden.Lookup
-	}
 }
 
 // Outcome sums the report up as one outcome, for a ladder cell: fail when a
