@@ -721,7 +721,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 		if m.mv == 0 {
 			return fmt.Errorf("cuda: the module has no kernel mv_%s", m.name)
 		}
-		op := tapeOp{f: m.mv, block: cu.Dim{X: 128}, n: mvArgs}
+		op := tapeOp{f: m.mv, block: cu.Dim{X: 128}, n: mvArgs, kind: kindMV}
 		args := op.args[:mvArgs]
 		args[1], args[2], args[3], args[4], args[mvTPR] = uint64(m.rowBytes), u32(nc), u32(m.cols), uint64(xb.p), u32(tpr)
 		args[mvFlags] = u32(g << 4)
@@ -741,7 +741,6 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 		}
 		op.grid = cu.Dim{X: uint32(be.mvGrid(blocks, nc))}
 		be.tape = append(be.tape, op)
-		be.tape[len(be.tape)-1].kind = kindMV
 		be.fuseNorm()
 		return nil
 	})

@@ -66,19 +66,37 @@ static float timeGraph(cudaStream_t st, cudaGraphExec_t ge, int launches) {
   return best * 1000.f / launches; // µs per launch
 }
 
+// timeLaunches captures launch(0) … launch(n − 1) into one graph and
+// returns timeGraph's µs per launch index.
+template <class F> static float timeLaunches(cudaStream_t st, int n, F launch) {
+  cudaGraph_t g;
+  CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+  for (int l = 0; l < n; l++) launch(l);
+  CK(cudaStreamEndCapture(st, &g));
+  cudaGraphExec_t ge;
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  float us = timeGraph(st, ge, n);
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  return us;
+}
+
+// slots is the host's block count for shape s with tpr threads per row and
+// G rows per slot (glu: the rows of the first matrix, paired with the
+// second's).
+static int slots(const Shape &s, int tpr, int G) {
+  int rpb = 128 / tpr, blocks = 0;
+  for (int i = 0; i < (s.glu ? 1 : s.nmat); i++) blocks += (s.rows[i] + rpb * G - 1) / (rpb * G);
+  return blocks;
+}
+
 // launchMV launches shape s's product with tpr threads per row, G rows per
-// slot and at most cap blocks (0: one per slot) on weights w.
+// slot and at most cap blocks (0: one per slot) on weights w; bias (may be
+// null) for the normalised products that are not gate/up.
 static void launchMV(const Shape &s, const u8 *w, int tpr, int G, int cap, float *x, float *y, float *y1, float *y2,
                      float *res, float *nw, float *nout, float *glu, float *bias, cudaStream_t st) {
-  int nc = s.cols / 32, rpb = 128 / tpr;
+  int nc = s.cols / 32, blocks = slots(s, tpr, G);
   long long rb = (long long)(s.cols / s.qk) * s.ts;
-  int blocks = 0, b0 = 0;
-  for (int i = 0; i < s.nmat; i++) {
-    int b = (s.rows[i] + rpb * G - 1) / (rpb * G);
-    if (i == 0) b0 = b;
-    blocks += b;
-  }
-  if (s.glu) blocks = b0;
   if (cap && blocks > cap) blocks = cap;
   const u8 *w1 = s.nmat > 1 ? w + rb * s.rows[0] : nullptr;
   const u8 *w2 = s.nmat > 2 ? w1 + rb * s.rows[1] : nullptr;
@@ -128,8 +146,7 @@ int main(int argc, char **argv) {
   printf("device: %d multiprocessors; µs per launch inside a graph (best of 5 replays)\n", sms);
   for (auto &s : shapes) {
     if (!sweep) break;
-    int nc = s.cols / 32, nb = s.cols / s.qk;
-    long long rb = (long long)nb * s.ts, per = 0;
+    long long rb = (long long)(s.cols / s.qk) * s.ts, per = 0;
     for (int i = 0; i < s.nmat; i++) per += rb * s.rows[i];
     int copies = (int)((512ll << 20) / per);
     copies = copies < 1 ? 1 : copies > 128 ? 128 : copies;
@@ -144,55 +161,23 @@ int main(int argc, char **argv) {
     printf("%-13s %7.2f MB/launch, %3d copies:", s.name, per / 1e6, copies);
     // streaming floor
     {
-      cudaGraph_t g;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      for (int l = 0; l < launches; l++) {
-        const u8 *wc = w + (l % copies) * per;
-        long long n = per / 16;
-        int blocks = (int)((n + 255) / 256);
-        blocks = blocks > sms * 16 ? sms * 16 : blocks;
-        k_stream<<<blocks, 256, 0, st>>>((const u32x4 *)wc, n, sink);
-      }
-      CK(cudaStreamEndCapture(st, &g));
-      cudaGraphExec_t ge;
-      CK(cudaGraphInstantiate(&ge, g, 0));
-      float us = timeGraph(st, ge, launches);
+      long long n = per / 16;
+      int blocks = (int)((n + 255) / 256);
+      blocks = blocks > sms * 16 ? sms * 16 : blocks;
+      float us = timeLaunches(st, launches, [&](int l) {
+        k_stream<<<blocks, 256, 0, st>>>((const u32x4 *)(w + (l % copies) * per), n, sink);
+      });
       printf(" stream %.2f µs (%.0f GB/s) |", us, per / us / 1e3);
-      CK(cudaGraphExecDestroy(ge));
-      CK(cudaGraphDestroy(g));
     }
     for (int cap : caps)
     for (auto &c : cfg) {
-      int tpr = c[0], G = c[1], rpb = 128 / tpr;
-      int blocks = 0;
-      int b0 = 0;
-      for (int i = 0; i < s.nmat; i++) {
-        int b = (s.rows[i] + rpb * G - 1) / (rpb * G);
-        if (i == 0) b0 = b;
-        blocks += b;
-      }
-      if (s.glu) blocks = b0;
-      if (cap && blocks <= cap * sms) continue; // the same launch as without a cap
-      if (cap) blocks = cap * sms;
-      cudaGraph_t g;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      for (int l = 0; l < launches; l++) {
-        const u8 *wc = w + (l % copies) * per;
-        const u8 *w1 = s.nmat > 1 ? wc + rb * s.rows[0] : nullptr;
-        const u8 *w2 = s.nmat > 2 ? w1 + rb * s.rows[1] : nullptr;
-        s.fn<<<blocks, 128, 0, st>>>(wc, rb, nc, s.cols, x, y, s.rows[0], tpr, nullptr, s.res ? res : nullptr, w1, y1,
-                                     s.nmat > 1 ? s.rows[1] : 0, nullptr, w2, y2, s.nmat > 2 ? s.rows[2] : 0, nullptr,
-                                     s.norm ? nw : nullptr, 1e-6f, s.norm ? nout : nullptr, (G << 4) | (s.norm ? 1 : 0),
-                                     s.glu ? glu : nullptr);
-      }
-      CK(cudaStreamEndCapture(st, &g));
-      cudaGraphExec_t ge;
-      CK(cudaGraphInstantiate(&ge, g, 0));
-      float us = timeGraph(st, ge, launches);
+      int tpr = c[0], G = c[1];
+      if (cap && slots(s, tpr, G) <= cap * sms) continue; // the same launch as without a cap
+      float us = timeLaunches(st, launches, [&](int l) {
+        launchMV(s, w + (l % copies) * per, tpr, G, cap * sms, x, y, y1, y2, res, nw, nout, glu, nullptr, st);
+      });
       if (cap) printf(" %d/%d/c%d %.2f", tpr, G, cap, us);
       else printf(" %d/%d %.2f", tpr, G, us);
-      CK(cudaGraphExecDestroy(ge));
-      CK(cudaGraphDestroy(g));
     }
     printf("\n");
     fflush(stdout);
@@ -226,9 +211,7 @@ int main(int argc, char **argv) {
     for (int variant = 0; variant < 6; variant++) {
       // 0: the four kinds in turn; 1: with a one-block kernel after each;
       // 2..5: kind variant-2 alone, 24 launches
-      cudaGraph_t g;
-      CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-      for (int l = 0; l < L; l++) {
+      float us = timeLaunches(st, L, [&](int l) {
         long long off = tot * l;
         for (int k = 0; k < 4; k++) {
           if (variant < 2 || variant - 2 == k)
@@ -236,15 +219,9 @@ int main(int argc, char **argv) {
           if (variant == 1) k_stream<<<1, 32, 0, st>>>((const u32x4 *)x, 2, sink);
           off += per[k];
         }
-      }
-      CK(cudaStreamEndCapture(st, &g));
-      cudaGraphExec_t ge;
-      CK(cudaGraphInstantiate(&ge, g, 0));
-      float us = timeGraph(st, ge, L);
+      });
       const char *names[] = {"4 products", "4 products + 1-block kernels", "q/k/v alone", "o alone", "gate/up alone", "down alone"};
       printf("layer sequence, %-30s %7.2f µs per layer\n", names[variant], us);
-      CK(cudaGraphExecDestroy(ge));
-      CK(cudaGraphDestroy(g));
     }
     CK(cudaFree(w));
   }
