@@ -788,7 +788,7 @@ const mvTile, mvBlocksPerSM = 160, 8
 
 // The prompt product's tile (mm_<type> in apr.cu: MM_BM × MM_BN) and
 // chunks per stage (MM_BK).
-const mmBM, mmBN, mmBK = 64, 32, 2
+const mmBM, mmBN, mmBK = 64, 64, 2
 
 // mmSplits is how many parts the prompt product's chunks are split into
 // (grid.z; k_sumk adds the parts): enough for about eight blocks per

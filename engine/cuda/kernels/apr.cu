@@ -112,15 +112,102 @@ __device__ void mm_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
   }
 }
 
+// ---- tensor cores --------------------------------------------------------------
+// The prompt product multiplies on the tensor cores in TF32 (m16n16k8
+// fragments through nvcuda::wmma), three products per pair of tiles
+// ("3xTF32"): each F32 value v is split into big = tf32(v) and small =
+// tf32(v − big), and a·b is taken as a_small·b_big + a_big·b_small +
+// a_big·b_big, which leaves out only a_small·b_small (~2^-22 of the
+// product): F32's accuracy at the tensor cores' rate, so that the engine
+// still computes in the reference's numerics (the plain tier). Off the
+// GPU (the host emulator, the clang check) a fragment is the whole tile in
+// lane 0 of the warp, which does the warp's product and store.
+#if defined(__NVCC__)
+#include <mma.h>
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 8, nvcuda::wmma::precision::tf32,
+                               nvcuda::wmma::row_major>
+    TcA;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 8, nvcuda::wmma::precision::tf32,
+                               nvcuda::wmma::col_major>
+    TcB;
+typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 8, float> TcC;
+__device__ __forceinline__ float tc_round(float v) { return nvcuda::wmma::__float_to_tf32(v); }
+template <class F> __device__ __forceinline__ void tc_load(F &f, const float *p, int ld) {
+  nvcuda::wmma::load_matrix_sync(f, p, ld);
+}
+__device__ __forceinline__ void tc_zero(TcC &c) { nvcuda::wmma::fill_fragment(c, 0.f); }
+__device__ __forceinline__ void tc_mma(TcC &c, const TcA &a, const TcB &b) { nvcuda::wmma::mma_sync(c, a, b, c); }
+__device__ __forceinline__ void tc_store(float *p, const TcC &c, int ld) {
+  nvcuda::wmma::store_matrix_sync(p, c, ld, nvcuda::wmma::mem_row_major);
+}
+#else
+struct TcA { // 16×8, row-major: x[i·8 + k]
+  static const int num_elements = 128;
+  float x[128];
+};
+struct TcB { // 8×16, column-major: element (k, j) at x[j·8 + k]
+  static const int num_elements = 128;
+  float x[128];
+};
+struct TcC { // 16×16, row-major
+  float x[256];
+};
+// tc_round: cvt.rna.tf32.f32 (to nearest, ties away from zero; the low 13
+// bits cleared), NaN and infinity kept.
+__device__ __forceinline__ float tc_round(float v) {
+  unsigned u = __float_as_uint(v);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & 0xffffe000u;
+  return __uint_as_float(u);
+}
+__device__ __forceinline__ void tc_load(TcA &f, const float *p, int ld) {
+  for (int i = 0; i < 16; i++)
+    for (int k = 0; k < 8; k++) f.x[i * 8 + k] = p[i * ld + k];
+}
+__device__ __forceinline__ void tc_load(TcB &f, const float *p, int ld) {
+  for (int j = 0; j < 16; j++)
+    for (int k = 0; k < 8; k++) f.x[j * 8 + k] = p[j * ld + k];
+}
+__device__ __forceinline__ void tc_zero(TcC &c) {
+  for (int i = 0; i < 256; i++) c.x[i] = 0.f;
+}
+__device__ __forceinline__ void tc_mma(TcC &c, const TcA &a, const TcB &b) {
+  if ((threadIdx.x & 31) != 0) return;
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) {
+      float s = c.x[i * 16 + j];
+      for (int k = 0; k < 8; k++) s = __fmaf_rn(a.x[i * 8 + k], b.x[j * 8 + k], s);
+      c.x[i * 16 + j] = s;
+    }
+}
+__device__ __forceinline__ void tc_store(float *p, const TcC &c, int ld) {
+  if ((threadIdx.x & 31) != 0) return;
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) p[i * ld + j] = c.x[i * 16 + j];
+}
+#endif
+
+// tc_split: f's values become their big parts, small gets the rest.
+template <class F> __device__ __forceinline__ void tc_split(F &f, F &small) {
+#pragma unroll
+  for (int i = 0; i < f.num_elements; i++) {
+    float v = f.x[i], b = tc_round(v);
+    f.x[i] = b;
+    small.x[i] = tc_round(v - b);
+  }
+}
+
 // mmt: the tiled product of a prompt (ntok > 1 rows of X). A block of 128
 // threads computes a tile of MM_BM weight rows × MM_BN tokens: per stage of
 // MM_BK 32-value chunks, each thread dequantizes one row's chunk into shared
-// memory (once for all MM_BN tokens), all threads stage the tokens' values,
-// then each thread accumulates a 4×4 block of outputs with fused
-// multiply-adds in column order. Grid: (ceil(nrows/MM_BM), ceil(ntok/MM_BN)).
+// memory (once for all MM_BN tokens) and all threads stage the tokens'
+// values; then warp w multiplies tokens 32·(w/2)… by rows 32·(w%2)… in 3xTF32
+// on the tensor cores (2×2 fragments of 16×16). The tile leaves through
+// shared memory, a row of tokens at a time. Grid: (ceil(nrows/MM_BM),
+// ceil(ntok/MM_BN), splits).
 #define MM_BM 64
-#define MM_BN 32
+#define MM_BN 64
 #define MM_BK 2
+#define MM_LD (32 * MM_BK + 4) // a staged row: a multiple of 4 floats, rows 16 apart 32-byte aligned
 template <class T>
 __device__ __forceinline__ void deq_chunk(const u8 *wr, int cc, int cols, float *v) {
   const int CPB = T::QK / 32;
@@ -146,17 +233,18 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
   per = (per + MM_BK - 1) / MM_BK * MM_BK;
   int cbeg = blockIdx.z * per, cend = nchunk < cbeg + per ? nchunk : cbeg + per;
   if (gridDim.z > 1) Y = P + (long long)blockIdx.z * ntok * nrows, ys = nrows;
-  __shared__ __align__(16) float Ws[32 * MM_BK][MM_BM + 4];
-  __shared__ float Xs[MM_BN][32 * MM_BK + 1];
-  int tid = threadIdx.x;
+  __shared__ __align__(32) float Ws[MM_BM * MM_LD]; // Ws[r][k]; the output tile Cs[t][r] at the end
+  __shared__ __align__(32) float Xs[MM_BN * MM_LD]; // Xs[t][k]
+  int tid = threadIdx.x, w = tid >> 5;
   int r0 = blockIdx.x * MM_BM, t0 = blockIdx.y * MM_BN;
-  int tx = tid % 16, ty = tid / 16;
-  float acc[4][4];
+  int wt = (w >> 1) * 32, wr = (w & 1) * 32;
+  TcC acc[2][2];
 #pragma unroll
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 2; i++)
 #pragma unroll
-    for (int j = 0; j < 4; j++) acc[i][j] = 0.f;
+    for (int j = 0; j < 2; j++) tc_zero(acc[i][j]);
   int rr = tid % MM_BM, kc = tid / MM_BM;
+  bool vec = (xs & 3) == 0 && ((unsigned long long)X & 15) == 0;
   for (int c = cbeg; c < cend; c += MM_BK) {
     __syncthreads();
     {
@@ -168,35 +256,61 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
 #pragma unroll
         for (int j = 0; j < 32; j++) v[j] = 0.f;
       }
+      float4 *d = (float4 *)&Ws[rr * MM_LD + kc * 32];
 #pragma unroll
-      for (int j = 0; j < 32; j++) Ws[kc * 32 + j][rr] = v[j];
-    }
-    for (int i = tid; i < MM_BN * 32 * MM_BK; i += blockDim.x) {
-      int t = i / (32 * MM_BK), k = i % (32 * MM_BK), col = 32 * c + k;
-      Xs[t][k] = (t0 + t < ntok && col < cols && col < 32 * cend) ? X[(long long)(t0 + t) * xs + col] : 0.f;
-    }
-    __syncthreads();
-#pragma unroll 8
-    for (int k = 0; k < 32 * MM_BK; k++) {
-      float4 w = *(const float4 *)&Ws[k][tx * 4];
-      float wv[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        float xv = Xs[ty * 4 + j][k];
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[i][j] = __fmaf_rn(wv[i], xv, acc[i][j]);
+      for (int j = 0; j < 8; j++) {
+        float4 f = {v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]};
+        d[j] = f;
       }
     }
-  }
-#pragma unroll
-  for (int j = 0; j < 4; j++) {
-    int t = t0 + ty * 4 + j;
-    if (t >= ntok) continue;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-      int row = r0 + tx * 4 + i;
-      if (row < nrows) Y[(long long)t * ys + row] = acc[i][j];
+    int lim = cols < 32 * cend ? cols : 32 * cend; // the columns this stage may read
+    for (int i = tid; i < MM_BN * 8 * MM_BK; i += blockDim.x) {
+      int t = i / (8 * MM_BK), q = i % (8 * MM_BK), col = 32 * c + 4 * q;
+      float4 x = {0.f, 0.f, 0.f, 0.f};
+      if (t0 + t < ntok) {
+        const float *xr = X + (long long)(t0 + t) * xs + col;
+        if (vec && col + 4 <= lim) {
+          x = *(const float4 *)xr;
+        } else {
+          x.x = col < lim ? xr[0] : 0.f;
+          x.y = col + 1 < lim ? xr[1] : 0.f;
+          x.z = col + 2 < lim ? xr[2] : 0.f;
+          x.w = col + 3 < lim ? xr[3] : 0.f;
+        }
+      }
+      *(float4 *)&Xs[t * MM_LD + 4 * q] = x;
     }
+    __syncthreads();
+#pragma unroll 2
+    for (int k = 0; k < 32 * MM_BK; k += 8) {
+      TcA a[2], as[2];
+      TcB b[2], bs[2];
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        tc_load(a[i], &Xs[(wt + 16 * i) * MM_LD + k], MM_LD);
+        tc_split(a[i], as[i]);
+        tc_load(b[i], &Ws[(wr + 16 * i) * MM_LD + k], MM_LD);
+        tc_split(b[i], bs[i]);
+      }
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+          tc_mma(acc[i][j], as[i], b[j]);
+          tc_mma(acc[i][j], a[i], bs[j]);
+          tc_mma(acc[i][j], a[i], b[j]);
+        }
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 2; j++) tc_store(&Ws[(wt + 16 * i) * MM_LD + wr + 16 * j], acc[i][j], MM_LD);
+  __syncthreads();
+  for (int e = tid; e < MM_BN * MM_BM; e += blockDim.x) {
+    int t = e / MM_BM, r = e % MM_BM;
+    if (t0 + t < ntok && r0 + r < nrows) Y[(long long)(t0 + t) * ys + r0 + r] = Ws[t * MM_LD + r];
   }
 }
 
