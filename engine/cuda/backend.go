@@ -108,6 +108,10 @@ func (be *backend) ensureZero(a *devArea, n uint64) error {
 // (ATT_L, ATT_HV in apr.cu).
 const attnL, attnMaxHV = 64, 256
 
+// k_flash's tile (apr.cu FL_Q query rows × FL_K positions) and widest head
+// (FL_HV): wider heads take k_attn.
+const flashQ, flashK, flashMaxH = 32, 32, 128
+
 // do runs fn with the context current unless an earlier op failed; the
 // first failure sticks. Outside a held Eval the op's kernels run at once
 // (flush); inside one they wait on the tape for the next Read or the end
@@ -1410,6 +1414,14 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 		pp, err := be.putInt(pos0)
 		if err != nil {
 			return err
+		}
+		if n > 1 && a.HK <= flashMaxH && a.HV <= flashMaxH && a.HK%4 == 0 {
+			// A prompt: flash-style (k_flash), a block per FL_Q query
+			// rows and head.
+			ts := max(a.HK+1, a.HV)
+			smem := 4 * (flashQ*a.HK + flashK*ts + flashQ*flashK)
+			return be.launch("k_flash", cu.Dim{X: uint32((n + flashQ - 1) / flashQ), Y: uint32(a.NHead)}, cu.Dim{X: 256}, uint32(smem),
+				ob.p, ob.stride, qb.p, qb.stride, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, n)
 		}
 		if a.HV <= attnMaxHV {
 			// Split over positions (k_attn): ctxCap/attnL blocks per query

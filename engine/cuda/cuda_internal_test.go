@@ -435,15 +435,19 @@ func TestProfile(t *testing.T) {
 	}
 }
 
-// TestAttendBothKernels: attention over a KV cache of 150 positions, by
-// the split kernel (k_attn: value heads up to 256; 150 positions fill three
-// splits, so the last block combines) and by the whole-row kernel
+// TestAttendKernels: attention over a KV cache of 150 positions, by the
+// split kernel (k_attn: a decode row, value heads up to 256; 150 positions
+// fill three splits, so the last block combines), the prompt kernel
+// (k_flash: heads up to 128; 40 rows cross its 32-row tile, 150 positions
+// five position tiles, the last partial) and the whole-row kernel
 // (k_attend: wider value heads, which no fixture model has), one decode
-// row and a 5-row prompt piece, against softmax(q·k·scale)·v in float64.
-func TestAttendBothKernels(t *testing.T) {
+// row and prompt pieces of 5 and 40 rows, against softmax(q·k·scale)·v in
+// float64.
+func TestAttendKernels(t *testing.T) {
 	be := testBackend(t)
 	rng := rand.New(rand.NewSource(11))
-	for _, a := range []graph.Attn{{NHead: 4, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 2, NKV: 1, HK: 32, HV: 320, Scale: 0.17}} {
+	for _, a := range []graph.Attn{{NHead: 4, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 3, NKV: 3, HK: 128, HV: 80, Scale: 0.09},
+		{NHead: 2, NKV: 1, HK: 32, HV: 320, Scale: 0.17}} {
 		t.Run(fmt.Sprintf("hv%d", a.HV), func(t *testing.T) {
 			const ctx = 150
 			kv, err := be.NewKV(ctx, a)
@@ -467,7 +471,7 @@ func TestAttendBothKernels(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The last n positions are the queries' own (pos0 = ctx − n).
-			for _, n := range []int{1, 5} {
+			for _, n := range []int{1, 5, 40} {
 				q, qb := upload(n, a.NHead*a.HK)
 				ob := be.Work(n, a.NHead*a.HV).(*buf)
 				pos0 := ctx - n

@@ -916,6 +916,119 @@ extern "C" __global__ void k_attend(float *out, int os, const float *q, int qs, 
   }
 }
 
+// k_flash: a prompt's attention (n > 1 query rows), flash-style. Block
+// (x: query rows FL_Q·x …, y: head h) walks the positions 0 … pos0 + its
+// last row in tiles of FL_K, staging the tile's keys (then its values) in
+// shared memory once for all its rows; warp w owns rows FL_R·w … and keeps
+// each row's running max m, sum l and output o (lane: columns lane,
+// lane+32, …) in registers. Per tile, lane j scores position j0+j for the
+// warp's rows (scale·q·k in column order; positions past a row's own are
+// −∞), the rows' maxima move m, o and l are scaled by e^(m_old − m_new),
+// and o += Σ_j e^(s_j − m)·v_j in position order. out = o / l. Dynamic
+// shared memory: Q (FL_Q·hk), the tile (FL_K rows of max(hk+1, hv)) and
+// the warps' weights (FL_Q·FL_K). hk a multiple of 4, hk and hv ≤ FL_HV.
+#define FL_Q 32
+#define FL_K 32
+#define FL_R 4
+#define FL_HV 128
+extern "C" __global__ void __launch_bounds__(256)
+    k_flash(float *out, int os, const float *q, int qs, const float *K, const float *V, const int *pos0p, int nhead,
+            int nkv, int hk, int hv, float scale, int n) {
+  DYN_SHARED(float, fsh);
+  float *Qs = fsh;                                     // [FL_Q][hk]
+  int ts = hk + 1 > hv ? hk + 1 : hv;                  // a tile row: keys at stride hk+1, values at hv
+  float *T = Qs + FL_Q * hk;                           // [FL_K][ts]
+  float *Ps = T + FL_K * ts;                           // [FL_Q][FL_K]
+  int pos0 = *pos0p;
+  int h = blockIdx.y, g = h / (nhead / nkv);
+  int t0 = blockIdx.x * FL_Q;
+  int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  int kdim = nkv * hk, vdim = nkv * hv;
+  int rows = n - t0 < FL_Q ? n - t0 : FL_Q;
+  for (int i = tid; i < FL_Q * hk; i += blockDim.x) {
+    int t = i / hk, c = i % hk;
+    Qs[i] = t < rows ? q[(long long)(t0 + t) * qs + (long long)h * hk + c] : 0.f;
+  }
+  float m[FL_R], l[FL_R], o[FL_R][FL_HV / 32];
+#pragma unroll
+  for (int i = 0; i < FL_R; i++) {
+    m[i] = -INFINITY;
+    l[i] = 0.f;
+#pragma unroll
+    for (int cc = 0; cc < FL_HV / 32; cc++) o[i][cc] = 0.f;
+  }
+  int npos = pos0 + t0 + rows; // positions 0 … npos−1 serve the block's rows
+  for (int j0 = 0; j0 < npos; j0 += FL_K) {
+    int nk = npos - j0 < FL_K ? npos - j0 : FL_K;
+    __syncthreads();
+    for (int i = tid; i < FL_K * hk; i += blockDim.x) {
+      int j = i / hk, c = i % hk;
+      T[j * (hk + 1) + c] = j < nk ? K[(long long)(j0 + j) * kdim + (long long)g * hk + c] : 0.f;
+    }
+    __syncthreads();
+    float sc[FL_R];
+#pragma unroll
+    for (int i = 0; i < FL_R; i++) sc[i] = 0.f;
+    const float *kr = T + lane * (hk + 1);
+    for (int c = 0; c < hk; c += 4) {
+      float k0 = kr[c], k1 = kr[c + 1], k2 = kr[c + 2], k3 = kr[c + 3];
+#pragma unroll
+      for (int i = 0; i < FL_R; i++) {
+        float4 qv = *(const float4 *)&Qs[(w * FL_R + i) * hk + c];
+        sc[i] += qv.x * k0;
+        sc[i] += qv.y * k1;
+        sc[i] += qv.z * k2;
+        sc[i] += qv.w * k3;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < FL_R; i++) {
+      int t = w * FL_R + i;
+      bool ok = t < rows && lane < nk && j0 + lane <= pos0 + t0 + t;
+      float s = ok ? sc[i] * scale : -INFINITY;
+      float mn = fmaxf(m[i], warp_max(s));
+      float p = s == -INFINITY ? 0.f : expf(s - mn);
+      float corr = m[i] == -INFINITY ? 0.f : expf(m[i] - mn);
+      l[i] = l[i] * corr + warp_sum(p);
+      m[i] = mn;
+#pragma unroll
+      for (int cc = 0; cc < FL_HV / 32; cc++) o[i][cc] *= corr;
+      Ps[t * FL_K + lane] = p;
+    }
+    __syncthreads();
+    for (int i = tid; i < FL_K * hv; i += blockDim.x) {
+      int j = i / hv, c = i % hv;
+      T[j * hv + c] = j < nk ? V[(long long)(j0 + j) * vdim + (long long)g * hv + c] : 0.f;
+    }
+    __syncthreads();
+    for (int j = 0; j < nk; j++) {
+      float vv[FL_HV / 32];
+#pragma unroll
+      for (int cc = 0; cc < FL_HV / 32; cc++) {
+        int c = lane + 32 * cc;
+        vv[cc] = c < hv ? T[j * hv + c] : 0.f;
+      }
+#pragma unroll
+      for (int i = 0; i < FL_R; i++) {
+        float p = Ps[(w * FL_R + i) * FL_K + j];
+#pragma unroll
+        for (int cc = 0; cc < FL_HV / 32; cc++) o[i][cc] += p * vv[cc];
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < FL_R; i++) {
+    int t = w * FL_R + i;
+    if (t >= rows) continue;
+    float inv = 1.f / l[i];
+#pragma unroll
+    for (int cc = 0; cc < FL_HV / 32; cc++) {
+      int c = lane + 32 * cc;
+      if (c < hv) out[(long long)(t0 + t) * os + (long long)h * hv + c] = o[i][cc] * inv;
+    }
+  }
+}
+
 // k_attn: attention split over positions (flash-decoding). Block (x: query
 // row r and head h, y: split s) takes positions s·ATT_L … s·ATT_L+ATT_L−1
 // of 0..pos0+r: its scores scale·q·k_j (one thread per position, the dot
