@@ -1474,6 +1474,12 @@ func (be *backend) Conv(out, x, state graph.Buf, w graph.Weight) {
 	})
 }
 
+// k_deltaw's state rows per block (4 warps × DL_R) and widest key head
+// (32·DL_C); wider key heads take k_delta.
+const deltaRows = 16
+
+var deltaMaxHK = 256 // a variable for TestDeltaRuleKernels, which also runs k_delta
+
 func (be *backend) DeltaRule(out, q, k, v, g, beta, state graph.Buf, hk int) {
 	ob, qb, kb, vb := asBuf(out), asBuf(q), asBuf(k), asBuf(v)
 	gb, bb, sb := asBuf(g), asBuf(beta), asBuf(state)
@@ -1487,6 +1493,12 @@ func (be *backend) DeltaRule(out, q, k, v, g, beta, state graph.Buf, hk int) {
 	}
 	scale := float32(1 / math.Sqrt(float64(hk)))
 	be.do(func() error {
+		if hk <= deltaMaxHK {
+			// The state in registers (k_deltaw): a block per value head
+			// and 16 state rows.
+			return be.launch("k_deltaw", cu.Dim{X: uint32(nV), Y: uint32((hv + deltaRows - 1) / deltaRows)}, cu.Dim{X: 128}, 0,
+				ob.p, ob.stride, qb.p, qb.stride, kb.p, kb.stride, vb.p, vb.stride, gb.p, gb.stride, bb.p, bb.stride, sb.p, n, nK, hk, hv, scale)
+		}
 		return be.launch("k_delta", cu.Dim{X: uint32(nV)}, cu.Dim{X: 128}, uint32(8*hk), ob.p, ob.stride, qb.p, qb.stride,
 			kb.p, kb.stride, vb.p, vb.stride, gb.p, gb.stride, bb.p, bb.stride, sb.p, n, nK, hk, hv, scale)
 	})

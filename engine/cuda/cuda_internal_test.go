@@ -519,3 +519,79 @@ func TestAttendKernels(t *testing.T) {
 		})
 	}
 }
+
+// TestDeltaRuleKernels: the gated delta rule over 7 tokens from a non-zero
+// state, by the register kernel (k_deltaw; 20 value rows leave its last
+// block's rows partly empty, 48 key values its lanes' columns) and by the
+// shared-memory one (k_delta, which key heads over 256 take), against the
+// rule in float64: the outputs and the final state.
+func TestDeltaRuleKernels(t *testing.T) {
+	be := testBackend(t)
+	const n, nK, nV, hk, hv = 7, 2, 4, 48, 20
+	for _, maxHK := range []int{256, 0} {
+		name := map[int]string{256: "k_deltaw", 0: "k_delta"}[maxHK]
+		t.Run(name, func(t *testing.T) {
+			defer func(old int) { deltaMaxHK = old }(deltaMaxHK)
+			deltaMaxHK = maxHK
+			rng := rand.New(rand.NewSource(5))
+			upload := func(rows, cols int, f func() float64) ([]float32, *buf) {
+				x := make([]float32, rows*cols)
+				for i := range x {
+					x[i] = float32(f())
+				}
+				b := be.Work(rows, cols).(*buf)
+				be.do(func() error { return be.d.HtoD(b.p, unsafePtr(x), uint64(4*len(x))) })
+				return x, b
+			}
+			norm := func() float64 { return rng.NormFloat64() * 0.3 }
+			q, qb := upload(n, nK*hk, norm)
+			k, kb := upload(n, nK*hk, norm)
+			v, vb := upload(n, nV*hv, rng.NormFloat64)
+			g, gb := upload(n, nV, func() float64 { return -rng.Float64() })
+			beta, bb := upload(n, nV, rng.Float64)
+			s0, sb := upload(nV, hv*hk, norm)
+			ob := be.Work(n, nV*hv).(*buf)
+			be.DeltaRule(ob, qb, kb, vb, gb, bb, sb, hk)
+			got, state := be.readAll(ob), be.readAll(sb)
+			if be.err != nil {
+				t.Fatal(be.err)
+			}
+			S := make([]float64, len(s0))
+			for i, x := range s0 {
+				S[i] = float64(x)
+			}
+			bad := 0
+			check := func(what string, got float32, want float64) {
+				if math.Abs(float64(got)-want) > 1e-4*(1+math.Abs(want)) {
+					if bad++; bad <= 5 {
+						t.Errorf("%s: got %g, want %g", what, got, want)
+					}
+				}
+			}
+			for tok := 0; tok < n; tok++ {
+				for j := 0; j < nV; j++ {
+					kh := j % nK
+					decay, b := math.Exp(float64(g[tok*nV+j])), float64(beta[tok*nV+j])
+					for r := 0; r < hv; r++ {
+						row := S[(j*hv+r)*hk:][:hk]
+						sk := 0.0
+						for c := range row {
+							row[c] *= decay
+							sk += row[c] * float64(k[tok*nK*hk+kh*hk+c])
+						}
+						d := b * (float64(v[tok*nV*hv+j*hv+r]) - sk)
+						o := 0.0
+						for c := range row {
+							row[c] += d * float64(k[tok*nK*hk+kh*hk+c])
+							o += row[c] * float64(q[tok*nK*hk+kh*hk+c])
+						}
+						check(fmt.Sprintf("token %d head %d row %d", tok, j, r), got[tok*nV*hv+j*hv+r], o/math.Sqrt(hk))
+					}
+				}
+			}
+			for i, want := range S {
+				check(fmt.Sprintf("state %d", i), state[i], want)
+			}
+		})
+	}
+}

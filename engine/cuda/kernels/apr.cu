@@ -1220,6 +1220,94 @@ extern "C" __global__ void k_delta(float *out, int os, const float *q, int qs, c
   }
 }
 
+// k_deltaw: the gated delta rule as k_delta computes it, with the state in
+// registers: block (x: value head j, y: rows 4·DL_R·y …) gives each warp
+// DL_R state rows, whose columns lane, lane+32, … (hk ≤ 32·DL_C) its lanes
+// hold for all n tokens; S_r·k and S_r·q are the lanes' partial sums added
+// by warp_sum. The next token's k, q, v, g and beta are loaded while the
+// current one is computed. Rows past hv compute zeros and store nothing.
+#define DL_R 4
+#define DL_C 8
+extern "C" __global__ void __launch_bounds__(128)
+    k_deltaw(float *out, int os, const float *q, int qs, const float *k, int ks, const float *v, int vs,
+             const float *g, int gs, const float *beta, int bs, float *S, int n, int nK, int hk, int hv, float scale) {
+  int j = blockIdx.x, kh = j % nK;
+  int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  int r0 = blockIdx.y * (4 * DL_R) + w * DL_R;
+  float *Sj = S + (long long)j * hv * hk;
+  float st[DL_R][DL_C];
+#pragma unroll
+  for (int i = 0; i < DL_R; i++)
+#pragma unroll
+    for (int cc = 0; cc < DL_C; cc++) {
+      int r = r0 + i, c = lane + 32 * cc;
+      st[i][cc] = r < hv && c < hk ? Sj[(long long)r * hk + c] : 0.f;
+    }
+  const float *kp = k + (long long)kh * hk, *qp = q + (long long)kh * hk, *vp = v + (long long)j * hv + r0;
+  float kn[DL_C], qn[DL_C], vn[DL_R], gn = 0.f, bn = 0.f;
+  // load(t): token t's operands into the *n registers.
+#define DL_LOAD(t)                                                                                           \
+  do {                                                                                                       \
+    _Pragma("unroll") for (int cc = 0; cc < DL_C; cc++) {                                                   \
+      int c = lane + 32 * cc;                                                                                \
+      kn[cc] = c < hk ? kp[(long long)(t) * ks + c] : 0.f;                                                  \
+      qn[cc] = c < hk ? qp[(long long)(t) * qs + c] : 0.f;                                                  \
+    }                                                                                                        \
+    _Pragma("unroll") for (int i = 0; i < DL_R; i++) vn[i] = r0 + i < hv ? vp[(long long)(t) * vs + i] : 0.f; \
+    gn = g[(long long)(t) * gs + j];                                                                         \
+    bn = beta[(long long)(t) * bs + j];                                                                      \
+  } while (0)
+  if (n > 0) DL_LOAD(0);
+  for (int t = 0; t < n; t++) {
+    float kv[DL_C], qv[DL_C], vr[DL_R];
+#pragma unroll
+    for (int cc = 0; cc < DL_C; cc++) kv[cc] = kn[cc], qv[cc] = qn[cc];
+#pragma unroll
+    for (int i = 0; i < DL_R; i++) vr[i] = vn[i];
+    float decay = expf(gn), b = bn;
+    if (t + 1 < n) DL_LOAD(t + 1);
+    float sk[DL_R];
+#pragma unroll
+    for (int i = 0; i < DL_R; i++) {
+      float s = 0.f;
+#pragma unroll
+      for (int cc = 0; cc < DL_C; cc++) {
+        float x = st[i][cc] * decay;
+        st[i][cc] = x;
+        s += x * kv[cc];
+      }
+      sk[i] = s;
+    }
+#pragma unroll
+    for (int i = 0; i < DL_R; i++) sk[i] = warp_sum(sk[i]);
+    float so[DL_R];
+#pragma unroll
+    for (int i = 0; i < DL_R; i++) {
+      float d = b * (vr[i] - sk[i]), s = 0.f;
+#pragma unroll
+      for (int cc = 0; cc < DL_C; cc++) {
+        float x = st[i][cc] + d * kv[cc];
+        st[i][cc] = x;
+        s += x * qv[cc];
+      }
+      so[i] = s;
+    }
+#pragma unroll
+    for (int i = 0; i < DL_R; i++) {
+      float o = warp_sum(so[i]);
+      if (lane == 0 && r0 + i < hv) out[(long long)t * os + (long long)j * hv + r0 + i] = o * scale;
+    }
+  }
+#undef DL_LOAD
+#pragma unroll
+  for (int i = 0; i < DL_R; i++)
+#pragma unroll
+    for (int cc = 0; cc < DL_C; cc++) {
+      int r = r0 + i, c = lane + 32 * cc;
+      if (r < hv && c < hk) Sj[(long long)r * hk + c] = st[i][cc];
+    }
+}
+
 // ---- planted defects (falsifiers only) -----------------------------------------------
 
 // k_perturb multiplies column c of every row by f: the CUDA falsifiers plant
