@@ -110,7 +110,17 @@ const attnL, attnMaxHV = 64, 256
 
 // k_flash's tile (apr.cu FL_Q query rows × FL_K positions) and widest head
 // (FL_HV): wider heads take k_attn.
-const flashQ, flashK, flashMaxH = 32, 32, 128
+const flashQ, flashK, flashMaxH = 16, 32, 128
+
+// flashSmem is k_flash's dynamic shared memory in bytes: Q, the keys (rows
+// of an odd number of float4s), the values and the weights.
+func flashSmem(hk, hv int) int {
+	kq4 := hk/4 + 1
+	if (hk/4)%2 == 1 {
+		kq4++
+	}
+	return 4 * (flashQ*hk + flashK*4*kq4 + flashK*hv + flashQ*flashK)
+}
 
 // do runs fn with the context current unless an earlier op failed; the
 // first failure sticks. Outside a held Eval the op's kernels run at once
@@ -1415,12 +1425,10 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 		if err != nil {
 			return err
 		}
-		if n > 1 && a.HK <= flashMaxH && a.HV <= flashMaxH && a.HK%4 == 0 {
-			// A prompt: flash-style (k_flash), a block per FL_Q query
+		if n > 1 && a.HK <= flashMaxH && a.HV <= flashMaxH && a.HK%4 == 0 && a.HV%4 == 0 {
+			// A prompt: flash-style (k_flash), a block per flashQ query
 			// rows and head.
-			ts := max(a.HK+1, a.HV)
-			smem := 4 * (flashQ*a.HK + flashK*ts + flashQ*flashK)
-			return be.launch("k_flash", cu.Dim{X: uint32((n + flashQ - 1) / flashQ), Y: uint32(a.NHead)}, cu.Dim{X: 256}, uint32(smem),
+			return be.launch("k_flash", cu.Dim{X: uint32((n + flashQ - 1) / flashQ), Y: uint32(a.NHead)}, cu.Dim{X: 128}, uint32(flashSmem(a.HK, a.HV)),
 				ob.p, ob.stride, qb.p, qb.stride, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, n)
 		}
 		if a.HV <= attnMaxHV {

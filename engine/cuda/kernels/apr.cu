@@ -917,38 +917,63 @@ extern "C" __global__ void k_attend(float *out, int os, const float *q, int qs, 
 }
 
 // k_flash: a prompt's attention (n > 1 query rows), flash-style. Block
-// (x: query rows FL_Q·x …, y: head h) walks the positions 0 … pos0 + its
-// last row in tiles of FL_K, staging the tile's keys (then its values) in
-// shared memory once for all its rows; warp w owns rows FL_R·w … and keeps
-// each row's running max m, sum l and output o (lane: columns lane,
-// lane+32, …) in registers. Per tile, lane j scores position j0+j for the
-// warp's rows (scale·q·k in column order; positions past a row's own are
-// −∞), the rows' maxima move m, o and l are scaled by e^(m_old − m_new),
-// and o += Σ_j e^(s_j − m)·v_j in position order. out = o / l. Dynamic
-// shared memory: Q (FL_Q·hk), the tile (FL_K rows of max(hk+1, hv)) and
-// the warps' weights (FL_Q·FL_K). hk a multiple of 4, hk and hv ≤ FL_HV.
-#define FL_Q 32
+// (x: query rows FL_Q·x …, taken last rows first; y: head h) walks the
+// positions 0 … pos0 + its last row in tiles of FL_K, staging each tile's
+// keys and values in shared memory once for all its rows (the next tile's
+// are loaded into registers while the current one is computed); warp w
+// owns rows FL_R·w … and keeps each row's running max m, sum l and output
+// o (lane: columns lane, lane+32, …) in registers. Per tile, lane j scores
+// position j0+j for the warp's rows (scale·q·k in column order; positions
+// past a row's own are −∞), the rows' maxima move m, o and l are scaled by
+// e^(m_old − m_new), and o += Σ_j e^(s_j − m)·v_j in position order.
+// out = o / l. Dynamic shared memory (flashSmem in backend.go): Q (FL_Q
+// rows of hk), the keys (FL_K rows of 4·kq4: an odd number of float4s, so
+// that each lane's float4 reads hit their own banks), the values (FL_K
+// rows of hv) and the warps' weights (FL_Q·FL_K). hk and hv multiples of
+// 4, at most FL_HV.
+#define FL_Q 16
 #define FL_K 32
 #define FL_R 4
 #define FL_HV 128
-extern "C" __global__ void __launch_bounds__(256)
+#define FL_P (FL_K * FL_HV / 4 / 128) // float4s of a tile per thread
+extern "C" __global__ void __launch_bounds__(128)
     k_flash(float *out, int os, const float *q, int qs, const float *K, const float *V, const int *pos0p, int nhead,
             int nkv, int hk, int hv, float scale, int n) {
   DYN_SHARED(float, fsh);
-  float *Qs = fsh;                                     // [FL_Q][hk]
-  int ts = hk + 1 > hv ? hk + 1 : hv;                  // a tile row: keys at stride hk+1, values at hv
-  float *T = Qs + FL_Q * hk;                           // [FL_K][ts]
-  float *Ps = T + FL_K * ts;                           // [FL_Q][FL_K]
+  int hk4 = hk >> 2, hv4 = hv >> 2;
+  int kq4 = hk4 + ((hk4 & 1) ? 2 : 1); // a key row's float4s: odd
+  float *Qs = fsh;                      // [FL_Q][hk]
+  float *Ks = Qs + FL_Q * hk;           // [FL_K][4·kq4]
+  float *Vs = Ks + FL_K * 4 * kq4;      // [FL_K][hv]
+  float *Ps = Vs + FL_K * hv;           // [FL_Q][FL_K]
   int pos0 = *pos0p;
   int h = blockIdx.y, g = h / (nhead / nkv);
-  int t0 = blockIdx.x * FL_Q;
+  int t0 = (gridDim.x - 1 - blockIdx.x) * FL_Q;
   int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-  int kdim = nkv * hk, vdim = nkv * hv;
+  long long kdim = (long long)nkv * hk, vdim = (long long)nkv * hv;
   int rows = n - t0 < FL_Q ? n - t0 : FL_Q;
   for (int i = tid; i < FL_Q * hk; i += blockDim.x) {
     int t = i / hk, c = i % hk;
     Qs[i] = t < rows ? q[(long long)(t0 + t) * qs + (long long)h * hk + c] : 0.f;
   }
+  // This thread's float4s of a tile: key (row kj, float4 kc) and value (vj, vc).
+  int kj[FL_P], kc[FL_P], vj[FL_P], vc[FL_P];
+#pragma unroll
+  for (int u = 0; u < FL_P; u++) {
+    int f = tid + 128 * u;
+    kj[u] = f < FL_K * hk4 ? f / hk4 : FL_K, kc[u] = f < FL_K * hk4 ? f % hk4 : 0;
+    vj[u] = f < FL_K * hv4 ? f / hv4 : FL_K, vc[u] = f < FL_K * hv4 ? f % hv4 : 0;
+  }
+  const float *Kg = K + (long long)g * hk, *Vg = V + (long long)g * hv;
+  float4 kn[FL_P], vn[FL_P];
+  int npos = pos0 + t0 + rows; // positions 0 … npos−1 serve the block's rows
+#define FL_LOAD(j0)                                                                                           \
+  _Pragma("unroll") for (int u = 0; u < FL_P; u++) {                                                        \
+    float4 z = {0.f, 0.f, 0.f, 0.f};                                                                         \
+    kn[u] = kj[u] < FL_K && (j0) + kj[u] < npos ? *(const float4 *)(Kg + ((j0) + kj[u]) * kdim + 4 * kc[u]) : z; \
+    vn[u] = vj[u] < FL_K && (j0) + vj[u] < npos ? *(const float4 *)(Vg + ((j0) + vj[u]) * vdim + 4 * vc[u]) : z; \
+  }
+  FL_LOAD(0)
   float m[FL_R], l[FL_R], o[FL_R][FL_HV / 32];
 #pragma unroll
   for (int i = 0; i < FL_R; i++) {
@@ -957,28 +982,31 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
     for (int cc = 0; cc < FL_HV / 32; cc++) o[i][cc] = 0.f;
   }
-  int npos = pos0 + t0 + rows; // positions 0 … npos−1 serve the block's rows
   for (int j0 = 0; j0 < npos; j0 += FL_K) {
     int nk = npos - j0 < FL_K ? npos - j0 : FL_K;
-    __syncthreads();
-    for (int i = tid; i < FL_K * hk; i += blockDim.x) {
-      int j = i / hk, c = i % hk;
-      T[j * (hk + 1) + c] = j < nk ? K[(long long)(j0 + j) * kdim + (long long)g * hk + c] : 0.f;
+    __syncthreads(); // the last tile's readers are done
+#pragma unroll
+    for (int u = 0; u < FL_P; u++) {
+      if (kj[u] < FL_K) *(float4 *)&Ks[(kj[u] * kq4 + kc[u]) * 4] = kn[u];
+      if (vj[u] < FL_K) *(float4 *)&Vs[vj[u] * hv + 4 * vc[u]] = vn[u];
     }
     __syncthreads();
+    if (j0 + FL_K < npos) {
+      FL_LOAD(j0 + FL_K)
+    }
     float sc[FL_R];
 #pragma unroll
     for (int i = 0; i < FL_R; i++) sc[i] = 0.f;
-    const float *kr = T + lane * (hk + 1);
+    const float *kr = Ks + lane * kq4 * 4;
     for (int c = 0; c < hk; c += 4) {
-      float k0 = kr[c], k1 = kr[c + 1], k2 = kr[c + 2], k3 = kr[c + 3];
+      float4 kv = *(const float4 *)(kr + c);
 #pragma unroll
       for (int i = 0; i < FL_R; i++) {
         float4 qv = *(const float4 *)&Qs[(w * FL_R + i) * hk + c];
-        sc[i] += qv.x * k0;
-        sc[i] += qv.y * k1;
-        sc[i] += qv.z * k2;
-        sc[i] += qv.w * k3;
+        sc[i] += qv.x * kv.x;
+        sc[i] += qv.y * kv.y;
+        sc[i] += qv.z * kv.z;
+        sc[i] += qv.w * kv.w;
       }
     }
 #pragma unroll
@@ -995,18 +1023,13 @@ extern "C" __global__ void __launch_bounds__(256)
       for (int cc = 0; cc < FL_HV / 32; cc++) o[i][cc] *= corr;
       Ps[t * FL_K + lane] = p;
     }
-    __syncthreads();
-    for (int i = tid; i < FL_K * hv; i += blockDim.x) {
-      int j = i / hv, c = i % hv;
-      T[j * hv + c] = j < nk ? V[(long long)(j0 + j) * vdim + (long long)g * hv + c] : 0.f;
-    }
-    __syncthreads();
+    __syncthreads(); // (a warp reads only its own rows' weights)
     for (int j = 0; j < nk; j++) {
       float vv[FL_HV / 32];
 #pragma unroll
       for (int cc = 0; cc < FL_HV / 32; cc++) {
         int c = lane + 32 * cc;
-        vv[cc] = c < hv ? T[j * hv + c] : 0.f;
+        vv[cc] = c < hv ? Vs[j * hv + c] : 0.f;
       }
 #pragma unroll
       for (int i = 0; i < FL_R; i++) {
@@ -1016,6 +1039,7 @@ extern "C" __global__ void __launch_bounds__(256)
       }
     }
   }
+#undef FL_LOAD
 #pragma unroll
   for (int i = 0; i < FL_R; i++) {
     int t = w * FL_R + i;
