@@ -1458,7 +1458,7 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 
 // ---- Gated DeltaNet --------------------------------------------------------------------------
 
-// maxConvKernel is the widest convolution k_conv keeps in registers.
+// maxConvKernel is the widest convolution the engine takes (the models use 4).
 const maxConvKernel = 16
 
 func (be *backend) Conv(out, x, state graph.Buf, w graph.Weight) {
@@ -1477,7 +1477,7 @@ func (be *backend) Conv(out, x, state graph.Buf, w graph.Weight) {
 		stride = ch
 	}
 	be.do(func() error {
-		return be.launch("k_conv", cu.Dim{X: uint32((ch + 127) / 128)}, cu.Dim{X: 128}, 0, ob.p, ob.stride, xb.p, xb.stride,
+		return be.launch("k_conv", cu.Dim{X: uint32((ch + 31) / 32)}, cu.Dim{X: 256}, 0, ob.p, ob.stride, xb.p, xb.stride,
 			sb.p, stride, vecPtr(w), xb.rows, ch, K)
 	})
 }

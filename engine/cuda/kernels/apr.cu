@@ -1189,22 +1189,31 @@ extern "C" __global__ void k_stream(const u32x4 *p, long long n, u32 *sink) {
 // ---- Gated DeltaNet ---------------------------------------------------------------------
 
 // k_conv: per channel, the causal depthwise convolution over the K−1 kept
-// inputs and the n new ones; the state keeps the last K−1 (K ≤ 16).
-extern "C" __global__ void k_conv(float *out, int os, const float *x, int xs, float *st, int ss, const float *w,
-                                  int n, int ch, int K) {
-  int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= ch) return;
-  float win[16];
-  for (int i = 0; i < K - 1; i++) win[i] = st[(long long)i * ss + c];
+// inputs and the n new ones; the state keeps the last K−1. Block: 32
+// channels (lanes) × 8 token slots (warps); warp y takes tokens y, y+8, …,
+// each output Σ_i x(t−K+1+i)·w_i in i order (x(τ) for τ < 0 from the
+// state), then warp 0 shifts the state (K ≤ 16).
+extern "C" __global__ void __launch_bounds__(256) k_conv(float *out, int os, const float *x, int xs, float *st, int ss,
+                                                         const float *w, int n, int ch, int K) {
+  int c = blockIdx.x * 32 + (threadIdx.x & 31), y = threadIdx.x >> 5;
+  bool on = c < ch;
   const float *wc = w + (long long)c * K;
-  for (int t = 0; t < n; t++) {
-    win[K - 1] = x[(long long)t * xs + c];
+  for (int t = y; on && t < n; t += 8) {
     float s = 0.f;
-    for (int i = 0; i < K; i++) s += win[i] * wc[i];
+    for (int i = 0; i < K; i++) {
+      int tau = t - (K - 1) + i;
+      float xi = tau >= 0 ? x[(long long)tau * xs + c] : st[(long long)(K - 1 + tau) * ss + c];
+      s += xi * wc[i];
+    }
     out[(long long)t * os + c] = s;
-    for (int i = 0; i < K - 1; i++) win[i] = win[i + 1];
   }
-  for (int i = 0; i < K - 1; i++) st[(long long)i * ss + c] = win[i];
+  __syncthreads(); // every read of the old state is done
+  if (on && y == 0) {
+    for (int i = 0; i < K - 1; i++) {
+      int tau = n - (K - 1) + i; // st[i] ← x(τ); for τ < 0 the state's later row, not yet overwritten
+      st[(long long)i * ss + c] = tau >= 0 ? x[(long long)tau * xs + c] : st[(long long)(K - 1 + tau) * ss + c];
+    }
+  }
 }
 
 // k_delta: the gated delta rule, token by token. Block j is value head j

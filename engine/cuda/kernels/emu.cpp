@@ -152,7 +152,7 @@ static void fiberMain() {
 // Kernels that meet at barriers or exchange values within a warp run as
 // fibers; the others run their threads one after another.
 static bool needsFibers(const std::string &name) {
-  static const char *prefixes[] = {"mv_", "mm_", "mmid_", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_attend", "k_attn", "k_flash", "k_delta"};
+  static const char *prefixes[] = {"mv_", "mm_", "mmid_", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_attend", "k_attn", "k_flash", "k_conv", "k_delta"};
   for (const char *p : prefixes)
     if (name.rfind(p, 0) == 0) return true;
   return false;
