@@ -800,17 +800,17 @@ func (be *backend) mvGrid(slots, nc int) int {
 // per multiprocessor (measured with kernels/bench/mvbench.cu on the H200).
 const mvTile, mvBlocksPerSM = 160, 8
 
-// The prompt product's tile (mm_<type> in apr.cu: MM_BM × MM_BN; one chunk
-// per stage).
-const mmBM, mmBN = 64, 64
+// The prompt product's tile (mm_<type> in apr.cu: MM_BM × MM_BN) and
+// chunks per stage (MM_BK).
+const mmBM, mmBN, mmBK = 64, 64, 2
 
 // mmSplits is how many parts the prompt product's chunks are split into
 // (grid.z; k_sumk adds the parts): enough for about eight blocks per
-// multiprocessor when the tiles alone are fewer, each part at least eight
-// chunks (stages), at most 8.
+// multiprocessor when the tiles alone are fewer, each part at least four
+// stages, at most 8.
 func mmSplits(tiles, nchunk, sms int) int {
 	want := (8*max(sms, 1) + tiles - 1) / tiles
-	return max(1, min(want, 8, nchunk/8))
+	return max(1, min(want, 8, nchunk/(4*mmBK)))
 }
 
 // UBatch is the most tokens one pass of the graph takes on this backend

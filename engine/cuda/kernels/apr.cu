@@ -186,22 +186,28 @@ __device__ __forceinline__ void tc_store(float *p, const TcC &c, int ld) {
 }
 #endif
 
+// tc_split: f's values become their big parts, small gets the rest.
+template <class F> __device__ __forceinline__ void tc_split(F &f, F &small) {
+#pragma unroll
+  for (int i = 0; i < f.num_elements; i++) {
+    float v = f.x[i], b = tc_round(v);
+    f.x[i] = b;
+    small.x[i] = tc_round(v - b);
+  }
+}
+
 // mmt: the tiled product of a prompt (ntok > 1 rows of X). A block of 128
-// threads computes a tile of MM_BM weight rows × MM_BN tokens, one 32-value
-// chunk per stage: warps 0–1 dequantize the rows' chunk, warps 2–3 load the
-// tokens' 32 values, and each value goes to shared memory split once into
-// its big and small TF32 parts (tc_split4); then warp w multiplies tokens
-// 32·(w/2)… by rows 32·(w%2)… on the tensor cores (2×2 fragments of 16×16,
-// three products each). The tile leaves through shared memory, a row of
-// tokens at a time. Grid: (ceil(nrows/MM_BM), ceil(ntok/MM_BN), splits).
+// threads computes a tile of MM_BM weight rows × MM_BN tokens: per stage of
+// MM_BK 32-value chunks, each thread dequantizes one row's chunk into shared
+// memory (once for all MM_BN tokens) and all threads stage the tokens'
+// values; then warp w multiplies tokens 32·(w/2)… by rows 32·(w%2)… in 3xTF32
+// on the tensor cores (2×2 fragments of 16×16). The tile leaves through
+// shared memory, a row of tokens at a time. Grid: (ceil(nrows/MM_BM),
+// ceil(ntok/MM_BN), splits).
 #define MM_BM 64
 #define MM_BN 64
-#define MM_BK 1
-#define MM_LD 36 // a staged row: 32 values + 4 (a multiple of 4 floats; rows 16 apart stay 32-byte aligned)
-__device__ __forceinline__ void tc_split4(const float *v, float4 &b, float4 &l) {
-  b.x = tc_round(v[0]), b.y = tc_round(v[1]), b.z = tc_round(v[2]), b.w = tc_round(v[3]);
-  l.x = tc_round(v[0] - b.x), l.y = tc_round(v[1] - b.y), l.z = tc_round(v[2] - b.z), l.w = tc_round(v[3] - b.w);
-}
+#define MM_BK 2
+#define MM_LD (32 * MM_BK + 4) // a staged row: a multiple of 4 floats, rows 16 apart 32-byte aligned
 template <class T>
 __device__ __forceinline__ void deq_chunk(const u8 *wr, int cc, int cols, float *v) {
   const int CPB = T::QK / 32;
@@ -224,12 +230,11 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
   // idle): split z takes its share of the chunks and writes its partial
   // tile to P (ntok × nrows per split); k_sumk adds them in split order.
   int per = (nchunk + gridDim.z - 1) / gridDim.z;
+  per = (per + MM_BK - 1) / MM_BK * MM_BK;
   int cbeg = blockIdx.z * per, cend = nchunk < cbeg + per ? nchunk : cbeg + per;
   if (gridDim.z > 1) Y = P + (long long)blockIdx.z * ntok * nrows, ys = nrows;
-  // The weights' and the tokens' big and small parts, [64][MM_LD] each; at
-  // the end the output tile [MM_BN][MM_BM + 4] over the first two.
-  __shared__ __align__(32) float sm[4 * 64 * MM_LD];
-  float *Wb = sm, *Wl = sm + 64 * MM_LD, *Xb = sm + 128 * MM_LD, *Xl = sm + 192 * MM_LD;
+  __shared__ __align__(32) float Ws[MM_BM * MM_LD]; // Ws[r][k]; the output tile Cs[t][r] at the end
+  __shared__ __align__(32) float Xs[MM_BN * MM_LD]; // Xs[t][k]
   int tid = threadIdx.x, w = tid >> 5;
   int r0 = blockIdx.x * MM_BM, t0 = blockIdx.y * MM_BN;
   int wt = (w >> 1) * 32, wr = (w & 1) * 32;
@@ -238,77 +243,74 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
   for (int i = 0; i < 2; i++)
 #pragma unroll
     for (int j = 0; j < 2; j++) tc_zero(acc[i][j]);
+  int rr = tid % MM_BM, kc = tid / MM_BM;
   bool vec = (xs & 3) == 0 && ((unsigned long long)X & 15) == 0;
-  for (int c = cbeg; c < cend; c++) {
+  for (int c = cbeg; c < cend; c += MM_BK) {
     __syncthreads();
-    if (tid < 64) {
+    {
       float v[32];
-      int row = r0 + tid;
-      if (row < nrows) {
-        deq_chunk<T>(W + (long long)row * rowBytes, c, cols, v);
+      int row = r0 + rr, cc = c + kc;
+      if (row < nrows && cc < cend) {
+        deq_chunk<T>(W + (long long)row * rowBytes, cc, cols, v);
       } else {
 #pragma unroll
         for (int j = 0; j < 32; j++) v[j] = 0.f;
       }
+      float4 *d = (float4 *)&Ws[rr * MM_LD + kc * 32];
 #pragma unroll
       for (int j = 0; j < 8; j++) {
-        float4 b, l;
-        tc_split4(v + 4 * j, b, l);
-        *(float4 *)&Wb[tid * MM_LD + 4 * j] = b;
-        *(float4 *)&Wl[tid * MM_LD + 4 * j] = l;
-      }
-    } else {
-      for (int i = tid - 64; i < MM_BN * 8; i += 64) {
-        int t = i >> 3, q = i & 7, col = 32 * c + 4 * q;
-        float x[4] = {0.f, 0.f, 0.f, 0.f};
-        if (t0 + t < ntok) {
-          const float *xr = X + (long long)(t0 + t) * xs + col;
-          if (vec && col + 4 <= cols) {
-            float4 f = *(const float4 *)xr;
-            x[0] = f.x, x[1] = f.y, x[2] = f.z, x[3] = f.w;
-          } else {
-#pragma unroll
-            for (int e = 0; e < 4; e++) x[e] = col + e < cols ? xr[e] : 0.f;
-          }
-        }
-        float4 b, l;
-        tc_split4(x, b, l);
-        *(float4 *)&Xb[t * MM_LD + 4 * q] = b;
-        *(float4 *)&Xl[t * MM_LD + 4 * q] = l;
+        float4 f = {v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]};
+        d[j] = f;
       }
     }
+    int lim = cols < 32 * cend ? cols : 32 * cend; // the columns this stage may read
+    for (int i = tid; i < MM_BN * 8 * MM_BK; i += blockDim.x) {
+      int t = i / (8 * MM_BK), q = i % (8 * MM_BK), col = 32 * c + 4 * q;
+      float4 x = {0.f, 0.f, 0.f, 0.f};
+      if (t0 + t < ntok) {
+        const float *xr = X + (long long)(t0 + t) * xs + col;
+        if (vec && col + 4 <= lim) {
+          x = *(const float4 *)xr;
+        } else {
+          x.x = col < lim ? xr[0] : 0.f;
+          x.y = col + 1 < lim ? xr[1] : 0.f;
+          x.z = col + 2 < lim ? xr[2] : 0.f;
+          x.w = col + 3 < lim ? xr[3] : 0.f;
+        }
+      }
+      *(float4 *)&Xs[t * MM_LD + 4 * q] = x;
+    }
     __syncthreads();
-#pragma unroll
-    for (int k = 0; k < 32; k += 8) {
-      TcA a[2], al[2];
-      TcB b[2], bl[2];
+#pragma unroll 2
+    for (int k = 0; k < 32 * MM_BK; k += 8) {
+      TcA a[2], as[2];
+      TcB b[2], bs[2];
 #pragma unroll
       for (int i = 0; i < 2; i++) {
-        tc_load(a[i], &Xb[(wt + 16 * i) * MM_LD + k], MM_LD);
-        tc_load(al[i], &Xl[(wt + 16 * i) * MM_LD + k], MM_LD);
-        tc_load(b[i], &Wb[(wr + 16 * i) * MM_LD + k], MM_LD);
-        tc_load(bl[i], &Wl[(wr + 16 * i) * MM_LD + k], MM_LD);
+        tc_load(a[i], &Xs[(wt + 16 * i) * MM_LD + k], MM_LD);
+        tc_split(a[i], as[i]);
+        tc_load(b[i], &Ws[(wr + 16 * i) * MM_LD + k], MM_LD);
+        tc_split(b[i], bs[i]);
       }
 #pragma unroll
       for (int i = 0; i < 2; i++)
 #pragma unroll
         for (int j = 0; j < 2; j++) {
-          tc_mma(acc[i][j], al[i], b[j]);
-          tc_mma(acc[i][j], a[i], bl[j]);
+          tc_mma(acc[i][j], as[i], b[j]);
+          tc_mma(acc[i][j], a[i], bs[j]);
           tc_mma(acc[i][j], a[i], b[j]);
         }
     }
   }
   __syncthreads();
-  const int CL = MM_BM + 4;
 #pragma unroll
   for (int i = 0; i < 2; i++)
 #pragma unroll
-    for (int j = 0; j < 2; j++) tc_store(&sm[(wt + 16 * i) * CL + wr + 16 * j], acc[i][j], CL);
+    for (int j = 0; j < 2; j++) tc_store(&Ws[(wt + 16 * i) * MM_LD + wr + 16 * j], acc[i][j], MM_LD);
   __syncthreads();
   for (int e = tid; e < MM_BN * MM_BM; e += blockDim.x) {
     int t = e / MM_BM, r = e % MM_BM;
-    if (t0 + t < ntok && r0 + r < nrows) Y[(long long)(t0 + t) * ys + r0 + r] = sm[t * CL + r];
+    if (t0 + t < ntok && r0 + r < nrows) Y[(long long)(t0 + t) * ys + r0 + r] = Ws[t * MM_LD + r];
   }
 }
 
