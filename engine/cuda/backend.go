@@ -112,6 +112,18 @@ const attnL, attnMaxHV = 64, 256
 // (FL_HV): wider heads take k_attn.
 const flashQ, flashK, flashMaxH = 16, 32, 128
 
+// flashKernel is the k_flash instance for heads of hk and hv values:
+// k_flash<HC> with 32·HC ≥ both, HC in {1, 2, 4}.
+func flashKernel(hk, hv int) string {
+	switch w := max(hk, hv); {
+	case w <= 32:
+		return "k_flash1"
+	case w <= 64:
+		return "k_flash2"
+	}
+	return "k_flash4"
+}
+
 // flashSmem is k_flash's dynamic shared memory in bytes: Q, the keys (rows
 // of an odd number of float4s), the values and the weights.
 func flashSmem(hk, hv int) int {
@@ -1428,7 +1440,7 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 		if n > 1 && a.HK <= flashMaxH && a.HV <= flashMaxH && a.HK%4 == 0 && a.HV%4 == 0 {
 			// A prompt: flash-style (k_flash), a block per flashQ query
 			// rows and head.
-			return be.launch("k_flash", cu.Dim{X: uint32((n + flashQ - 1) / flashQ), Y: uint32(a.NHead)}, cu.Dim{X: 128}, uint32(flashSmem(a.HK, a.HV)),
+			return be.launch(flashKernel(a.HK, a.HV), cu.Dim{X: uint32((n + flashQ - 1) / flashQ), Y: uint32(a.NHead)}, cu.Dim{X: 128}, uint32(flashSmem(a.HK, a.HV)),
 				ob.p, ob.stride, qb.p, qb.stride, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, n)
 		}
 		if a.HV <= attnMaxHV {
@@ -1482,9 +1494,21 @@ func (be *backend) Conv(out, x, state graph.Buf, w graph.Weight) {
 	})
 }
 
-// k_deltaw's state rows per block (4 warps × DL_R) and widest key head
-// (32·DL_C); wider key heads take k_delta.
+// k_deltaw's state rows per block (4 warps × DL_R); key heads over 256
+// take k_delta.
 const deltaRows = 16
+
+// deltaKernel is the k_deltaw instance whose lanes hold 32·C ≥ hk key
+// columns each state row (C in {2, 4, 8}).
+func deltaKernel(hk int) string {
+	switch {
+	case hk <= 64:
+		return "k_deltaw2"
+	case hk <= 128:
+		return "k_deltaw4"
+	}
+	return "k_deltaw8"
+}
 
 var deltaMaxHK = 256 // a variable for TestDeltaRuleKernels, which also runs k_delta
 
@@ -1504,7 +1528,7 @@ func (be *backend) DeltaRule(out, q, k, v, g, beta, state graph.Buf, hk int) {
 		if hk <= deltaMaxHK {
 			// The state in registers (k_deltaw): a block per value head
 			// and 16 state rows.
-			return be.launch("k_deltaw", cu.Dim{X: uint32(nV), Y: uint32((hv + deltaRows - 1) / deltaRows)}, cu.Dim{X: 128}, 0,
+			return be.launch(deltaKernel(hk), cu.Dim{X: uint32(nV), Y: uint32((hv + deltaRows - 1) / deltaRows)}, cu.Dim{X: 128}, 0,
 				ob.p, ob.stride, qb.p, qb.stride, kb.p, kb.stride, vb.p, vb.stride, gb.p, gb.stride, bb.p, bb.stride, sb.p, n, nK, hk, hv, scale)
 		}
 		return be.launch("k_delta", cu.Dim{X: uint32(nV)}, cu.Dim{X: 128}, uint32(8*hk), ob.p, ob.stride, qb.p, qb.stride,

@@ -438,15 +438,15 @@ func TestProfile(t *testing.T) {
 // TestAttendKernels: attention over a KV cache of 150 positions, by the
 // split kernel (k_attn: a decode row, value heads up to 256; 150 positions
 // fill three splits, so the last block combines), the prompt kernel
-// (k_flash: heads up to 128; 40 rows cross its 32-row tile, 150 positions
-// five position tiles, the last partial) and the whole-row kernel
+// (k_flash1/2/4 by head width, up to 128; 40 rows cross its 16-row tile,
+// 150 positions five position tiles, the last partial) and the whole-row kernel
 // (k_attend: wider value heads, which no fixture model has), one decode
 // row and prompt pieces of 5 and 40 rows, against softmax(q·k·scale)·v in
 // float64.
 func TestAttendKernels(t *testing.T) {
 	be := testBackend(t)
 	rng := rand.New(rand.NewSource(11))
-	for _, a := range []graph.Attn{{NHead: 4, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 3, NKV: 3, HK: 128, HV: 80, Scale: 0.09},
+	for _, a := range []graph.Attn{{NHead: 4, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 3, NKV: 3, HK: 128, HV: 80, Scale: 0.09}, {NHead: 2, NKV: 1, HK: 32, HV: 32, Scale: 0.2},
 		{NHead: 2, NKV: 1, HK: 32, HV: 320, Scale: 0.17}} {
 		t.Run(fmt.Sprintf("hv%d", a.HV), func(t *testing.T) {
 			const ctx = 150
@@ -521,18 +521,21 @@ func TestAttendKernels(t *testing.T) {
 }
 
 // TestDeltaRuleKernels: the gated delta rule over 7 tokens from a non-zero
-// state, by the register kernel (k_deltaw; 20 value rows leave its last
-// block's rows partly empty, 48 key values its lanes' columns) and by the
+// state, by the register kernels (k_deltaw2 and 4; 20 value rows leave the
+// last block's rows partly empty, 48 and 100 key values their lanes'
+// columns) and by the
 // shared-memory one (k_delta, which key heads over 256 take), against the
 // rule in float64: the outputs and the final state.
 func TestDeltaRuleKernels(t *testing.T) {
 	be := testBackend(t)
-	const n, nK, nV, hk, hv = 7, 2, 4, 48, 20
-	for _, maxHK := range []int{256, 0} {
-		name := map[int]string{256: "k_deltaw", 0: "k_delta"}[maxHK]
-		t.Run(name, func(t *testing.T) {
+	const n, nK, nV, hv = 7, 2, 4, 20
+	for _, c := range []struct {
+		hk, maxHK int
+	}{{48, 256}, {100, 256}, {48, 0}} {
+		hk := c.hk
+		t.Run(fmt.Sprintf("hk%d/%s", hk, map[bool]string{true: deltaKernel(hk), false: "k_delta"}[hk <= c.maxHK]), func(t *testing.T) {
 			defer func(old int) { deltaMaxHK = old }(deltaMaxHK)
-			deltaMaxHK = maxHK
+			deltaMaxHK = c.maxHK
 			rng := rand.New(rand.NewSource(5))
 			upload := func(rows, cols int, f func() float64) ([]float32, *buf) {
 				x := make([]float32, rows*cols)
@@ -585,7 +588,7 @@ func TestDeltaRuleKernels(t *testing.T) {
 							row[c] += d * float64(k[tok*nK*hk+kh*hk+c])
 							o += row[c] * float64(q[tok*nK*hk+kh*hk+c])
 						}
-						check(fmt.Sprintf("token %d head %d row %d", tok, j, r), got[tok*nV*hv+j*hv+r], o/math.Sqrt(hk))
+						check(fmt.Sprintf("token %d head %d row %d", tok, j, r), got[tok*nV*hv+j*hv+r], o/math.Sqrt(float64(hk)))
 					}
 				}
 			}

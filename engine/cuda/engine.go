@@ -187,7 +187,7 @@ func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backe
 func kernelNames() []string {
 	names := []string{"k_zero", "k_add", "k_addvec", "k_swiglu", "k_sigmoid", "k_silu", "k_mulsigmoid",
 		"k_softplusmul", "k_deinterleave", "k_wsum", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_rope",
-		"k_store", "k_attend", "k_attn", "k_flash", "k_stream", "k_sumk", "k_conv", "k_delta", "k_deltaw", "k_perturb"}
+		"k_store", "k_attend", "k_attn", "k_flash1", "k_flash2", "k_flash4", "k_stream", "k_sumk", "k_conv", "k_delta", "k_deltaw2", "k_deltaw4", "k_deltaw8", "k_perturb"}
 	for _, t := range Types() {
 		for _, p := range []string{"mv_", "mm_", "mmid_", "getrows_"} {
 			names = append(names, p+t.String())

@@ -930,16 +930,16 @@ extern "C" __global__ void k_attend(float *out, int os, const float *q, int qs, 
 // rows of hk), the keys (FL_K rows of 4·kq4: an odd number of float4s, so
 // that each lane's float4 reads hit their own banks), the values (FL_K
 // rows of hv) and the warps' weights (FL_Q·FL_K). hk and hv multiples of
-// 4, at most FL_HV.
+// 4, at most 32·HC (k_flash1, 2, 4: FL_HV = 128 at most); the products
+// are fused multiply-adds.
 #define FL_Q 16
 #define FL_K 32
 #define FL_R 4
 #define FL_HV 128
-#define FL_P (FL_K * FL_HV / 4 / 128) // float4s of a tile per thread
-extern "C" __global__ void __launch_bounds__(128)
-    k_flash(float *out, int os, const float *q, int qs, const float *K, const float *V, const int *pos0p, int nhead,
-            int nkv, int hk, int hv, float scale, int n) {
-  DYN_SHARED(float, fsh);
+template <int HC> // 32·HC ≥ hk and hv: each lane's output columns, HC/2 float4s of a tile per thread
+__device__ void flash_body(float *out, int os, const float *q, int qs, const float *K, const float *V,
+                           const int *pos0p, int nhead, int nkv, int hk, int hv, float scale, int n, float *fsh) {
+  const int FL_P = 2 * HC;
   int hk4 = hk >> 2, hv4 = hv >> 2;
   int kq4 = hk4 + ((hk4 & 1) ? 2 : 1); // a key row's float4s: odd
   float *Qs = fsh;                      // [FL_Q][hk]
@@ -974,13 +974,13 @@ extern "C" __global__ void __launch_bounds__(128)
     vn[u] = vj[u] < FL_K && (j0) + vj[u] < npos ? *(const float4 *)(Vg + ((j0) + vj[u]) * vdim + 4 * vc[u]) : z; \
   }
   FL_LOAD(0)
-  float m[FL_R], l[FL_R], o[FL_R][FL_HV / 32];
+  float m[FL_R], l[FL_R], o[FL_R][HC];
 #pragma unroll
   for (int i = 0; i < FL_R; i++) {
     m[i] = -INFINITY;
     l[i] = 0.f;
 #pragma unroll
-    for (int cc = 0; cc < FL_HV / 32; cc++) o[i][cc] = 0.f;
+    for (int cc = 0; cc < HC; cc++) o[i][cc] = 0.f;
   }
   for (int j0 = 0; j0 < npos; j0 += FL_K) {
     int nk = npos - j0 < FL_K ? npos - j0 : FL_K;
@@ -998,15 +998,16 @@ extern "C" __global__ void __launch_bounds__(128)
 #pragma unroll
     for (int i = 0; i < FL_R; i++) sc[i] = 0.f;
     const float *kr = Ks + lane * kq4 * 4;
+#pragma unroll 4
     for (int c = 0; c < hk; c += 4) {
       float4 kv = *(const float4 *)(kr + c);
 #pragma unroll
       for (int i = 0; i < FL_R; i++) {
         float4 qv = *(const float4 *)&Qs[(w * FL_R + i) * hk + c];
-        sc[i] += qv.x * kv.x;
-        sc[i] += qv.y * kv.y;
-        sc[i] += qv.z * kv.z;
-        sc[i] += qv.w * kv.w;
+        sc[i] = __fmaf_rn(qv.x, kv.x, sc[i]);
+        sc[i] = __fmaf_rn(qv.y, kv.y, sc[i]);
+        sc[i] = __fmaf_rn(qv.z, kv.z, sc[i]);
+        sc[i] = __fmaf_rn(qv.w, kv.w, sc[i]);
       }
     }
 #pragma unroll
@@ -1020,14 +1021,14 @@ extern "C" __global__ void __launch_bounds__(128)
       l[i] = l[i] * corr + warp_sum(p);
       m[i] = mn;
 #pragma unroll
-      for (int cc = 0; cc < FL_HV / 32; cc++) o[i][cc] *= corr;
+      for (int cc = 0; cc < HC; cc++) o[i][cc] *= corr;
       Ps[t * FL_K + lane] = p;
     }
     __syncthreads(); // (a warp reads only its own rows' weights)
     for (int j = 0; j < nk; j++) {
-      float vv[FL_HV / 32];
+      float vv[HC];
 #pragma unroll
-      for (int cc = 0; cc < FL_HV / 32; cc++) {
+      for (int cc = 0; cc < HC; cc++) {
         int c = lane + 32 * cc;
         vv[cc] = c < hv ? Vs[j * hv + c] : 0.f;
       }
@@ -1035,7 +1036,7 @@ extern "C" __global__ void __launch_bounds__(128)
       for (int i = 0; i < FL_R; i++) {
         float p = Ps[(w * FL_R + i) * FL_K + j];
 #pragma unroll
-        for (int cc = 0; cc < FL_HV / 32; cc++) o[i][cc] += p * vv[cc];
+        for (int cc = 0; cc < HC; cc++) o[i][cc] = __fmaf_rn(p, vv[cc], o[i][cc]);
       }
     }
   }
@@ -1046,12 +1047,24 @@ extern "C" __global__ void __launch_bounds__(128)
     if (t >= rows) continue;
     float inv = 1.f / l[i];
 #pragma unroll
-    for (int cc = 0; cc < FL_HV / 32; cc++) {
+    for (int cc = 0; cc < HC; cc++) {
       int c = lane + 32 * cc;
       if (c < hv) out[(long long)(t0 + t) * os + (long long)h * hv + c] = o[i][cc] * inv;
     }
   }
 }
+
+#define FLASH(HC)                                                                                              \
+  extern "C" __global__ void __launch_bounds__(128)                                                            \
+      k_flash##HC(float *out, int os, const float *q, int qs, const float *K, const float *V, const int *pos0p, \
+                  int nhead, int nkv, int hk, int hv, float scale, int n) {                                    \
+    DYN_SHARED(float, fsh);                                                                                    \
+    flash_body<HC>(out, os, q, qs, K, V, pos0p, nhead, nkv, hk, hv, scale, n, fsh);                          \
+  }
+FLASH(1)
+FLASH(2)
+FLASH(4)
+#undef FLASH
 
 // k_attn: attention split over positions (flash-decoding). Block (x: query
 // row r and head h, y: split s) takes positions s·ATT_L … s·ATT_L+ATT_L−1
@@ -1255,15 +1268,15 @@ extern "C" __global__ void k_delta(float *out, int os, const float *q, int qs, c
 
 // k_deltaw: the gated delta rule as k_delta computes it, with the state in
 // registers: block (x: value head j, y: rows 4·DL_R·y …) gives each warp
-// DL_R state rows, whose columns lane, lane+32, … (hk ≤ 32·DL_C) its lanes
-// hold for all n tokens; S_r·k and S_r·q are the lanes' partial sums added
-// by warp_sum. The next token's k, q, v, g and beta are loaded while the
-// current one is computed. Rows past hv compute zeros and store nothing.
+// DL_R state rows, whose columns lane, lane+32, … (hk ≤ 32·C: k_deltaw2,
+// 4, 8) its lanes hold for all n tokens; S_r·k and S_r·q are the lanes' partial sums added
+// by warp_sum (the lanes' products fused multiply-adds). The next token's
+// k, q, v, g and beta are loaded while the current one is computed. Rows past hv compute zeros and store nothing.
 #define DL_R 4
-#define DL_C 8
-extern "C" __global__ void __launch_bounds__(128)
-    k_deltaw(float *out, int os, const float *q, int qs, const float *k, int ks, const float *v, int vs,
-             const float *g, int gs, const float *beta, int bs, float *S, int n, int nK, int hk, int hv, float scale) {
+template <int DL_C>
+__device__ void deltaw_body(float *out, int os, const float *q, int qs, const float *k, int ks, const float *v, int vs,
+                            const float *g, int gs, const float *beta, int bs, float *S, int n, int nK, int hk, int hv,
+                            float scale) {
   int j = blockIdx.x, kh = j % nK;
   int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   int r0 = blockIdx.y * (4 * DL_R) + w * DL_R;
@@ -1307,7 +1320,7 @@ extern "C" __global__ void __launch_bounds__(128)
       for (int cc = 0; cc < DL_C; cc++) {
         float x = st[i][cc] * decay;
         st[i][cc] = x;
-        s += x * kv[cc];
+        s = __fmaf_rn(x, kv[cc], s);
       }
       sk[i] = s;
     }
@@ -1319,9 +1332,9 @@ extern "C" __global__ void __launch_bounds__(128)
       float d = b * (vr[i] - sk[i]), s = 0.f;
 #pragma unroll
       for (int cc = 0; cc < DL_C; cc++) {
-        float x = st[i][cc] + d * kv[cc];
+        float x = __fmaf_rn(d, kv[cc], st[i][cc]);
         st[i][cc] = x;
-        s += x * qv[cc];
+        s = __fmaf_rn(x, qv[cc], s);
       }
       so[i] = s;
     }
@@ -1340,6 +1353,18 @@ extern "C" __global__ void __launch_bounds__(128)
       if (r < hv && c < hk) Sj[(long long)r * hk + c] = st[i][cc];
     }
 }
+
+#define DELTAW(C)                                                                                              \
+  extern "C" __global__ void __launch_bounds__(128)                                                            \
+      k_deltaw##C(float *out, int os, const float *q, int qs, const float *k, int ks, const float *v, int vs,   \
+                  const float *g, int gs, const float *beta, int bs, float *S, int n, int nK, int hk, int hv,    \
+                  float scale) {                                                                               \
+    deltaw_body<C>(out, os, q, qs, k, ks, v, vs, g, gs, beta, bs, S, n, nK, hk, hv, scale);                  \
+  }
+DELTAW(2)
+DELTAW(4)
+DELTAW(8)
+#undef DELTAW
 
 // ---- planted defects (falsifiers only) -----------------------------------------------
 
