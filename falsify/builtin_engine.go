@@ -105,9 +105,9 @@ func RegisterEngineCodes(r *Registry, e Engines) {
 		AppliesWhen(TierApplies), VetWith(VetTier),
 		Doc("a backend's logits against the reference engine's (in the numerics params.numerics names for the backend: plain, or ggml's activation rounding) at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
 	r.Register(CodeGPUCPU, KindCosine, codes[CodeGPUCPU], Needs(NeedModel), Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
-		Params("tier", "backend", "against", "argmax_margin", ParamNearTieEps, ParamRouterNoise), Refs("reference engine", "reference engine router"),
+		Params("tier", "backend", "against", "numerics", "argmax_margin", ParamNearTieEps, ParamRouterNoise), Refs("reference engine", "reference engine router"),
 		AppliesWhen(gpuCPUApplies), VetWith(VetTier),
-		Doc("a device backend's logits (params.backend) against another engine's (params.against) at every position of a probe prompt, at the thresholds of the model's weight tier; the judge's router near-ties excluded and reported"))
+		Doc("a device backend's logits (params.backend) against another engine's (params.against) at every position of a probe prompt, at the thresholds of the model's weight tier; where params.numerics gives the two engines different numerics, judged beyond the gap the reference shows between those numerics on the same positions (a position's distance counts only past the references' own, an argmax mismatch only where the references agree); the judge's router near-ties excluded and reported"))
 }
 
 // gpuCPUApplies: gpu_cpu applies to models of its tier when its device
@@ -223,6 +223,14 @@ func RefNumerics(fz schema.Falsifier, backend string) string {
 	return n
 }
 
+// numericsName names a RefNumerics value for people ("" is plain).
+func numericsName(n string) string {
+	if n == "" {
+		return "plain"
+	}
+	return n
+}
+
 // Defaults of the gates' parameters when the falsifier gives none.
 const (
 	defaultProbe       = "The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,"
@@ -313,6 +321,40 @@ func parityWith(ctx context.Context, c *Check, m *engineModel, backend string, s
 	if err != nil {
 		return verdict.Failed(nil, "backend %s vs %s: %v", backend, m.reference, err)
 	}
+	// Two engines in different numerics (gpu_cpu: cuda multiplies F32
+	// activations, cpu rounds them as ggml does) are judged by what
+	// separates them beyond the numerics: the reference in each engine's
+	// numerics measures that gap on the same positions (oracle's Beyond).
+	nb, nj := RefNumerics(fz, backend), RefNumerics(fz, judge)
+	gapNote := ""
+	if judge != m.reference && nb != nj {
+		var gap oracle.ParityReport
+		err := c.CallRef("reference engine", func() error {
+			rb, err := m.refLogits(ctx, nb, toks)
+			if err == nil {
+				err = usable(rb, len(toks))
+			}
+			if err != nil {
+				return err
+			}
+			rj, err := m.refLogits(ctx, nj, toks)
+			if err == nil {
+				err = usable(rj, len(toks))
+			}
+			if err != nil {
+				return err
+			}
+			gap, err = oracle.Parity{Margin: margin, Ties: ties}.Judge(rb.Logits, rj.Logits)
+			return err
+		})
+		if err != nil {
+			return verdict.RefusedBy(RefusalReference, c.By(), nil, "the gap between %s's and %s's numerics needs the reference %s in both, which gave no usable logits: %v", backend, judge, m.reference, err)
+		}
+		if rep, err = rep.Beyond(gap); err != nil {
+			return verdict.Failed(nil, "backend %s vs %s: %v", backend, judge, err)
+		}
+		gapNote = rep.GapNote(numericsName(nb), numericsName(nj))
+	}
 	mismatches := rep.MismatchNotes("reference")
 	k := verdict.NewJudge(fz.ID, fz.Thresholds)
 	for _, x := range rep.Metrics() {
@@ -321,6 +363,9 @@ func parityWith(ctx context.Context, c *Check, m *engineModel, backend string, s
 	k.Note("positions", float64(len(toks)), "positions")
 	o := k.Outcome(verdict.FirstN(mismatches))
 	o.Details = append(mismatches, rep.TieNotes(paramFloatOr(fz, ParamNearTieEps, math.NaN()))...)
+	if gapNote != "" {
+		o.Details = append(o.Details, gapNote)
+	}
 	if o.Verdict == verdict.Fail {
 		o.Details = append(o.Details, m.firstDivergence(ctx, backend, RefNumerics(fz, backend), toks, paramThreshold(fz, "min_cosine", 0.999)))
 	}

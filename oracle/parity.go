@@ -27,6 +27,9 @@ type ParityReport struct {
 	Margin float64
 	Ties   []NearTie
 	Flips  []RoutingFlip
+	// Gap is the references' comparison in the two engines' numerics when
+	// the report was judged Beyond it; nil otherwise.
+	Gap *SeqReport
 }
 
 // Judge compares got with want position by position (CompareSeqWith) under
@@ -121,4 +124,60 @@ func (r ParityReport) FlipNotes(param string, noise float64) []string {
 func (r ParityReport) WorstNote() string {
 	w := r.Positions[r.Worst]
 	return fmt.Sprintf("worst position %d: cosine %.9f, max-abs %.3g, KL %.3g, argmax %d vs %d", r.Worst, w.Cosine, w.MaxAbs, w.KL, w.ArgmaxGot, w.ArgmaxWant)
+}
+
+// Beyond judges r (two engines that compute in different numerics, got
+// against want) by what separates them beyond their numerics: gap compares
+// the reference in got's numerics with the reference in want's over the
+// same positions. At each compared position the engines' distance 1 − cos
+// counts only where it exceeds the references' own, so min_cosine and
+// mean_cosine become 1 − max(0, (1 − cos) − (1 − gap's cos)); an argmax
+// mismatch counts only where the references agree (gap has no mismatch
+// there). Where the numerics barely differ (gap's cosines ~1) the report
+// is unchanged; a defect in either engine still shows as distance the
+// references do not have. The positions' own Stats stay as measured;
+// Gap keeps what the references measured, for the record.
+func (r ParityReport) Beyond(gap ParityReport) (ParityReport, error) {
+	if len(gap.Positions) != len(r.Positions) {
+		return ParityReport{}, fmt.Errorf("%w: the numerics' gap has %d positions, the engines' comparison %d", ErrLength, len(gap.Positions), len(r.Positions))
+	}
+	excluded := make([]bool, len(r.Positions))
+	for _, p := range r.Excluded {
+		excluded[p] = true
+	}
+	flipped := make([]bool, len(r.Positions))
+	for _, p := range gap.ArgmaxMismatches {
+		flipped[p] = true
+	}
+	out := r
+	out.Gap = &gap.SeqReport
+	out.MinCosine, out.Worst = math.Inf(1), -1
+	var sum float64
+	for p, s := range r.Positions {
+		if excluded[p] {
+			continue
+		}
+		c := 1 - math.Max(0, gap.Positions[p].Cosine-s.Cosine)
+		sum += c
+		if c < out.MinCosine {
+			out.MinCosine, out.Worst = c, p
+		}
+	}
+	out.MeanCosine = sum / float64(r.Compared)
+	out.ArgmaxMismatches = []int{}
+	for _, p := range r.ArgmaxMismatches {
+		if !flipped[p] {
+			out.ArgmaxMismatches = append(out.ArgmaxMismatches, p)
+		}
+	}
+	return out, nil
+}
+
+// GapNote describes the numerics' gap Beyond judged by (empty without one).
+func (r ParityReport) GapNote(gotNumerics, wantNumerics string) string {
+	if r.Gap == nil {
+		return ""
+	}
+	return fmt.Sprintf("judged beyond the numerics' own gap: the reference in %s numerics against the reference in %s numerics measured min cosine %.9f (position %d), mean %.9f, %d argmax mismatches, which this comparison does not count",
+		gotNumerics, wantNumerics, r.Gap.MinCosine, r.Gap.Worst, r.Gap.MeanCosine, len(r.Gap.ArgmaxMismatches))
 }

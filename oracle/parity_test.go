@@ -61,3 +61,62 @@ func TestParity(t *testing.T) {
 		})
 	}
 }
+
+// TestParityBeyond: two engines in different numerics are judged by what
+// separates them beyond the references' own gap. Where the engines are as
+// far apart as the references (the numerics' rounding), the judged
+// cosines are 1 and the argmax flips the references share do not count;
+// a defect (a position further apart than the references) still shows,
+// and a flip the references do not have still counts.
+func TestParityBeyond(t *testing.T) {
+	row := func(a, b, c float32) []float32 { return []float32{a, b, c} }
+	// The references in the two numerics: position 1 flips (margin 1).
+	refA := [][]float32{row(3, 0, 0), row(0, 1, 0), row(1, 1, 2)}
+	refB := [][]float32{row(3, 0.3, 0), row(1, 0, 0), row(1, 1, 2)}
+	gap, err := oracle.Parity{Margin: 0.5}.Judge(refA, refB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{1}, gap.ArgmaxMismatches); diff != "" {
+		t.Fatalf("the references' flips (-want +got):\n%s", diff)
+	}
+	t.Run("as far apart as the numerics", func(t *testing.T) {
+		rep, err := oracle.Parity{Margin: 0.5}.Judge(refA, refB) // the engines match their references exactly
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.MinCosine > 0.99 || len(rep.ArgmaxMismatches) != 1 {
+			t.Fatalf("raw comparison: min %v, mismatches %v; the fixture should differ", rep.MinCosine, rep.ArgmaxMismatches)
+		}
+		b, err := rep.Beyond(gap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.MinCosine != 1 || b.MeanCosine != 1 || len(b.ArgmaxMismatches) != 0 || b.Gap == nil {
+			t.Errorf("Beyond: min %v mean %v mismatches %v gap %v; want 1, 1, none and the gap kept", b.MinCosine, b.MeanCosine, b.ArgmaxMismatches, b.Gap)
+		}
+		if note := b.GapNote("plain", "ggml"); !strings.Contains(note, "plain numerics against the reference in ggml") || !strings.Contains(note, "1 argmax mismatches") {
+			t.Errorf("GapNote = %q", note)
+		}
+	})
+	t.Run("planted: one position further apart", func(t *testing.T) {
+		got := [][]float32{row(3, 0, 0), row(0, 1, 0), row(2, 1, 1)} // position 2 now flips too
+		rep, err := oracle.Parity{Margin: 0.5}.Judge(got, refB)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := rep.Beyond(gap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Worst != 2 || b.MinCosine >= 0.99 || b.MinCosine != 1-(gap.Positions[2].Cosine-rep.Positions[2].Cosine) {
+			t.Errorf("Beyond: worst %d, min %v; want position 2 at 1 − (its gap − its cosine)", b.Worst, b.MinCosine)
+		}
+		if diff := cmp.Diff([]int{2}, b.ArgmaxMismatches); diff != "" {
+			t.Errorf("Beyond mismatches (-want +got):\n%s", diff)
+		}
+	})
+	if _, err := (oracle.ParityReport{SeqReport: oracle.SeqReport{Positions: make([]oracle.Stats, 2)}}).Beyond(gap); err == nil {
+		t.Error("Beyond with a gap of another length: no error")
+	}
+}
