@@ -548,7 +548,8 @@ func TestReportOutcome(t *testing.T) {
 // contract names in params.against, not to the reference (qa sets
 // params.reference on every falsifier, which once made gpu_cpu a second
 // parity gate). Planted: a contract whose gpu_cpu holds cpu against the
-// perturbed engine must fail where parity (cpu against ref) passes.
+// perturbed engine must fail where parity (cpu against ref) passes, even
+// judged beyond the numerics' gap (the engines' numerics differ there).
 func TestGPUCPUJudge(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(testutil.RepoRoot(t), "contracts")
@@ -583,5 +584,11 @@ func TestGPUCPUJudge(t *testing.T) {
 	wantStatus(t, g, "fail")
 	if c := value(t, g, "min_cosine").Value; c >= 0.99999 {
 		t.Errorf("gpu_cpu min_cosine %v: cpu against the perturbed engine should be about 0.999", c)
+	}
+	// The contract gives the two engines different numerics (cpu: ggml;
+	// the perturbed engine, unnamed there: plain), so the gate judged them
+	// beyond the reference's own gap between those numerics, and says so.
+	if !strings.Contains(strings.Join(g.Details, "\n"), "judged beyond the numerics' own gap: the reference in ggml numerics against the reference in plain numerics") {
+		t.Errorf("gpu_cpu's details do not report the numerics' gap it judged beyond:\n%s", strings.Join(g.Details, "\n"))
 	}
 }
