@@ -48,6 +48,7 @@ type backend struct {
 	// the packed kernels read instead of the file's mapping.
 	set    kernelSet // Options.Kernels: the kernels Matrix may choose
 	packs  []func()
+	shared sharedRange              // the file's mapping, for dropShared
 	packed map[packKey]kern.Weights // one packed copy per tensor and kernel (token_embd is also the output)
 }
 
@@ -90,12 +91,15 @@ func newBackendSet(threads int, set kernelSet) (*backend, error) {
 	for i := 0; i < be.threads; i++ {
 		be.workers <- &worker{pool: kern.NewPool(1)}
 	}
+	// Attention's "weights" are cache tiles, a new one each product: its
+	// kernels read them unpacked (the packed F32 kernels are the weight
+	// matrices').
 	var err error
-	if be.f32mv, err = be.selectKernel(kern.OpMatVec, quant.F32); err != nil {
+	if be.f32mv, err = kern.SelectOn(kern.OpMatVec, quant.F32, be.set.isas, true); err != nil {
 		be.pool.Close()
 		return nil, err
 	}
-	if be.f32mm, err = be.selectKernel(kern.OpMatMul, quant.F32); err != nil {
+	if be.f32mm, err = kern.SelectOn(kern.OpMatMul, quant.F32, be.set.isas, true); err != nil {
 		be.pool.Close()
 		return nil, err
 	}
@@ -593,7 +597,7 @@ func (be *backend) pack(k *kern.Kernel, w kern.Weights) (kern.Weights, error) {
 		free()
 		return w, err
 	}
-	dropShared(w.Data)
+	be.shared.dropShared(w.Data)
 	be.mu.Lock()
 	be.packs = append(be.packs, free)
 	if be.packed == nil {

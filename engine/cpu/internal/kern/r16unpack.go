@@ -82,6 +82,11 @@ func (k *Kernel) UnpackRow(w Weights, r int, dst []byte) error {
 			}
 			copy(o[208:210], p[4352+2*i:])
 		}
+	case quant.F32, quant.F16, quant.BF16:
+		sz := floatSize(k.Key.Type)
+		for v := 0; v < nb; v++ {
+			copy(dst[v*sz:(v+1)*sz], grp[(v*r16Rows+i)*sz:])
+		}
 	default:
 		return fmt.Errorf("kern: %s: no unpacking", k.Contract)
 	}

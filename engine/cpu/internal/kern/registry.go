@@ -39,10 +39,13 @@ const (
 	// products through VPMADDUBSW/VPMADDWD. It ranks above the unpacked
 	// AVX-512 keys (faster where both run) and below avx512vnni16.
 	ISAAVX2R16 ISA = "avx2r16"
+	// ISAAVX512R16 is AVX-512F on packed float weights (r16f.go), sixteen
+	// rows per register: held to the contract's bound, not to ggml's order.
+	ISAAVX512R16 ISA = "avx512r16"
 )
 
 // isaRank orders instruction sets for Select: higher is preferred.
-var isaRank = map[ISA]int{ISAGo: 0, ISAAVX2: 1, ISAAVX512: 2, ISAAVX512VNNI: 3, ISAAVX2R16: 4, ISAAVX512VNNI16: 5}
+var isaRank = map[ISA]int{ISAGo: 0, ISAAVX2: 1, ISAAVX512: 2, ISAAVX512VNNI: 3, ISAAVX2R16: 4, ISAAVX512VNNI16: 5, ISAAVX512R16: 5}
 
 // Backend is the backend name in every key of this package.
 const Backend = "cpu"
@@ -92,6 +95,7 @@ type Kernel struct {
 	r16      r16Format  // packed: the block layout
 	r16k4    r16kFunc   // packed on Q8_K: sixteen weight rows by four activation rows
 	r16k1    r16kFunc   // packed on Q8_K: sixteen weight rows by one activation row
+	r16f     []r16fFunc // packed floats (r16f.go): 32 weight rows by 1..r16fActs activation rows
 }
 
 // dotFunc returns the dot product of one weight row w with one activation
