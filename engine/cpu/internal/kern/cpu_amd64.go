@@ -13,6 +13,8 @@ func cpuHas(isa ISA) bool {
 		return x.HasAVX2 && x.HasFMA && x.HasF16C
 	case ISAAVX512, ISAAVX512R16:
 		return cpuHas(ISAAVX2) && x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL
+	case ISAAVX512BF16:
+		return cpuHas(ISAAVX512) && x.HasAVX512BF16
 	case ISAAVX512VNNI, ISAAVX512VNNI16:
 		return cpuHas(ISAAVX512) && x.HasAVX512VNNI
 	}

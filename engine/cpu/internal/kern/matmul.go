@@ -305,7 +305,7 @@ func (st *mulState) prepare(p *Pool, s *Scratch) {
 		p.For(a.Rows, max(1, a.Rows/(4*p.Threads())), s.prepRKFn)
 	} else if st.r16 && floatSize(a.Type) != 0 {
 		st.afa = a.Data
-		if a.Type != quant.F32 {
+		if a.Type != quant.F32 && !st.jobs[0].K.r16fPairs {
 			for _, jb := range st.jobs {
 				st.fexpand = jb.K.expand
 			}

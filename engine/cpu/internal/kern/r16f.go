@@ -2,6 +2,7 @@ package kern
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 
 	"github.com/aprqa/apr/engine/quant"
@@ -178,8 +179,12 @@ func (st *mulState) prepR16F(lo, hi int) {
 // worker's buffer.
 func (st *mulState) r16fJob(worker int, jb *Job, lo, hi int) {
 	k, m, n, rows, dst := jb.K, st.a.Rows, st.n, jb.W.Rows, jb.Dst
-	gb := n * k.r16.block
+	gb := (n + k.r16.unit - 1) / k.r16.unit * k.r16.block
 	a, arb := st.afa, 4*n
+	odd := false // a BF16 pair kernel's rows end with a padded pair (pairTail)
+	if k.r16fPairs {
+		a, arb, odd, n = st.a.Data, st.arb, n%2 == 1, n/2
+	}
 	pieces := (m + r16fActs - 1) / r16fActs
 	tmp := st.r16out[worker][:r16fOut]
 	for r := lo; r < hi; r += 2 * r16Rows {
@@ -193,14 +198,139 @@ func (st *mulState) r16fJob(worker int, jb *Job, lo, hi int) {
 			nt := (m - t0 + pieces - p - 1) / (pieces - p)
 			f := k.r16f[nt-1]
 			if nr == 2*r16Rows {
-				f(n, w0, w1, a[t0*arb:], arb, dst[t0*rows+r:(t0+nt-1)*rows+r+nr], rows)
+				out := dst[t0*rows+r : (t0+nt-1)*rows+r+nr]
+				f(n, w0, w1, a[t0*arb:], arb, out, rows)
+				if odd {
+					pairTail(nt, w0[64*n:], w1[64*n:], a[t0*arb+4*n:], arb, out, rows)
+				}
 			} else {
 				f(n, w0, w1, a[t0*arb:], arb, tmp[:nt*2*r16Rows], 2*r16Rows)
+				if odd {
+					pairTail(nt, w0[64*n:], w1[64*n:], a[t0*arb+4*n:], arb, tmp, 2*r16Rows)
+				}
 				for t := 0; t < nt; t++ {
 					copy(dst[(t0+t)*rows+r:(t0+t)*rows+r+nr], tmp[t*2*r16Rows:t*2*r16Rows+nr])
 				}
 			}
 			t0 += nt
 		}
+	}
+}
+
+// The BF16 kernels on AVX512-BF16 ("avx512bf16", packBF16PairR16,
+// r16fPairTwin): the weights packed in pairs of values, pair j of row r of
+// a group at 64j + 4r (values 2j, 2j+1; an odd row's last value pairs
+// with a zero), and
+// every pair of values taken by one VDPBF16PS on the BF16 activation row's
+// own pair:
+//
+//	acc = 0
+//	for j = 0 … ⌊n/2⌋−1:  acc = ftz(acc + w[2j+1]·a[2j+1]);  acc = ftz(acc + w[2j]·a[2j])
+//	n odd:                acc = ftz(acc + w[n−1]·a[n−1])  (in Go, after the kernel)
+//
+// with BF16 subnormal inputs read as zero (DAZ) and subnormal results
+// flushed to zero (FTZ), each product exact (eight-bit significands) and
+// each addition rounded once: one rounding per product, as the fma chain,
+// at twice the products per instruction and with no widening of the
+// weights. The order within a pair (odd value first) is the instruction's
+// (TestR16FPairsEqualChain holds the hardware to it, subnormals included).
+// Measured slower than the fma kernels here (see ISAAVX512BF16), these are
+// not chosen by Select where avx512r16 runs; Lookup reaches them, and the
+// kernel_dot falsifier checks them with the others.
+
+// packBF16PairR16 packs groups [g0, g1) of sixteen BF16 rows in pairs of
+// values (see above).
+func packBF16PairR16(rows, cols int, src, dst []byte, g0, g1 int) {
+	np := (cols + 1) / 2
+	wrb, gb := cols*2, np*64
+	for g := g0; g < g1; g++ {
+		grp := dst[g*gb : (g+1)*gb]
+		for r := 0; r < r16Rows; r++ {
+			for j := 0; j < np; j++ {
+				clear(grp[64*j+4*r : 64*j+4*r+4])
+			}
+			i := g*r16Rows + r
+			if i >= rows {
+				continue
+			}
+			row := src[i*wrb : (i+1)*wrb]
+			for j := 0; j < np; j++ {
+				copy(grp[64*j+4*r:64*j+4*r+4], row[4*j:min(4*j+4, wrb)])
+			}
+		}
+	}
+}
+
+// pairTail adds an odd row's last value (the padded pair's) to the chains
+// of nt activation rows by 32 weight rows of one pair call: w0, w1 the
+// groups' last pairs, a the activation rows' last values (BF16, astride
+// apart).
+func pairTail(nt int, w0, w1, a []byte, astride int, out []float32, ostride int) {
+	for t := 0; t < nt; t++ {
+		av := bf16DAZ(a[t*astride:])
+		for r := 0; r < 2*r16Rows; r++ {
+			w, rr := w0, r
+			if r >= r16Rows {
+				w, rr = w1, r-r16Rows
+			}
+			o := &out[t*ostride+r]
+			*o = ftz32(fma32(bf16DAZ(w[4*rr:]), av, *o))
+		}
+	}
+}
+
+// bf16DAZ is the float32 value of a BF16 value, a subnormal read as a zero
+// of its sign.
+func bf16DAZ(b []byte) float32 {
+	v := le16(b)
+	if v&0x7f80 == 0 {
+		v &= 0x8000
+	}
+	return math.Float32frombits(uint32(v) << 16)
+}
+
+// ftz32 flushes a subnormal float32 to a zero of its sign.
+func ftz32(x float32) float32 {
+	if b := math.Float32bits(x); b&0x7f800000 == 0 {
+		return math.Float32frombits(b & 0x80000000)
+	}
+	return x
+}
+
+// r16fPairTwin returns the Go twin of the pair kernels on nt activation rows
+// (BF16 rows; n counts pairs).
+func r16fPairTwin(nt int) r16fFunc {
+	return func(n2 int, w0, w1, a []byte, astride int, out []float32, ostride int) {
+		for tk := 0; tk < nt; tk++ {
+			ar := a[tk*astride:]
+			for r := 0; r < 2*r16Rows; r++ {
+				w, rr := w0, r
+				if r >= r16Rows {
+					w, rr = w1, r-r16Rows
+				}
+				var acc float32
+				for j := 0; j < n2; j++ {
+					p := w[64*j+4*rr:]
+					acc = ftz32(fma32(bf16DAZ(p[2:]), bf16DAZ(ar[4*j+2:]), acc))
+					acc = ftz32(fma32(bf16DAZ(p), bf16DAZ(ar[4*j:]), acc))
+				}
+				out[tk*ostride+r] = acc
+			}
+		}
+	}
+}
+
+// registerR16FPairs registers (BF16, isa) as the pair kernels fns.
+func registerR16FPairs(isa ISA, dot dotFunc, fns []r16fFunc) {
+	if len(fns) != r16fActs {
+		panic("kern: registerR16FPairs: want one kernel for each of 1.." + fmt.Sprint(r16fActs) + " rows")
+	}
+	register(quant.BF16, isa, quant.BF16, dot, nil)
+	regMu.Lock()
+	defer regMu.Unlock()
+	for _, op := range []Op{OpMatVec, OpMatMul} {
+		k := reg[Key{Op: op, Type: quant.BF16, Backend: Backend, ISA: isa}]
+		k.pack, k.r16f, k.r16fPairs = packBF16PairR16, fns, true
+		k.r16 = r16Format{block: 64, quants: 64, unit: 2}
 	}
 }

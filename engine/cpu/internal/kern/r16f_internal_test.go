@@ -1,6 +1,7 @@
 package kern
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -20,12 +21,93 @@ func r16fChain(t quant.Type, n int, w, a []byte) float32 {
 	return acc
 }
 
+// r16fPairChain is what every BF16 pair kernel's output must be, written
+// out from ggml's layout.
+func r16fPairChain(n int, w, a []byte) float32 {
+	var acc float32
+	for j := 0; j < n/2; j++ {
+		acc = ftz32(fma32(bf16DAZ(w[4*j+2:]), bf16DAZ(a[4*j+2:]), acc))
+		acc = ftz32(fma32(bf16DAZ(w[4*j:]), bf16DAZ(a[4*j:]), acc))
+	}
+	if n%2 == 1 {
+		acc = ftz32(fma32(bf16DAZ(w[2*n-2:]), bf16DAZ(a[2*n-2:]), acc))
+	}
+	return acc
+}
+
+// TestR16FPairsEqualChain: the BF16 pair kernels (VDPBF16PS where this CPU
+// has AVX512-BF16, and the Go twin) give each output r16fPairChain bit for
+// bit, for every activation-row count, with subnormal and huge values among
+// the inputs, and write nothing past their rows.
+func TestR16FPairsEqualChain(t *testing.T) {
+	rng := rand.New(rand.NewPCG(79, 80))
+	ks := map[string][]r16fFunc{"go": make([]r16fFunc, r16fActs)}
+	for i := range ks["go"] {
+		ks["go"][i] = r16fPairTwin(i + 1)
+	}
+	for _, e := range List() {
+		if k, _ := Lookup(e.Key); e.Runnable && k != nil && k.r16fPairs && e.Key.Op == OpMatMul {
+			ks[e.Contract] = k.r16f
+		}
+	}
+	t.Logf("pair kernels checked: %d (go and %v)", len(ks), func() (n []string) {
+		for name := range ks {
+			n = append(n, name)
+		}
+		return
+	}())
+	for _, n := range []int{2, 6, 70} {
+		var wd []byte
+		for r := 0; r < 2*r16Rows; r++ {
+			row := floatRow(rng, quant.BF16, n)
+			if r == 3 {
+				binary.LittleEndian.PutUint16(row, 0x0001) // a subnormal
+			}
+			wd = append(wd, row...)
+		}
+		w := make([]byte, 2*n*r16Rows*2)
+		packBF16PairR16(2*r16Rows, n, wd, w, 0, 2)
+		w0, w1 := w[:n*r16Rows*2], w[n*r16Rows*2:]
+		astride := 2*n + 6
+		a := make([]byte, r16fActs*astride)
+		for tk := 0; tk < r16fActs; tk++ {
+			copy(a[tk*astride:], floatRow(rng, quant.BF16, n))
+		}
+		binary.LittleEndian.PutUint16(a[2:], 0x8003) // a negative subnormal
+		for name, fs := range ks {
+			for nt := 1; nt <= r16fActs; nt++ {
+				const ostride = 40
+				out := make([]float32, r16fActs*ostride)
+				for i := range out {
+					out[i] = 777
+				}
+				fs[nt-1](n/2, w0, w1, a, astride, out, ostride)
+				for tk := 0; tk < r16fActs; tk++ {
+					for r := 0; r < ostride; r++ {
+						got := out[tk*ostride+r]
+						if tk >= nt || r >= 2*r16Rows {
+							if got != 777 {
+								t.Fatalf("%s n=%d nt=%d: wrote out[%d, %d]", name, n, nt, tk, r)
+							}
+							continue
+						}
+						want := r16fPairChain(n, wd[r*n*2:(r+1)*n*2], a[tk*astride:])
+						if math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("%s n=%d nt=%d: out[%d, %d] = %g (%#x), want %g (%#x: the pair chain)", name, n, nt, tk, r, got, math.Float32bits(got), want, math.Float32bits(want))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
 // r16fKernels returns the packed float kernels of type t this machine runs
-// (matmul keys), and the Go twins under "go".
+// (matmul keys; not the BF16 pair kernels), and the Go twins under "go".
 func r16fKernels(t quant.Type) map[string][]r16fFunc {
 	ks := map[string][]r16fFunc{"go": r16fTwins(t)}
 	for _, e := range List() {
-		if k, _ := Lookup(e.Key); e.Runnable && k != nil && k.r16f != nil && e.Key.Type == t && e.Key.Op == OpMatMul {
+		if k, _ := Lookup(e.Key); e.Runnable && k != nil && k.r16f != nil && !k.r16fPairs && e.Key.Type == t && e.Key.Op == OpMatMul {
 			ks[e.Contract] = k.r16f
 		}
 	}
@@ -144,15 +226,27 @@ func TestMulWithGoR16F(t *testing.T) {
 		twin.pack, twin.r16f, twin.expand = packFloatR16(ft.t), r16fTwins(ft.t), ft.expand
 		twin.r16 = r16Format{block: r16Rows * ft.size, quants: r16Rows * ft.size, unit: 1}
 		kernels := map[string]*Kernel{"go": &twin}
+		if ft.t == quant.BF16 {
+			pairs := twin
+			pairs.pack, pairs.r16fPairs = packBF16PairR16, true
+			pairs.r16 = r16Format{block: 64, quants: 64, unit: 2}
+			pairs.r16f = make([]r16fFunc, r16fActs)
+			for i := range pairs.r16f {
+				pairs.r16f[i] = r16fPairTwin(i + 1)
+			}
+			kernels["go-pairs"] = &pairs
+		}
 		for _, op := range []Op{OpMatMul, OpMatVec} {
-			if k, err := Lookup(Key{Op: op, Type: ft.t, Backend: Backend, ISA: ISAAVX512R16}); err == nil {
-				kernels[k.Contract] = k
+			for _, isa := range []ISA{ISAAVX512R16, ISAAVX512BF16} {
+				if k, err := Lookup(Key{Op: op, Type: ft.t, Backend: Backend, ISA: isa}); err == nil {
+					kernels[k.Contract] = k
+				}
 			}
 		}
 		for name, k := range kernels {
 			for _, threads := range []int{1, 2} {
 				pool := NewPool(threads)
-				for _, c := range []struct{ n, rows, m int }{{37, 9, 1}, {37, 9, 13}, {8, 16, 1}, {520, 53, 31}, {24, 48, 15}} {
+				for _, c := range []struct{ n, rows, m int }{{37, 9, 1}, {37, 9, 13}, {8, 16, 1}, {520, 53, 31}, {24, 48, 15}, {1100, 40, 9}} {
 					if k.Key.Op == OpMatVec && c.m != 1 {
 						continue
 					}
@@ -186,6 +280,9 @@ func TestMulWithGoR16F(t *testing.T) {
 							for r := 0; r < c.rows; r++ {
 								wr, ar := wd[r*wrb:(r+1)*wrb], a[i*arb:(i+1)*arb]
 								want := r16fChain(ft.t, c.n, wr, ar)
+								if k.r16fPairs {
+									want = r16fPairChain(c.n, wr, ar)
+								}
 								got := dst[i*c.rows+r]
 								if math.Float32bits(got) != math.Float32bits(want) {
 									t.Fatalf("dst[%d, %d] = %g, want %g", i, r, got, want)
@@ -210,21 +307,34 @@ func TestMulWithGoR16F(t *testing.T) {
 	}
 }
 
-// BenchmarkR16FHot runs the F16 prefill kernel on 14 activation rows and
-// two groups of 512 values (in L1 and L2): the kernel's own speed.
+// BenchmarkR16FHot runs the prefill kernels on 14 activation rows and two
+// groups of 512 values (in L1 and L2): the kernels' own speed, F16 and BF16
+// widened on the way beside F32, and the BF16 pair kernel.
 func BenchmarkR16FHot(b *testing.B) {
 	rng := rand.New(rand.NewPCG(77, 78))
 	const n = 512
-	w := floatRow(rng, quant.F16, 2*r16Rows*n)
-	a := floatRow(rng, quant.F32, r16fActs*n)
 	out := make([]float32, r16fActs*2*r16Rows)
-	for name, fs := range r16fKernels(quant.F16) {
+	run := func(name string, f r16fFunc, steps int, w, a []byte, astride int) {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				fs[r16fActs-1](n, w[:len(w)/2], w[len(w)/2:], a, 4*n, out, 2*r16Rows)
+				f(steps, w[:len(w)/2], w[len(w)/2:], a, astride, out, 2*r16Rows)
 			}
 			b.ReportMetric(2*2*r16Rows*r16fActs*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+	a := floatRow(rng, quant.F32, r16fActs*n)
+	for _, t := range []quant.Type{quant.F16, quant.F32, quant.BF16} {
+		w := floatRow(rng, t, 2*r16Rows*n)
+		for name, fs := range r16fKernels(t) {
+			if name != "go" {
+				run(name, fs[r16fActs-1], n, w, a, 4*n)
+			}
+		}
+	}
+	for _, e := range List() {
+		if k, _ := Lookup(e.Key); e.Runnable && k != nil && k.r16fPairs && e.Key.Op == OpMatMul {
+			run(e.Contract, k.r16f[r16fActs-1], n/2, floatRow(rng, quant.BF16, 2*r16Rows*n), floatRow(rng, quant.BF16, r16fActs*n), 2*n)
+		}
 	}
 }
 

@@ -40,6 +40,64 @@ def step(tp, nt, u):
     return L
 
 
+def vdpbf16ps(d, s1, s2):
+    """VDPBF16PS zmm_d, zmm_s1, zmm_s2 (EVEX.512.F3.0F38.W0 52 /r: each
+    float32 lane of d += the two BF16 products of its pair in s1 and s2),
+    which Go's assembler does not know: its bytes."""
+    p0 = (~(d >> 3) & 1) << 7 | (~(s2 >> 4) & 1) << 6 | (~(s2 >> 3) & 1) << 5 | (~(d >> 4) & 1) << 4 | 0b10
+    p1 = ((~s1) & 0xF) << 3 | 1 << 2 | 0b10
+    p2 = 0b10 << 5 | (~(s1 >> 4) & 1) << 3
+    modrm = 0xC0 | (d & 7) << 3 | (s2 & 7)
+    b = [0x62, p0, p1, p2, 0x52, modrm]
+    return [f"BYTE $0x{x:02x}" for x in b[:-1]] + [f"BYTE $0x{b[-1]:02x} // VDPBF16PS Z{s2}, Z{s1}, Z{d}"]
+
+
+def dp_step(nt, u):
+    """Pair u of the BF16 dot-product kernel: weights of the pair (values
+    2u, 2u+1 of sixteen rows, 64 bytes a group), one dword broadcast (the
+    activation row's two BF16 values) per row."""
+    L = [f"VMOVDQU32 {64*u}(DI), Z30", f"VMOVDQU32 {64*u}(SI), Z31"]
+    for t in range(nt):
+        zb = 28 if t % 2 == 0 else 29
+        L.append(f"VPBROADCASTD {addr(t, 4*u)}, Z{zb}")
+        L += vdpbf16ps(2 * t, 30, zb) + vdpbf16ps(2 * t + 1, 31, zb)
+    return L
+
+
+def dp_kernel(nt):
+    """r16fdp{nt}(n2 int, w0, w1, a []byte, astride int, out []float32,
+    ostride int): the BF16 kernels on pairs (n2 pairs of values; weights
+    packed by packBF16PairR16, activation rows BF16)."""
+    name = f"r16fdp{nt}"
+    nb = (nt + 3) // 4
+    L = [f"// func {name}(n2 int, w0, w1, a []byte, astride int, out []float32, ostride int)",
+         f"TEXT ·{name}(SB), NOSPLIT, $0-120",
+         "MOVQ n2+0(FP), CX", "MOVQ w0_base+8(FP), DI", "MOVQ w1_base+32(FP), SI",
+         "MOVQ a_base+56(FP), R8", "MOVQ astride+80(FP), BX", "LEAQ (BX)(BX*2), DX"]
+    for b in range(1, nb):
+        L.append(f"LEAQ ({BASES[b-1]})(BX*4), {BASES[b]}")
+    L += [f"VPXORD Z{i}, Z{i}, Z{i}" for i in range(2 * nt)]
+    L += ["MOVQ CX, AX", f"SHRQ ${UNROLL.bit_length()-1}, AX", f"JZ {name}tail",
+          "PCALIGN $32", f"{name}loop:"]
+    for u in range(UNROLL):
+        L += dp_step(nt, u)
+    L += [f"ADDQ ${UNROLL*64}, DI", f"ADDQ ${UNROLL*64}, SI"]
+    L += [f"ADDQ ${4*UNROLL}, {BASES[b]}" for b in range(nb)]
+    L += ["DECQ AX", f"JNZ {name}loop",
+          f"{name}tail:", f"ANDQ ${UNROLL-1}, CX", f"JZ {name}done", f"{name}loop1:"]
+    L += dp_step(nt, 0)
+    L += ["ADDQ $64, DI", "ADDQ $64, SI"]
+    L += [f"ADDQ $4, {BASES[b]}" for b in range(nb)]
+    L += ["DECQ CX", f"JNZ {name}loop1", f"{name}done:",
+          "MOVQ out_base+88(FP), AX", "MOVQ ostride+112(FP), BX", "SHLQ $2, BX"]
+    for t in range(nt):
+        L += [f"VMOVUPS Z{2*t}, (AX)", f"VMOVUPS Z{2*t+1}, 64(AX)"]
+        if t < nt - 1:
+            L.append("ADDQ BX, AX")
+    L += ["VZEROUPPER", "RET"]
+    return L
+
+
 def kernel(tp, nt):
     sz, _ = TYPES[tp]
     ws = 16 * sz
@@ -145,3 +203,10 @@ for tp in TYPES:
         print(body[1])
         for l in body[2:]:
             print(l if l.endswith(":") else "\t" + l)
+for nt in range(1, MAX_ACTS + 1):
+    body = dp_kernel(nt)
+    print()
+    print(body[0])
+    print(body[1])
+    for l in body[2:]:
+        print(l if l.endswith(":") else "\t" + l)
