@@ -589,7 +589,7 @@ func (be *backend) pack(k *kern.Kernel, w kern.Weights) (kern.Weights, error) {
 	if err != nil {
 		return w, err
 	}
-	b, free, err := mapBytes(size)
+	b, free, err := mapBytes(size, !packedFloat(k))
 	if err != nil {
 		return w, err
 	}
@@ -640,4 +640,15 @@ func (be *backend) chooseUBatch(spec *model.Spec) int {
 		return 0
 	}
 	return 0
+}
+
+// packedFloat reports whether k is a packed float kernel (avx512r16,
+// avx512bf16), whose packed copies are mapped without huge pages: with
+// them (transparent_hugepage/defrag "madvise", compaction at the fault),
+// qwen2.5-0.5b F16's load took 469–2504 ms over four runs against 322–626
+// without, alternated, and apr qa's timing gate failed on the load's
+// variance (max_leak_ms 696.8, want ≤ 42) where without it passed (4.9).
+func packedFloat(k *kern.Kernel) bool {
+	t := k.Key.Type
+	return k.Packs() && (t == quant.F16 || t == quant.BF16 || t == quant.F32)
 }

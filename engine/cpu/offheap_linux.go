@@ -31,8 +31,8 @@ func mapF32(n int) (v []float32, free func(), err error) {
 	return v, func() { syscall.Munmap(b) }, nil
 }
 
-// mapBytes is mapF32 for n bytes.
-func mapBytes(n int) (b []byte, free func(), err error) {
+// mapBytes is mapF32 for n bytes, asking for huge pages when huge.
+func mapBytes(n int, huge bool) (b []byte, free func(), err error) {
 	if n == 0 {
 		return nil, func() {}, nil
 	}
@@ -43,8 +43,12 @@ func mapBytes(n int) (b []byte, free func(), err error) {
 	// Huge pages where the kernel gives them: a few hundred page faults
 	// instead of one per 4 KiB while the copy is written, and fewer TLB
 	// misses while it streams. Without them (an error) the mapping works
-	// the same.
-	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	// the same. Where the kernel compacts memory for them at the fault
+	// (transparent_hugepage/defrag "madvise", this machine's), the stall
+	// varies from run to run (see packedFloat).
+	if huge {
+		_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	}
 	return b, func() { syscall.Munmap(b) }, nil
 }
 

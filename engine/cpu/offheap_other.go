@@ -9,7 +9,7 @@ func mapF32(n int) (v []float32, free func(), err error) {
 }
 
 // mapBytes is mapF32 for n bytes.
-func mapBytes(n int) (b []byte, free func(), err error) {
+func mapBytes(n int, huge bool) (b []byte, free func(), err error) {
 	return make([]byte, n), func() {}, nil
 }
 
