@@ -181,7 +181,9 @@ func r16fdp13(n2 int, w0, w1, a []byte, astride int, out []float32, ostride int)
 func r16fdp14(n2 int, w0, w1, a []byte, astride int, out []float32, ostride int)
 
 func init() {
-	packW16 = packR16W16
+	if cpuHas(ISAAVX512) { // VPERMT2W
+		packW16 = packR16W16
+	}
 	registerR16F(quant.F32, ISAAVX512R16, dotF32AVX2, expandF32AVX2, []r16fFunc{r16fxF321, r16fxF322, r16fxF323, r16fxF324, r16fxF325, r16fxF326, r16fxF327, r16fxF328, r16fxF329, r16fxF3210, r16fxF3211, r16fxF3212, r16fxF3213, r16fxF3214})
 	registerR16F(quant.F16, ISAAVX512R16, dotF16AVX2, expandF16AVX2, []r16fFunc{r16fxF161, r16fxF162, r16fxF163, r16fxF164, r16fxF165, r16fxF166, r16fxF167, r16fxF168, r16fxF169, r16fxF1610, r16fxF1611, r16fxF1612, r16fxF1613, r16fxF1614})
 	registerR16F(quant.BF16, ISAAVX512R16, dotBF16AVX2, expandBF16AVX2, []r16fFunc{r16fxBF161, r16fxBF162, r16fxBF163, r16fxBF164, r16fxBF165, r16fxBF166, r16fxBF167, r16fxBF168, r16fxBF169, r16fxBF1610, r16fxBF1611, r16fxBF1612, r16fxBF1613, r16fxBF1614})
