@@ -9,9 +9,9 @@ import (
 )
 
 // TestChooseUBatch: a model whose feed-forward down matrix takes a packed
-// float kernel passes floatUBatch tokens at a time; quantized models, and
-// every model on the exact and avx2 sets (no packed float kernel), keep
-// graph.UBatch (0).
+// float kernel passes floatUBatch tokens at a time (the avx2 set's too,
+// on avx2r16); quantized models, and every model on the exact sets (no
+// packed kernel), keep graph.UBatch (0).
 func TestChooseUBatch(t *testing.T) {
 	spec := func(tp quant.Type) *model.Spec {
 		return &model.Spec{Layers: []model.Layer{{}, {FFNDown: &model.Tensor{Type: tp}}}}
@@ -20,7 +20,11 @@ func TestChooseUBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	packedFloats := k.Packs() // avx512r16 in this build and on this CPU
+	packedFloats := k.Packs() // avx512r16 (or avx2r16) in this build and on this CPU
+	avx2Packed := false
+	if k2, err := kern.SelectOn(kern.OpMatMul, quant.F16, kern.AVX2ISAs, false); err == nil {
+		avx2Packed = k2.Packs() // avx2r16
+	}
 	for _, c := range []struct {
 		set  string
 		t    quant.Type
@@ -31,7 +35,8 @@ func TestChooseUBatch(t *testing.T) {
 		{"", quant.Q8_0, 0},
 		{"", quant.Q4_K, 0},
 		{"exact", quant.F16, 0},
-		{"avx2", quant.F16, 0},
+		{"avx2", quant.F16, map[bool]int{true: floatUBatch}[avx2Packed]},
+		{"avx2-exact", quant.F16, 0},
 	} {
 		ks, err := lookupKernelSet(c.set)
 		if err != nil {
@@ -39,7 +44,7 @@ func TestChooseUBatch(t *testing.T) {
 		}
 		be, err := newBackendSet(1, ks)
 		if err != nil {
-			if c.set == "avx2" {
+			if c.set == "avx2" || c.set == "avx2-exact" {
 				continue // no AVX2 here: the set is refused
 			}
 			t.Fatal(err)

@@ -139,12 +139,13 @@ func r16fTwins(t quant.Type) []r16fFunc {
 
 // registerR16F registers (t, isa) as a packed float kernel: its matvec and
 // matmul take weights packed by packFloatR16 and run fns (fns[nt-1] on nt
-// activation rows); expand widens activation rows to float32 (F16, BF16).
+// activation rows, nt up to len(fns) ≤ r16fActs); expand widens activation
+// rows to float32 (F16, BF16).
 // dot (the single-row kernel on ggml's layout) is what the listing and
 // RunKernel callers see for unpacked use; Mul refuses unpacked weights.
 func registerR16F(t quant.Type, isa ISA, dot dotFunc, expand expandFunc, fns []r16fFunc) {
 	sz := floatSize(t)
-	if sz == 0 || len(fns) != r16fActs {
+	if sz == 0 || len(fns) == 0 || len(fns) > r16fActs {
 		panic("kern: registerR16F: no packed float kernels for " + t.String())
 	}
 	register(t, isa, t, dot, nil)
@@ -174,7 +175,8 @@ func (st *mulState) prepR16F(lo, hi int) {
 // r16fJob runs weight rows [lo, hi) of one packed float job (lo a multiple
 // of sixteen) over every activation row: the groups two at a time (one when
 // one is left) over the activation rows in near-equal pieces of at most
-// r16fActs, the pair's weights staying in L2 while the pieces pass. Calls
+// len(k.r16f) (r16fActs on AVX-512, 6 on AVX2), the pair's weights staying
+// in L2 while the pieces pass. Calls
 // with a group past the matrix's end or a single group go through the
 // worker's buffer.
 func (st *mulState) r16fJob(worker int, jb *Job, lo, hi int) {
@@ -185,7 +187,7 @@ func (st *mulState) r16fJob(worker int, jb *Job, lo, hi int) {
 	if k.r16fPairs {
 		a, arb, odd, n = st.a.Data, st.arb, n%2 == 1, n/2
 	}
-	pieces := (m + r16fActs - 1) / r16fActs
+	pieces := (m + len(k.r16f) - 1) / len(k.r16f)
 	tmp := st.r16out[worker][:r16fOut]
 	for r := lo; r < hi; r += 2 * r16Rows {
 		g := r / r16Rows

@@ -180,6 +180,69 @@ func r16fdp13(n2 int, w0, w1, a []byte, astride int, out []float32, ostride int)
 //go:noescape
 func r16fdp14(n2 int, w0, w1, a []byte, astride int, out []float32, ostride int)
 
+//go:noescape
+func r16faF321(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faF322(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faF323(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faF324(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faF325(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faF326(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faF161(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faF162(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faF163(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faF164(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faF165(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faF166(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faBF161(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faBF162(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faBF163(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faBF164(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faBF165(n int, w, a []byte, astride int, out []float32, ostride int)
+
+//go:noescape
+func r16faBF166(n int, w, a []byte, astride int, out []float32, ostride int)
+
+// r16fAVX2 returns the AVX2 twins' r16fFunc for g (r16fa{T}{nt}): the two
+// groups of a call one after the other.
+func r16fAVX2(g func(n int, w, a []byte, astride int, out []float32, ostride int)) r16fFunc {
+	return func(n int, w0, w1, a []byte, astride int, out []float32, ostride int) {
+		g(n, w0, a, astride, out, ostride)
+		g(n, w1, a, astride, out[r16Rows:], ostride)
+	}
+}
+
 func init() {
 	if cpuHas(ISAAVX512) { // VPERMT2W
 		packW16 = packR16W16
@@ -188,4 +251,7 @@ func init() {
 	registerR16F(quant.F16, ISAAVX512R16, dotF16AVX2, expandF16AVX2, []r16fFunc{r16fxF161, r16fxF162, r16fxF163, r16fxF164, r16fxF165, r16fxF166, r16fxF167, r16fxF168, r16fxF169, r16fxF1610, r16fxF1611, r16fxF1612, r16fxF1613, r16fxF1614})
 	registerR16F(quant.BF16, ISAAVX512R16, dotBF16AVX2, expandBF16AVX2, []r16fFunc{r16fxBF161, r16fxBF162, r16fxBF163, r16fxBF164, r16fxBF165, r16fxBF166, r16fxBF167, r16fxBF168, r16fxBF169, r16fxBF1610, r16fxBF1611, r16fxBF1612, r16fxBF1613, r16fxBF1614})
 	registerR16FPairs(ISAAVX512BF16, dotBF16AVX2, []r16fFunc{r16fdp1, r16fdp2, r16fdp3, r16fdp4, r16fdp5, r16fdp6, r16fdp7, r16fdp8, r16fdp9, r16fdp10, r16fdp11, r16fdp12, r16fdp13, r16fdp14})
+	registerR16F(quant.F32, ISAAVX2R16, dotF32AVX2, expandF32AVX2, []r16fFunc{r16fAVX2(r16faF321), r16fAVX2(r16faF322), r16fAVX2(r16faF323), r16fAVX2(r16faF324), r16fAVX2(r16faF325), r16fAVX2(r16faF326)})
+	registerR16F(quant.F16, ISAAVX2R16, dotF16AVX2, expandF16AVX2, []r16fFunc{r16fAVX2(r16faF161), r16fAVX2(r16faF162), r16fAVX2(r16faF163), r16fAVX2(r16faF164), r16fAVX2(r16faF165), r16fAVX2(r16faF166)})
+	registerR16F(quant.BF16, ISAAVX2R16, dotBF16AVX2, expandBF16AVX2, []r16fFunc{r16fAVX2(r16faBF161), r16fAVX2(r16faBF162), r16fAVX2(r16faBF163), r16fAVX2(r16faBF164), r16fAVX2(r16faBF165), r16fAVX2(r16faBF166)})
 }

@@ -176,7 +176,7 @@ func TestR16FEqualsChain(t *testing.T) {
 				}
 			}
 			for name, fs := range r16fKernels(ft.t) {
-				for nt := 1; nt <= r16fActs; nt++ {
+				for nt := 1; nt <= len(fs); nt++ {
 					const ostride = 40
 					out := make([]float32, r16fActs*ostride)
 					for i := range out {
@@ -237,7 +237,7 @@ func TestMulWithGoR16F(t *testing.T) {
 			kernels["go-pairs"] = &pairs
 		}
 		for _, op := range []Op{OpMatMul, OpMatVec} {
-			for _, isa := range []ISA{ISAAVX512R16, ISAAVX512BF16} {
+			for _, isa := range []ISA{ISAAVX512R16, ISAAVX512BF16, ISAAVX2R16} {
 				if k, err := Lookup(Key{Op: op, Type: ft.t, Backend: Backend, ISA: isa}); err == nil {
 					kernels[k.Contract] = k
 				}
@@ -307,19 +307,20 @@ func TestMulWithGoR16F(t *testing.T) {
 	}
 }
 
-// BenchmarkR16FHot runs the prefill kernels on 14 activation rows and two
+// BenchmarkR16FHot runs the prefill kernels on their most activation rows
+// (14 on AVX-512, 6 on AVX2) and two
 // groups of 512 values (in L1 and L2): the kernels' own speed, F16 and BF16
 // widened on the way beside F32, and the BF16 pair kernel.
 func BenchmarkR16FHot(b *testing.B) {
 	rng := rand.New(rand.NewPCG(77, 78))
 	const n = 512
 	out := make([]float32, r16fActs*2*r16Rows)
-	run := func(name string, f r16fFunc, steps int, w, a []byte, astride int) {
+	run := func(name string, fs []r16fFunc, steps int, w, a []byte, astride int) {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
-				f(steps, w[:len(w)/2], w[len(w)/2:], a, astride, out, 2*r16Rows)
+				fs[len(fs)-1](steps, w[:len(w)/2], w[len(w)/2:], a, astride, out, 2*r16Rows)
 			}
-			b.ReportMetric(2*2*r16Rows*r16fActs*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			b.ReportMetric(2*2*r16Rows*float64(len(fs))*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
 	a := floatRow(rng, quant.F32, r16fActs*n)
@@ -327,13 +328,13 @@ func BenchmarkR16FHot(b *testing.B) {
 		w := floatRow(rng, t, 2*r16Rows*n)
 		for name, fs := range r16fKernels(t) {
 			if name != "go" {
-				run(name, fs[r16fActs-1], n, w, a, 4*n)
+				run(name, fs, n, w, a, 4*n)
 			}
 		}
 	}
 	for _, e := range List() {
 		if k, _ := Lookup(e.Key); e.Runnable && k != nil && k.r16fPairs && e.Key.Op == OpMatMul {
-			run(e.Contract, k.r16f[r16fActs-1], n/2, floatRow(rng, quant.BF16, 2*r16Rows*n), floatRow(rng, quant.BF16, r16fActs*n), 2*n)
+			run(e.Contract, k.r16f, n/2, floatRow(rng, quant.BF16, 2*r16Rows*n), floatRow(rng, quant.BF16, r16fActs*n), 2*n)
 		}
 	}
 }

@@ -37,7 +37,9 @@ const (
 	// ISAAVX2R16 is AVX2 (+ FMA + F16C) on the avx512vnni16 kernels'
 	// packed weights (r16avx2_amd64.go): their float32 chains, the integer
 	// products through VPMADDUBSW/VPMADDWD. It ranks above the unpacked
-	// AVX-512 keys (faster where both run) and below avx512vnni16.
+	// AVX-512 keys (faster where both run) and below avx512vnni16. F32, F16
+	// and BF16 are there too, on the avx512r16 kernels' packing and chains
+	// (r16f.go), eight rows per 256-bit register.
 	ISAAVX2R16 ISA = "avx2r16"
 	// ISAAVX512R16 is AVX-512F on packed float weights (r16f.go), sixteen
 	// rows per register: held to the contract's bound, not to ggml's order.
