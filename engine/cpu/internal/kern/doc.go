@@ -121,7 +121,9 @@
 // activation row and two fmas, no reduction (the lanes are the rows, stored
 // into dst); decode is the same kernel on one row, so the chain does not
 // depend on m (batch invariance). The engine then passes 512 tokens at a
-// time (Backend.UBatch), as llama.cpp does. On AVX512-BF16, BF16 is also
+// time (Backend.UBatch), as llama.cpp does. Their AVX2 twin ("avx2r16", 16
+// rows in two 256-bit registers by up to 6 activation rows) gives the same
+// bits on the same packing. On AVX512-BF16, BF16 is also
 // registered as "avx512bf16" (VDPBF16PS on weights packed in pairs), ranked
 // below avx512r16 because it measured slower here.
 //
