@@ -48,6 +48,8 @@ type backend struct {
 	// the packed kernels read instead of the file's mapping.
 	set    kernelSet // Options.Kernels: the kernels Matrix may choose
 	packs  []func()
+	shared sharedRange              // the file's mapping, for dropShared
+	ubatch int                      // UBatch(): the tokens one pass takes (0: graph.UBatch)
 	packed map[packKey]kern.Weights // one packed copy per tensor and kernel (token_embd is also the output)
 }
 
@@ -90,12 +92,15 @@ func newBackendSet(threads int, set kernelSet) (*backend, error) {
 	for i := 0; i < be.threads; i++ {
 		be.workers <- &worker{pool: kern.NewPool(1)}
 	}
+	// Attention's "weights" are cache tiles, a new one each product: its
+	// kernels read them unpacked (the packed F32 kernels are the weight
+	// matrices').
 	var err error
-	if be.f32mv, err = be.selectKernel(kern.OpMatVec, quant.F32); err != nil {
+	if be.f32mv, err = kern.SelectOn(kern.OpMatVec, quant.F32, be.set.isas, true); err != nil {
 		be.pool.Close()
 		return nil, err
 	}
-	if be.f32mm, err = be.selectKernel(kern.OpMatMul, quant.F32); err != nil {
+	if be.f32mm, err = kern.SelectOn(kern.OpMatMul, quant.F32, be.set.isas, true); err != nil {
 		be.pool.Close()
 		return nil, err
 	}
@@ -584,7 +589,7 @@ func (be *backend) pack(k *kern.Kernel, w kern.Weights) (kern.Weights, error) {
 	if err != nil {
 		return w, err
 	}
-	b, free, err := mapBytes(size)
+	b, free, err := mapBytes(size, !packedFloat(k))
 	if err != nil {
 		return w, err
 	}
@@ -593,7 +598,7 @@ func (be *backend) pack(k *kern.Kernel, w kern.Weights) (kern.Weights, error) {
 		free()
 		return w, err
 	}
-	dropShared(w.Data)
+	be.shared.dropShared(w.Data)
 	be.mu.Lock()
 	be.packs = append(be.packs, free)
 	if be.packed == nil {
@@ -602,4 +607,48 @@ func (be *backend) pack(k *kern.Kernel, w kern.Weights) (kern.Weights, error) {
 	be.packed[key] = p
 	be.mu.Unlock()
 	return p, nil
+}
+
+// floatUBatch is the tokens one pass takes (graph's UBatch) when the
+// model's feed-forward weights go through the packed float kernels
+// (avx512r16): llama.cpp's n_ubatch. Those kernels reach their speed with
+// the weights in L2 whatever the pass, so that a pass of 128 tokens
+// (graph.UBatch) spends its time on streaming each weight once more from
+// memory: qwen2.5-0.5b F16, apr bench pp512 on 2 threads, 311–312 tok/s in
+// passes of 128, 326–332 in passes of 512 (alternated), peak RSS 1014 and
+// 1050 MiB (the file and KV cache 958).
+const floatUBatch = 512
+
+// UBatch is the most tokens one pass through the layers takes on this
+// backend (graph.UBatch when 0).
+func (be *backend) UBatch() int { return be.ubatch }
+
+// chooseUBatch returns floatUBatch when the first layer's feed-forward
+// down matrix takes a packed float kernel, else 0 (graph.UBatch).
+func (be *backend) chooseUBatch(spec *model.Spec) int {
+	for _, l := range spec.Layers {
+		t := l.FFNDown
+		if t == nil {
+			continue
+		}
+		if t.Type != quant.F16 && t.Type != quant.BF16 && t.Type != quant.F32 {
+			return 0
+		}
+		if k, err := be.selectKernel(kern.OpMatMul, t.Type); err == nil && k.Packs() {
+			return floatUBatch
+		}
+		return 0
+	}
+	return 0
+}
+
+// packedFloat reports whether k is a packed float kernel (avx512r16,
+// avx512bf16), whose packed copies are mapped without huge pages: with
+// them (transparent_hugepage/defrag "madvise", compaction at the fault),
+// qwen2.5-0.5b F16's load took 469–2504 ms over four runs against 322–626
+// without, alternated, and apr qa's timing gate failed on the load's
+// variance (max_leak_ms 696.8, want ≤ 42) where without it passed (4.9).
+func packedFloat(k *kern.Kernel) bool {
+	t := k.Key.Type
+	return k.Packs() && (t == quant.F16 || t == quant.BF16 || t == quant.F32)
 }

@@ -105,6 +105,7 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 			return nil, fmt.Errorf("cpu: %w", err)
 		}
 	}
+	be.ubatch = be.chooseUBatch(spec)
 	m, err := graph.Build(spec, be)
 	if err != nil {
 		be.close()

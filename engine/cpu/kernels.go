@@ -8,7 +8,7 @@ type KernelInfo struct {
 	Op       string `json:"op"`       // "matvec" (one activation row) or "matmul" (many)
 	Type     string `json:"type"`     // weight type
 	Backend  string `json:"backend"`  // "cpu"
-	ISA      string `json:"isa"`      // instruction set: go, avx2, avx512, avx512vnni, avx2r16, avx512vnni16
+	ISA      string `json:"isa"`      // instruction set: go, avx2, avx512, avx512vnni, avx2r16, avx512vnni16, avx512r16, avx512bf16
 	Contract string `json:"contract"` // contract id, e.g. kernel.matvec.Q4_K.cpu.avx2
 	Act      string `json:"act"`      // activation format the kernel converts its input to
 	Runnable bool   `json:"runnable"` // this machine has the instruction set

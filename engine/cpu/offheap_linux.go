@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -30,8 +31,8 @@ func mapF32(n int) (v []float32, free func(), err error) {
 	return v, func() { syscall.Munmap(b) }, nil
 }
 
-// mapBytes is mapF32 for n bytes.
-func mapBytes(n int) (b []byte, free func(), err error) {
+// mapBytes is mapF32 for n bytes, asking for huge pages when huge.
+func mapBytes(n int, huge bool) (b []byte, free func(), err error) {
 	if n == 0 {
 		return nil, func() {}, nil
 	}
@@ -42,9 +43,21 @@ func mapBytes(n int) (b []byte, free func(), err error) {
 	// Huge pages where the kernel gives them: a few hundred page faults
 	// instead of one per 4 KiB while the copy is written, and fewer TLB
 	// misses while it streams. Without them (an error) the mapping works
-	// the same.
-	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	// the same. Where the kernel compacts memory for them at the fault
+	// (transparent_hugepage/defrag "madvise", this machine's), the stall
+	// varies from run to run (see packedFloat).
+	if huge {
+		_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	}
 	return b, func() { syscall.Munmap(b) }, nil
+}
+
+// sharedRange remembers the shared mapping dropShared last found, so that
+// the matrices of one file read /proc/self/maps once, not once each. A
+// backend holds one: the file's mapping outlives it.
+type sharedRange struct {
+	mu     sync.Mutex
+	lo, hi uintptr
 }
 
 // dropShared takes the whole pages inside b out of this process's
@@ -53,23 +66,34 @@ func mapBytes(n int) (b []byte, free func(), err error) {
 // and are read again if touched. Any other memory is left alone: on a
 // private mapping MADV_DONTNEED would discard the contents. Errors (no
 // /proc) leave the pages resident.
-func dropShared(b []byte) {
+func (s *sharedRange) dropShared(b []byte) {
 	const page = 4096
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	lo := (p + page - 1) &^ (page - 1)
 	hi := (p + uintptr(len(b))) &^ (page - 1)
-	if hi <= lo || !inSharedMapping(lo, hi) {
+	if hi <= lo {
 		return
 	}
+	s.mu.Lock()
+	known := s.lo <= lo && hi <= s.hi
+	if !known {
+		start, end, ok := sharedMapping(lo)
+		if !ok || hi > end {
+			s.mu.Unlock()
+			return
+		}
+		s.lo, s.hi = start, end
+	}
+	s.mu.Unlock()
 	_ = unix.Madvise(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), lo-p)), hi-lo), unix.MADV_DONTNEED)
 }
 
-// inSharedMapping reports whether [lo, hi) lies inside one mapping of this
-// process whose permissions say shared ("r--s"), by /proc/self/maps.
-func inSharedMapping(lo, hi uintptr) bool {
+// sharedMapping returns the mapping of this process holding address lo,
+// by /proc/self/maps, when its permissions say shared ("r--s").
+func sharedMapping(lo uintptr) (start, end uintptr, ok bool) {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return false
+		return 0, 0, false
 	}
 	for _, line := range strings.Split(string(maps), "\n") {
 		f := strings.Fields(line)
@@ -80,12 +104,12 @@ func inSharedMapping(lo, hi uintptr) bool {
 		if !ok {
 			continue
 		}
-		start, err1 := strconv.ParseUint(a, 16, 64)
-		end, err2 := strconv.ParseUint(b, 16, 64)
-		if err1 != nil || err2 != nil || uint64(lo) < start || uint64(lo) >= end {
+		s, err1 := strconv.ParseUint(a, 16, 64)
+		e, err2 := strconv.ParseUint(b, 16, 64)
+		if err1 != nil || err2 != nil || uint64(lo) < s || uint64(lo) >= e {
 			continue
 		}
-		return uint64(hi) <= end && f[1][3] == 's'
+		return uintptr(s), uintptr(e), f[1][3] == 's'
 	}
-	return false
+	return 0, 0, false
 }

@@ -9,9 +9,12 @@ func mapF32(n int) (v []float32, free func(), err error) {
 }
 
 // mapBytes is mapF32 for n bytes.
-func mapBytes(n int) (b []byte, free func(), err error) {
+func mapBytes(n int, huge bool) (b []byte, free func(), err error) {
 	return make([]byte, n), func() {}, nil
 }
 
+// sharedRange is Linux's memory of the file's mapping (nothing here).
+type sharedRange struct{}
+
 // dropShared does nothing off Linux.
-func dropShared(b []byte) {}
+func (*sharedRange) dropShared(b []byte) {}

@@ -110,6 +110,23 @@
 // with AVX2ISAs chooses as such a CPU does, on any machine that has AVX2
 // (the engine's kernel sets "avx2" and "avx2-exact", APR_CPU_KERNELS).
 //
+// Where the CPU has AVX-512 F/BW/VL, F32, F16 and BF16 are also registered
+// as packed kernels ("avx512r16", r16f.go, written by gen/r16f.py), which
+// Select prefers (the "exact" set keeps the float tiles below): the weights
+// are repacked at load into groups of sixteen rows with value k of the
+// sixteen rows side by side, and each (weight row, activation row) pair is
+// one lane of one float32 fma chain over the values in order. Prefill holds
+// 32 weight rows by up to 14 activation rows in 28 registers: per value two
+// weight loads (F16 widened by VCVTPH2PS, BF16 by a shift), one broadcast per
+// activation row and two fmas, no reduction (the lanes are the rows, stored
+// into dst); decode is the same kernel on one row, so the chain does not
+// depend on m (batch invariance). The engine then passes 512 tokens at a
+// time (Backend.UBatch), as llama.cpp does. Their AVX2 twin ("avx2r16", 16
+// rows in two 256-bit registers by up to 6 activation rows) gives the same
+// bits on the same packing. On AVX512-BF16, BF16 is also
+// registered as "avx512bf16" (VDPBF16PS on weights packed in pairs), ranked
+// below avx512r16 because it measured slower here.
+//
 // The float tiles expand each pool task's weight rows to float32 once (a
 // task's 16 rows, in L2) and the activation rows once per MulActsMany, in
 // groups of twelve laid out two rows per 64 bytes; a group is taken in

@@ -15,3 +15,8 @@ package kern
 // TestR16AVX2Generated holds it to that.
 //
 //go:generate sh -c "python3 gen/r16avx2.py > r16avx2_amd64.s"
+//
+// r16f_amd64.s (the packed float kernels of r16f.go on AVX-512F and their
+// weight packing) comes from gen/r16f.py; TestR16FGenerated holds it to that.
+//
+//go:generate sh -c "python3 gen/r16f.py > r16f_amd64.s"

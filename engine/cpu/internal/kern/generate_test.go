@@ -84,3 +84,7 @@ func checkGenerated(t *testing.T, name, out string, gen func(py string) *exec.Cm
 		}
 	}
 }
+
+// TestR16FGenerated: gen/r16f.py reproduces the committed r16f_amd64.s byte
+// for byte.
+func TestR16FGenerated(t *testing.T) { checkStdoutGenerated(t, "r16f.py", "r16f_amd64.s") }

@@ -38,6 +38,7 @@ type Scratch struct {
 	one  [1]Job
 	// Bound once to &st, so that handing them to the pool allocates nothing.
 	convFn, vecFn, prepFn, prepFFn, prepRFn, prepRKFn func(lo, hi int)
+	prepR16FFn                                        func(lo, hi int)
 	matFn, vecWFn                                     func(w, lo, hi int)
 }
 
@@ -72,7 +73,9 @@ type mulState struct {
 	r16     bool        // a job's kernel is packed (r16): rows are dealt in groups of sixteen
 	aux1    []byte      // r16: per activation row and block, −128·Σq and d (auxQ8_0)
 	ainit   []int32     // r16: −128·Σq of whole groups of eight rows, transposed as asc
-	r16out  [][]float32 // per pool worker: a padded r16 group's results
+	r16out  [][]float32 // per pool worker: a padded r16 group's results (r16fOut floats)
+	afr     []byte      // r16f: the activation rows widened to float32 (F16, BF16)
+	afa     []byte      // r16f: the float32 activation rows (afr, or a.Data for F32)
 }
 
 // job returns the job holding global row r and r's row within it.
@@ -88,7 +91,7 @@ func (s *Scratch) bind() {
 	if s.convFn == nil {
 		st := &s.st
 		s.convFn, s.vecFn, s.matFn, s.prepFn, s.prepFFn, s.prepRFn = st.convert, st.vec, st.mat, st.prep, st.prepF, st.prepR16
-		s.vecWFn, s.prepRKFn = st.vecW, st.prepR16K
+		s.vecWFn, s.prepRKFn, s.prepR16FFn = st.vecW, st.prepR16K, st.prepR16F
 	}
 }
 
@@ -242,7 +245,7 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 	rows := st.starts[len(jobs)]
 	if st.r16 {
 		for len(st.r16out) < p.Threads() {
-			st.r16out = append(st.r16out, make([]float32, r16Acts*r16Rows))
+			st.r16out = append(st.r16out, make([]float32, max(r16fOut, r16Acts*r16Rows)))
 		}
 	}
 	if m == 1 {
@@ -278,6 +281,9 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 		}
 		if st.r16 {
 			chunk = r16Rows
+			if floatSize(a.Type) != 0 {
+				chunk = 2 * r16Rows // r16f: two groups a call
+			}
 		}
 		p.forW(rows, chunk, s.matFn)
 	}
@@ -292,11 +298,23 @@ func MulActsMany(p *Pool, s *Scratch, a *Acts, jobs []Job) error {
 func (st *mulState) prepare(p *Pool, s *Scratch) {
 	st.asc, st.aq, st.corr8, st.corr16 = st.asc[:0], st.aq[:0], st.corr8[:0], st.corr16[:0]
 	st.af, st.fexpand = st.af[:0], nil
-	st.aux1, st.ainit = st.aux1[:0], st.ainit[:0]
+	st.aux1, st.ainit, st.afa = st.aux1[:0], st.ainit[:0], nil
 	a := st.a
 	if st.r16 && a.Type == quant.Q8_K {
 		st.aux1 = grow(st.aux1, a.Rows*a.Cols/256*r16KAuxBytes)
 		p.For(a.Rows, max(1, a.Rows/(4*p.Threads())), s.prepRKFn)
+	} else if st.r16 && floatSize(a.Type) != 0 {
+		st.afa = a.Data
+		if a.Type != quant.F32 && !st.jobs[0].K.r16fPairs {
+			for _, jb := range st.jobs {
+				st.fexpand = jb.K.expand
+			}
+			st.afr = grow(st.afr, a.Rows*a.Cols*4)
+			st.afa = st.afr
+			p.For(a.Rows, max(1, a.Rows/(4*p.Threads())), s.prepR16FFn)
+			st.fexpand = nil
+		}
+		return
 	} else if st.r16 {
 		nb := a.Cols / 32
 		st.aux1 = grow(st.aux1, a.Rows*nb*r16AuxBytes)
@@ -447,7 +465,9 @@ func (st *mulState) vecW(worker, lo, hi int) {
 		end := min(hi, st.starts[j+1])
 		r, r1 := r0, min(r0+end-lo, jb.W.Rows)
 		if jb.K.pack != nil {
-			if r < r1 && jb.K.r16k1 != nil {
+			if r < r1 && jb.K.r16f != nil {
+				st.r16fJob(worker, jb, r, r1)
+			} else if r < r1 && jb.K.r16k1 != nil {
 				st.r16kJob(worker, jb, r, r1)
 			} else if r < r1 {
 				st.r16Job(worker, jb, r, r1)
@@ -486,6 +506,10 @@ func (st *mulState) mat(w, lo, hi int) {
 func (st *mulState) matJob(worker int, jb *Job, wrb, lo, hi int) {
 	k, n, arb, act := jb.K, st.n, st.arb, st.a.Data
 	m, rows, dst := st.a.Rows, jb.W.Rows, jb.Dst
+	if k.r16f != nil {
+		st.r16fJob(worker, jb, lo, hi)
+		return
+	}
 	if k.pack != nil && k.r16k1 != nil {
 		st.r16kJob(worker, jb, lo, hi)
 		return

@@ -122,7 +122,7 @@ func (k *Kernel) PackedBytes(rows, cols int) (int, error) {
 	if _, _, err := k.rowBytes(cols); err != nil {
 		return 0, err
 	}
-	return (rows + r16Rows - 1) / r16Rows * (cols / k.r16.unit) * k.r16.block, nil
+	return (rows + r16Rows - 1) / r16Rows * ((cols + k.r16.unit - 1) / k.r16.unit) * k.r16.block, nil
 }
 
 // Pack writes the packed form of w into dst (PackedBytes long), the groups

@@ -22,7 +22,7 @@ func (k *Kernel) UnpackRow(w Weights, r int, dst []byte) error {
 	if pb, _ := k.PackedBytes(w.Rows, w.Cols); len(w.Packed) != pb || r < 0 || r >= w.Rows || len(dst) != wrb {
 		return fmt.Errorf("kern: %s: UnpackRow(%d) of %d×%d weights (%d packed bytes) into %d bytes", k.Contract, r, w.Rows, w.Cols, len(w.Packed), len(dst))
 	}
-	nb := w.Cols / k.r16.unit
+	nb := (w.Cols + k.r16.unit - 1) / k.r16.unit // the BF16 pairs: an odd row's last pair is padded
 	g, i := r/r16Rows, r%r16Rows
 	grp := w.Packed[g*nb*k.r16.block : (g+1)*nb*k.r16.block]
 	switch k.Key.Type {
@@ -81,6 +81,17 @@ func (k *Kernel) UnpackRow(w Weights, r int, dst []byte) error {
 				o[192+s] = p[4096+16*s+i]
 			}
 			copy(o[208:210], p[4352+2*i:])
+		}
+	case quant.BF16, quant.F32, quant.F16:
+		if k.r16fPairs {
+			for v := 0; v < w.Cols; v++ {
+				copy(dst[2*v:2*v+2], grp[64*(v/2)+4*i+2*(v%2):])
+			}
+			break
+		}
+		sz := floatSize(k.Key.Type)
+		for v := 0; v < nb; v++ {
+			copy(dst[v*sz:(v+1)*sz], grp[(v*r16Rows+i)*sz:])
 		}
 	default:
 		return fmt.Errorf("kern: %s: no unpacking", k.Contract)

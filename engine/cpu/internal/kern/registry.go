@@ -37,12 +37,24 @@ const (
 	// ISAAVX2R16 is AVX2 (+ FMA + F16C) on the avx512vnni16 kernels'
 	// packed weights (r16avx2_amd64.go): their float32 chains, the integer
 	// products through VPMADDUBSW/VPMADDWD. It ranks above the unpacked
-	// AVX-512 keys (faster where both run) and below avx512vnni16.
+	// AVX-512 keys (faster where both run) and below avx512vnni16. F32, F16
+	// and BF16 are there too, on the avx512r16 kernels' packing and chains
+	// (r16f.go), eight rows per 256-bit register.
 	ISAAVX2R16 ISA = "avx2r16"
+	// ISAAVX512R16 is AVX-512F on packed float weights (r16f.go), sixteen
+	// rows per register: held to the contract's bound, not to ggml's order.
+	ISAAVX512R16 ISA = "avx512r16"
+	// ISAAVX512BF16 is AVX512-BF16 (VDPBF16PS) on BF16 weights packed in
+	// pairs (r16f.go): held to the contract's bound. It ranks below
+	// avx512r16, which Select prefers wherever both run: on the Xeon (Sapphire
+	// Rapids flags) this was measured on, its prefill kernel ran at 102
+	// GFLOP/s against avx512r16's 152 on BF16 (BenchmarkR16FHot), VDPBF16PS
+	// taking about 1.7 cycles where two FMAs take one.
+	ISAAVX512BF16 ISA = "avx512bf16"
 )
 
 // isaRank orders instruction sets for Select: higher is preferred.
-var isaRank = map[ISA]int{ISAGo: 0, ISAAVX2: 1, ISAAVX512: 2, ISAAVX512VNNI: 3, ISAAVX2R16: 4, ISAAVX512VNNI16: 5}
+var isaRank = map[ISA]int{ISAGo: 0, ISAAVX2: 1, ISAAVX512: 2, ISAAVX512VNNI: 3, ISAAVX2R16: 4, ISAAVX512VNNI16: 5, ISAAVX512R16: 5, ISAAVX512BF16: 4}
 
 // Backend is the backend name in every key of this package.
 const Backend = "cpu"
@@ -71,27 +83,29 @@ type Kernel struct {
 	// product (ggml's vec_dot_type): Q8_0, Q8_1, Q8_K, F16, BF16 or F32.
 	Act quant.Type
 
-	block    int // weight values per block
-	wBytes   int // bytes per weight block
-	actBlock int // activation values per block
-	aBytes   int // bytes per activation block
-	convert  func(x []float32, dst []byte)
-	dot      dotFunc
-	dot4     dot4Func   // one weight row against four activation rows; nil: four dot calls
-	dot8     dot4Func   // the same against eight rows (dot4Func's contract with r = 0..7); may be nil
-	rows4    rowsFunc   // four weight rows against one activation row (decode); may be nil
-	tile8    tileFunc   // one weight row against eight activation rows with float32 scales; may be nil
-	tile8r   tileRFunc  // tile8 on activations repacked by repackQ8Group (preferred over tile8); may be nil
-	corrBias int        // tile8r's bias: the corrections bias·Σ₄a it subtracts (0: none)
-	tileF    tileFFunc  // float types: four weight rows against twelve expanded activation rows; may be nil
-	expand   expandFunc // tileF's converter of weight and activation rows to float32
-	ftail    dotFunc    // tileF's dot of the last n mod 8 values, as the eight-row kernel adds it
-	pack     packFunc   // packed kernels (r16.go): the weights' packing; nil: the kernel reads ggml's layout
-	r16x8    r16x8Func  // packed: sixteen weight rows by eight activation rows
-	r16x1    r16x1Func  // packed: sixteen weight rows by one activation row
-	r16      r16Format  // packed: the block layout
-	r16k4    r16kFunc   // packed on Q8_K: sixteen weight rows by four activation rows
-	r16k1    r16kFunc   // packed on Q8_K: sixteen weight rows by one activation row
+	block     int // weight values per block
+	wBytes    int // bytes per weight block
+	actBlock  int // activation values per block
+	aBytes    int // bytes per activation block
+	convert   func(x []float32, dst []byte)
+	dot       dotFunc
+	dot4      dot4Func   // one weight row against four activation rows; nil: four dot calls
+	dot8      dot4Func   // the same against eight rows (dot4Func's contract with r = 0..7); may be nil
+	rows4     rowsFunc   // four weight rows against one activation row (decode); may be nil
+	tile8     tileFunc   // one weight row against eight activation rows with float32 scales; may be nil
+	tile8r    tileRFunc  // tile8 on activations repacked by repackQ8Group (preferred over tile8); may be nil
+	corrBias  int        // tile8r's bias: the corrections bias·Σ₄a it subtracts (0: none)
+	tileF     tileFFunc  // float types: four weight rows against twelve expanded activation rows; may be nil
+	expand    expandFunc // tileF's converter of weight and activation rows to float32
+	ftail     dotFunc    // tileF's dot of the last n mod 8 values, as the eight-row kernel adds it
+	pack      packFunc   // packed kernels (r16.go): the weights' packing; nil: the kernel reads ggml's layout
+	r16x8     r16x8Func  // packed: sixteen weight rows by eight activation rows
+	r16x1     r16x1Func  // packed: sixteen weight rows by one activation row
+	r16       r16Format  // packed: the block layout
+	r16k4     r16kFunc   // packed on Q8_K: sixteen weight rows by four activation rows
+	r16k1     r16kFunc   // packed on Q8_K: sixteen weight rows by one activation row
+	r16f      []r16fFunc // packed floats (r16f.go): 32 weight rows by 1..r16fActs activation rows
+	r16fPairs bool       // r16f takes BF16 pairs (packBF16PairR16, the activation rows as converted)
 }
 
 // dotFunc returns the dot product of one weight row w with one activation
