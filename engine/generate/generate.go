@@ -29,7 +29,6 @@ import (
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/engine/tokenizer"
-	"github.com/aprqa/apr/internal/regfile"
 	"github.com/aprqa/apr/refuse"
 )
 
@@ -324,14 +323,6 @@ func prefill(o *Options, m *Model, prompt []int32) (*Seq, error) {
 		return nil, err
 	}
 	return q, nil
-}
-
-func fileSHA256(path string) (string, error) {
-	sum, _, err := regfile.SHA256(path)
-	if err != nil {
-		return "", fmt.Errorf("generate: %w", err)
-	}
-	return sum, nil
 }
 
 // ParsePlantDelays parses "STAGE=MS" specifications (--plant-delay).

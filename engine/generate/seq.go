@@ -64,24 +64,20 @@ func Load(ctx context.Context, o LoadOptions) (*Model, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	h, closeFile := o.Loaded, func() {}
+	var err error
 	if h == nil {
-		sha, err := fileSHA256(o.Model)
-		if err != nil {
-			return nil, err
-		}
 		if h, err = loaded.Open(o.Model); err != nil {
 			return nil, err
 		}
-		h.KnownSHA256(sha, -1)
 		closeFile = func() { h.Close() }
 	}
-	sha, _, err := h.SHA256()
-	if err != nil {
-		closeFile()
-		return nil, fmt.Errorf("generate: %w", err)
-	}
+	// The file's sha256 (the receipts' and F2's key) is read beside the rest
+	// of the load — the header, the tokenizer, the backend's set-up (a
+	// device context, packed weights) — and waited for at its end, all
+	// inside the load stage.
+	go h.SHA256()
 	f := h.File
-	m := &Model{Path: h.Path, Backend: o.Backend, File: f, SHA256: sha, close: closeFile}
+	m := &Model{Path: h.Path, Backend: o.Backend, File: f, close: closeFile}
 	fail := func(err error) (*Model, error) { m.Close(); return nil, err }
 	if m.Spec, err = h.Spec(); err != nil {
 		return fail(err)
@@ -106,6 +102,9 @@ func Load(ctx context.Context, o LoadOptions) (*Model, error) {
 	}
 	m.Eng = eng
 	m.close = func() { eng.Close(); closeFile() }
+	if m.SHA256, _, err = h.SHA256(); err != nil {
+		return fail(fmt.Errorf("generate: %w", err))
+	}
 	return m, nil
 }
 
