@@ -110,6 +110,19 @@ func packFloatR16(t quant.Type) packFunc {
 // VFMADD231PS does).
 func r16fTwin(t quant.Type, nt int) r16fFunc {
 	sz := floatSize(t)
+	return r16fRows(nt, func(n int, w []byte, rr int, ar []byte) float32 {
+		var acc float32
+		for k := 0; k < n; k++ {
+			acc = fma32(floatAt(t, w[(k*r16Rows+rr)*sz:]), math.Float32frombits(le32(ar[4*k:])), acc)
+		}
+		return acc
+	})
+}
+
+// r16fRows is a Go twin on nt activation rows from its chain: chain(n, w,
+// rr, ar) is row rr of the group w (the first 16 rows are w0's, the next
+// w1's) against activation row ar, as the kernel computes it.
+func r16fRows(nt int, chain func(n int, w []byte, rr int, ar []byte) float32) r16fFunc {
 	return func(n int, w0, w1, a []byte, astride int, out []float32, ostride int) {
 		for tk := 0; tk < nt; tk++ {
 			ar := a[tk*astride:]
@@ -118,11 +131,7 @@ func r16fTwin(t quant.Type, nt int) r16fFunc {
 				if r >= r16Rows {
 					w, rr = w1, r-r16Rows
 				}
-				var acc float32
-				for k := 0; k < n; k++ {
-					acc = fma32(floatAt(t, w[(k*r16Rows+rr)*sz:]), math.Float32frombits(le32(ar[4*k:])), acc)
-				}
-				out[tk*ostride+r] = acc
+				out[tk*ostride+r] = chain(n, w, rr, ar)
 			}
 		}
 	}
@@ -302,24 +311,15 @@ func ftz32(x float32) float32 {
 // r16fPairTwin returns the Go twin of the pair kernels on nt activation rows
 // (BF16 rows; n counts pairs).
 func r16fPairTwin(nt int) r16fFunc {
-	return func(n2 int, w0, w1, a []byte, astride int, out []float32, ostride int) {
-		for tk := 0; tk < nt; tk++ {
-			ar := a[tk*astride:]
-			for r := 0; r < 2*r16Rows; r++ {
-				w, rr := w0, r
-				if r >= r16Rows {
-					w, rr = w1, r-r16Rows
-				}
-				var acc float32
-				for j := 0; j < n2; j++ {
-					p := w[64*j+4*rr:]
-					acc = ftz32(fma32(bf16DAZ(p[2:]), bf16DAZ(ar[4*j+2:]), acc))
-					acc = ftz32(fma32(bf16DAZ(p), bf16DAZ(ar[4*j:]), acc))
-				}
-				out[tk*ostride+r] = acc
-			}
+	return r16fRows(nt, func(n2 int, w []byte, rr int, ar []byte) float32 {
+		var acc float32
+		for j := 0; j < n2; j++ {
+			p := w[64*j+4*rr:]
+			acc = ftz32(fma32(bf16DAZ(p[2:]), bf16DAZ(ar[4*j+2:]), acc))
+			acc = ftz32(fma32(bf16DAZ(p), bf16DAZ(ar[4*j:]), acc))
 		}
-	}
+		return acc
+	})
 }
 
 // registerR16FPairs registers (BF16, isa) as the pair kernels fns.
