@@ -330,21 +330,19 @@ func parityWith(ctx context.Context, c *Check, m *engineModel, backend string, s
 	if judge != m.reference && nb != nj {
 		var gap oracle.ParityReport
 		err := c.CallRef("reference engine", func() error {
-			rb, err := m.refLogits(ctx, nb, toks)
-			if err == nil {
-				err = usable(rb, len(toks))
+			var rows [2][][]float32
+			for i, n := range []string{nb, nj} {
+				r, err := m.refLogits(ctx, n, toks)
+				if err == nil {
+					err = usable(r, len(toks))
+				}
+				if err != nil {
+					return err
+				}
+				rows[i] = r.Logits
 			}
-			if err != nil {
-				return err
-			}
-			rj, err := m.refLogits(ctx, nj, toks)
-			if err == nil {
-				err = usable(rj, len(toks))
-			}
-			if err != nil {
-				return err
-			}
-			gap, err = oracle.Parity{Margin: margin, Ties: ties}.Judge(rb.Logits, rj.Logits)
+			var err error
+			gap, err = oracle.Parity{Margin: margin, Ties: ties}.Judge(rows[0], rows[1])
 			return err
 		})
 		if err != nil {
