@@ -455,15 +455,7 @@ func TestAttendKernels(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer be.FreeKV(kv)
-			upload := func(rows, cols int) ([]float32, *buf) {
-				x := make([]float32, rows*cols)
-				for i := range x {
-					x[i] = float32(rng.NormFloat64())
-				}
-				b := be.Work(rows, cols).(*buf)
-				be.do(func() error { return be.d.HtoD(b.p, unsafePtr(x), uint64(4*len(x))) })
-				return x, b
-			}
+			upload := func(rows, cols int) ([]float32, *buf) { return uploadRandom(be, rows, cols, rng.NormFloat64) }
 			kd, vd := a.NKV*a.HK, a.NKV*a.HV
 			ks, kb := upload(ctx, kd)
 			vs, vb := upload(ctx, vd)
@@ -537,15 +529,7 @@ func TestDeltaRuleKernels(t *testing.T) {
 			defer func(old int) { deltaMaxHK = old }(deltaMaxHK)
 			deltaMaxHK = c.maxHK
 			rng := rand.New(rand.NewSource(5))
-			upload := func(rows, cols int, f func() float64) ([]float32, *buf) {
-				x := make([]float32, rows*cols)
-				for i := range x {
-					x[i] = float32(f())
-				}
-				b := be.Work(rows, cols).(*buf)
-				be.do(func() error { return be.d.HtoD(b.p, unsafePtr(x), uint64(4*len(x))) })
-				return x, b
-			}
+			upload := func(rows, cols int, f func() float64) ([]float32, *buf) { return uploadRandom(be, rows, cols, f) }
 			norm := func() float64 { return rng.NormFloat64() * 0.3 }
 			q, qb := upload(n, nK*hk, norm)
 			k, kb := upload(n, nK*hk, norm)
@@ -597,4 +581,16 @@ func TestDeltaRuleKernels(t *testing.T) {
 			}
 		})
 	}
+}
+
+// uploadRandom fills a rows × cols work buffer with values drawn from f and
+// returns them beside it.
+func uploadRandom(be *backend, rows, cols int, f func() float64) ([]float32, *buf) {
+	x := make([]float32, rows*cols)
+	for i := range x {
+		x[i] = float32(f())
+	}
+	b := be.Work(rows, cols).(*buf)
+	be.do(func() error { return be.d.HtoD(b.p, unsafePtr(x), uint64(4*len(x))) })
+	return x, b
 }
