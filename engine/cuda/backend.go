@@ -62,6 +62,8 @@ type backend struct {
 	prof     *profiler     // APR_CUDA_PROFILE=1
 	steps    *stepProfiler // APR_CUDA_PROFILE=steps
 	noFuse   bool          // APR_CUDA_FUSE=0
+	early    bool          // launch a tape's kernels early (PDL; APR_CUDA_EARLY=0: off)
+	earlyN   int           // kernels launched early (directly or into a captured graph)
 	fused    int           // ops folded into a product (fuseBias, fuseResidual)
 }
 
@@ -304,7 +306,16 @@ func (be *backend) direct(tape []tapeOp) error {
 	}
 	for i := range tape {
 		op := &tape[i]
-		if err := be.d.LaunchPacked(op.f, op.grid, op.block, op.shared, be.stream, op.args[:op.n]); err != nil {
+		var err error
+		if be.early && i > 0 {
+			// Each kernel of apr.cu waits for the one before it (pdl);
+			// the tape's first follows the staged values' copy.
+			err = be.d.LaunchPackedEarly(op.f, op.grid, op.block, op.shared, be.stream, op.args[:op.n])
+			be.earlyN++
+		} else {
+			err = be.d.LaunchPacked(op.f, op.grid, op.block, op.shared, be.stream, op.args[:op.n])
+		}
+		if err != nil {
 			return err
 		}
 	}

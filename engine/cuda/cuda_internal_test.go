@@ -437,7 +437,8 @@ func TestProfile(t *testing.T) {
 
 // TestAttendKernels: attention over a KV cache of 150 positions, by the
 // split kernel (k_attn: a decode row, value heads up to 256; 150 positions
-// fill three splits, so the last block combines), the prompt kernel
+// fill three splits, so the last block combines; a decode row over 8,300
+// positions fills 130, more than the combining block's threads), the prompt kernel
 // (k_flash1/2/4 by head width, up to 128; 40 rows cross its 16-row tile,
 // 150 positions five position tiles, the last partial) and the whole-row kernel
 // (k_attend: wider value heads, which no fixture model has), one decode
@@ -448,68 +449,81 @@ func TestAttendKernels(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
 	for _, a := range []graph.Attn{{NHead: 4, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 3, NKV: 3, HK: 128, HV: 80, Scale: 0.09}, {NHead: 2, NKV: 1, HK: 32, HV: 32, Scale: 0.2},
 		{NHead: 2, NKV: 1, HK: 32, HV: 320, Scale: 0.17}} {
-		t.Run(fmt.Sprintf("hv%d", a.HV), func(t *testing.T) {
-			const ctx = 150
-			kv, err := be.NewKV(ctx, a)
-			if err != nil {
+		for _, ctx := range []int{150, 8300} {
+			if ctx > 150 && a.HV > attnMaxHV {
+				continue // k_attend: one block per row, no splits to combine
+			}
+			testAttend(t, be, rng, a, ctx)
+		}
+	}
+}
+
+// testAttend is one TestAttendKernels case: a cache of ctx positions;
+// prompt pieces of 5 and 40 rows only for the short one.
+func testAttend(t *testing.T, be *backend, rng *rand.Rand, a graph.Attn, ctx int) {
+	t.Run(fmt.Sprintf("hv%d/ctx%d", a.HV, ctx), func(t *testing.T) {
+		kv, err := be.NewKV(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.FreeKV(kv)
+		upload := func(rows, cols int) ([]float32, *buf) { return uploadRandom(be, rows, cols, rng.NormFloat64) }
+		kd, vd := a.NKV*a.HK, a.NKV*a.HV
+		ks, kb := upload(ctx, kd)
+		vs, vb := upload(ctx, vd)
+		if err := be.Store(kv, kb, vb, 0); err != nil {
+			t.Fatal(err)
+		}
+		// The last n positions are the queries' own (pos0 = ctx − n).
+		for _, n := range []int{1, 5, 40} {
+			if ctx > 150 && n > 1 {
+				break
+			}
+			q, qb := upload(n, a.NHead*a.HK)
+			ob := be.Work(n, a.NHead*a.HV).(*buf)
+			pos0 := ctx - n
+			if err := be.Attend(ob, qb, kv, pos0); err != nil {
 				t.Fatal(err)
 			}
-			defer be.FreeKV(kv)
-			upload := func(rows, cols int) ([]float32, *buf) { return uploadRandom(be, rows, cols, rng.NormFloat64) }
-			kd, vd := a.NKV*a.HK, a.NKV*a.HV
-			ks, kb := upload(ctx, kd)
-			vs, vb := upload(ctx, vd)
-			if err := be.Store(kv, kb, vb, 0); err != nil {
-				t.Fatal(err)
-			}
-			// The last n positions are the queries' own (pos0 = ctx − n).
-			for _, n := range []int{1, 5, 40} {
-				q, qb := upload(n, a.NHead*a.HK)
-				ob := be.Work(n, a.NHead*a.HV).(*buf)
-				pos0 := ctx - n
-				if err := be.Attend(ob, qb, kv, pos0); err != nil {
-					t.Fatal(err)
-				}
-				got := be.readAll(ob)
-				for r := 0; r < n; r++ {
-					for h := 0; h < a.NHead; h++ {
-						g := h / (a.NHead / a.NKV)
-						np := pos0 + r + 1
-						s := make([]float64, np)
-						mx := math.Inf(-1)
-						for j := range s {
-							for c := 0; c < a.HK; c++ {
-								s[j] += float64(q[r*a.NHead*a.HK+h*a.HK+c]) * float64(ks[j*kd+g*a.HK+c])
-							}
-							s[j] *= float64(a.Scale)
-							mx = math.Max(mx, s[j])
+			got := be.readAll(ob)
+			for r := 0; r < n; r++ {
+				for h := 0; h < a.NHead; h++ {
+					g := h / (a.NHead / a.NKV)
+					np := pos0 + r + 1
+					s := make([]float64, np)
+					mx := math.Inf(-1)
+					for j := range s {
+						for c := 0; c < a.HK; c++ {
+							s[j] += float64(q[r*a.NHead*a.HK+h*a.HK+c]) * float64(ks[j*kd+g*a.HK+c])
 						}
-						sum := 0.0
+						s[j] *= float64(a.Scale)
+						mx = math.Max(mx, s[j])
+					}
+					sum := 0.0
+					for j := range s {
+						s[j] = math.Exp(s[j] - mx)
+						sum += s[j]
+					}
+					for c := 0; c < a.HV; c++ {
+						want := 0.0
 						for j := range s {
-							s[j] = math.Exp(s[j] - mx)
-							sum += s[j]
+							want += s[j] / sum * float64(vs[j*vd+g*a.HV+c])
 						}
-						for c := 0; c < a.HV; c++ {
-							want := 0.0
-							for j := range s {
-								want += s[j] / sum * float64(vs[j*vd+g*a.HV+c])
-							}
-							if g := float64(got[r*a.NHead*a.HV+h*a.HV+c]); math.Abs(g-want) > 1e-5 {
-								t.Fatalf("rows %d: row %d head %d value %d: got %g, want %g", n, r, h, c, g, want)
-							}
+						if g := float64(got[r*a.NHead*a.HV+h*a.HV+c]); math.Abs(g-want) > 1e-5 {
+							t.Fatalf("rows %d: row %d head %d value %d: got %g, want %g", n, r, h, c, g, want)
 						}
 					}
 				}
-				be.Release(qb)
-				be.Release(ob)
 			}
-			be.Release(kb)
-			be.Release(vb)
-			if be.err != nil {
-				t.Fatal(be.err)
-			}
-		})
-	}
+			be.Release(qb)
+			be.Release(ob)
+		}
+		be.Release(kb)
+		be.Release(vb)
+		if be.err != nil {
+			t.Fatal(be.err)
+		}
+	})
 }
 
 // TestDeltaRuleKernels: the gated delta rule over 7 tokens from a non-zero

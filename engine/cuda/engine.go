@@ -163,6 +163,9 @@ func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backe
 			return err
 		}
 		be.sms = info.SMs
+		// Programmatic dependent launch needs sm_90 (griddepcontrol) and
+		// CUDA 12's cuLaunchKernelEx.
+		be.early = info.Major >= 9 && os.Getenv(EnvEarly) != "0" && d.HasEntry("cuLaunchKernelEx")
 		if be.mod, err = d.LoadModule(image); err != nil {
 			return fmt.Errorf("loading the kernels (%s): %w", origin, err)
 		}
@@ -219,6 +222,15 @@ func (e *Engine) GraphStats() (direct, captured, replayed int) {
 	}
 	e.be.d.Do(func() error { direct, captured, replayed = g.direct, g.captured, g.replayed; return nil })
 	return
+}
+
+// EarlyLaunches counts the kernels launched early (programmatic dependent
+// launch, before the kernel ahead of them finished); zero with
+// APR_CUDA_EARLY=0 or on a device before sm_90.
+func (e *Engine) EarlyLaunches() int {
+	n := 0
+	e.be.d.Do(func() error { n = e.be.earlyN; return nil })
+	return n
 }
 
 // Fused counts the ops folded into the product before them (a bias, a

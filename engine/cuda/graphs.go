@@ -16,6 +16,12 @@ const EnvGraphs = "APR_CUDA_GRAPHS"
 // change (TestFusion).
 const EnvFuse = "APR_CUDA_FUSE"
 
+// EnvEarly set to "0" launches every kernel of a tape only once the one
+// before it has finished (no programmatic dependent launch): for bisecting
+// and for measuring what early launch gains; results must not change
+// (TestEarlyLaunch runs both).
+const EnvEarly = "APR_CUDA_EARLY"
+
 // maxKernelArgs is the most arguments a kernel of apr.cu takes (k_rope: 28).
 const maxKernelArgs = 32
 

@@ -261,7 +261,7 @@ func TestEmulated(t *testing.T) {
 	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion|TestAttendKernels|TestDeltaRuleKernels|TestEvalLast|TestProfileSteps)$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion|TestAttendKernels|TestDeltaRuleKernels|TestEvalLast|TestProfileSteps)$", "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
 		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
 		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
@@ -363,6 +363,46 @@ func TestGraphReplay(t *testing.T) {
 				t.Fatalf("graph stats (direct, captured, replayed): on %v, off %v; want replays with the cache and none without", st, stOff)
 			}
 			t.Logf("12 decode steps bit-identical with and without graphs; tapes direct %d, captured %d, replayed %d", st[0], st[1], st[2])
+		})
+	}
+}
+
+// TestEarlyLaunch: decoding with programmatic dependent launch (each
+// kernel of a tape launched before the one ahead of it finishes, and
+// waiting for it in apr.cu's pdl) gives logits bit-identical to launching
+// each only after the one before (APR_CUDA_EARLY=0), with and without the
+// graph cache; and it does launch early where the device has sm_90.
+func TestEarlyLaunch(t *testing.T) {
+	if _, err := cuda.Available(); err != nil {
+		t.Skipf("SKIP (not a pass): no CUDA device: %v", err)
+	}
+	path := filepath.Join(testutil.Fixtures(t), "models", "synth", "qwen35-tiny-Q8_0.gguf")
+	for _, graphs := range []bool{true, false} {
+		t.Run(fmt.Sprintf("graphs=%v", graphs), func(t *testing.T) {
+			if !graphs {
+				t.Setenv(cuda.EnvGraphs, "0")
+			}
+			decode := func(early bool) ([][]float32, int) {
+				if !early { // after the early run: t.Setenv holds to the subtest's end
+					t.Setenv(cuda.EnvEarly, "0")
+				}
+				eng, _ := newEngine(t, path, cuda.Options{})
+				return decodeRows(t, eng, []int32{1, 5, 9, 13}, 8), eng.EarlyLaunches()
+			}
+			on, n := decode(true)
+			off, nOff := decode(false)
+			for i := range on {
+				if !slices.Equal(on[i], off[i]) {
+					t.Fatalf("step %d: logits with early launch differ from launching after the kernel before", i)
+				}
+			}
+			if nOff != 0 {
+				t.Fatalf("%d early launches with %s=0", nOff, cuda.EnvEarly)
+			}
+			if d, _ := cuda.Available(); n == 0 && d.Major >= 9 {
+				t.Fatalf("no kernel launched early on %s (sm_%d%d)", d.Name, d.Major, d.Minor)
+			}
+			t.Logf("8 decode steps bit-identical with and without early launch (%d kernels launched early)", n)
 		})
 	}
 }

@@ -18,6 +18,34 @@
 #define DYN_SHARED(T, name) extern __shared__ T name[]
 #endif
 
+// pdl: programmatic dependent launch (Hopper). The host launches a tape's
+// kernels after its first with programmatic stream serialization
+// (backend.go, direct), so that a kernel's blocks may become resident while
+// the kernel before it still runs. Every kernel calls pdl before it reads or
+// writes memory: griddepcontrol.wait returns once the kernel before has
+// finished and its writes are visible (and that one waited for its own
+// predecessor, so all before it have too); launch_dependents then lets the
+// next kernel be scheduled. What a kernel may do before it, only mv_body
+// does: prefetch its weights, which no kernel writes.
+// ld_l2: a load from L2, past this SM's L1 (ld.global.cg): values other
+// blocks of the running kernel wrote and published with __threadfence.
+__device__ __forceinline__ float ld_l2(const float *p) {
+#if !defined(APR_HOST) && defined(__CUDA_ARCH__)
+  float v;
+  asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+  return v;
+#else
+  return *(const volatile float *)p;
+#endif
+}
+
+__device__ __forceinline__ void pdl() {
+#if !defined(APR_HOST) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 #define WARPS 4 // warps per block in the products: one weight row each
 
 #ifndef APR_HOST // the host emulator (emu.cpp) brings its own warp reductions
@@ -406,6 +434,31 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
   int b0 = (nrows + rpbG - 1) / rpbG, b1 = glu ? 0 : (nr1 + rpbG - 1) / rpbG, b2 = glu ? 0 : (nr2 + rpbG - 1) / rpbG;
   int ntiles = (nchunk + MV_TILE - 1) / MV_TILE;
   bool norm = nflags & 1, staged = false;
+  // The slot's rows of weights into L2, then wait for the kernel before
+  // (pdl): when this one was launched early, the weights stream in while
+  // that kernel finishes.
+  auto slotRows = [&](int slot, const u8 *&Wm, float *&Ym, const float *&bm, int &nm) {
+    int b = slot;
+    Wm = W, Ym = Y, bm = bias, nm = nrows;
+    if (b >= b0 + b1) {
+      b -= b0 + b1, Wm = W2, Ym = Y2, bm = bias2, nm = nr2;
+    } else if (b >= b0) {
+      b -= b0, Wm = W1, Ym = Y1, bm = bias1, nm = nr1;
+    }
+    return b;
+  };
+  auto prefetch = [&](int slot) {
+    const u8 *Wm;
+    float *Ym;
+    const float *bm;
+    int nm;
+    int b = slotRows(slot, Wm, Ym, bm, nm);
+    int r0 = b * rpbG, n = (nm < r0 + rpbG ? nm : r0 + rpbG) - r0;
+    prefetch_l2(Wm + (long long)r0 * rowBytes, (long long)n * rowBytes);
+    if (glu) prefetch_l2(W1 + (long long)r0 * rowBytes, (long long)n * rowBytes);
+  };
+  if (blockIdx.x < b0 + b1 + b2) prefetch(blockIdx.x);
+  pdl();
   // The norm (nflags & 1): its scale is k_rmsnorm's to the bit (the sum of
   // squares in double, each thread its columns threadIdx.x + 128·k in
   // order), and so is x·scale·nw. When x fits one tile, x and nw are staged
@@ -420,21 +473,12 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
     scale = 1.f / sqrtf(mean + eps);
   }
   for (int slot = blockIdx.x; slot < b0 + b1 + b2; slot += gridDim.x) {
-    int b = slot;
-    const u8 *Wm = W;
-    float *Ym = Y;
-    const float *bm = bias;
-    int nm = nrows;
-    if (b >= b0 + b1) {
-      b -= b0 + b1, Wm = W2, Ym = Y2, bm = bias2, nm = nr2;
-    } else if (b >= b0) {
-      b -= b0, Wm = W1, Ym = Y1, bm = bias1, nm = nr1;
-    }
-    {
-      int r0 = b * rpbG, n = (nm < r0 + rpbG ? nm : r0 + rpbG) - r0;
-      prefetch_l2(Wm + (long long)r0 * rowBytes, (long long)n * rowBytes);
-      if (glu) prefetch_l2(W1 + (long long)r0 * rowBytes, (long long)n * rowBytes);
-    }
+    const u8 *Wm;
+    float *Ym;
+    const float *bm;
+    int nm;
+    int b = slotRows(slot, Wm, Ym, bm, nm);
+    if (slot != blockIdx.x) prefetch(slot);
     int base = b * rpbG + rl;
     const u8 *wr[MV_G], *wr1[MV_G];
 #pragma unroll
@@ -606,15 +650,18 @@ __device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, int co
   extern "C" __global__ void __launch_bounds__(128)                                                            \
       mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt,  \
              float *P) {                                                                                       \
+    pdl();                                                                                                     \
     mmt_body<N>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, P);                                                     \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(128)                                                            \
       mmid_##N(const u8 *W, long long eb, long long rb, int nc, int cols, const int *ids, int xdiv, const float *X, \
                int xs, float *Y, int ys, int nr) {                                                             \
+    pdl();                                                                                                     \
     mmid_body<N>(W, eb, rb, nc, cols, ids, xdiv, X, xs, Y, ys, nr);                                            \
   }                                                                                                            \
   extern "C" __global__ void getrows_##N(const u8 *W, long long rb, int nc, int cols, const int *ids, float *D,  \
                                          int ds) {                                                             \
+    pdl();                                                                                                     \
     getrows_body<N>(W, rb, nc, cols, ids, D, ds);                                                              \
   }
 APR_TYPES(APR_PRODUCTS)
@@ -629,6 +676,7 @@ APR_TYPES(APR_PRODUCTS)
 // k_sumk: d[t][r] = Σ_s P[s][t][r] in split order (the prompt product's
 // split over chunks, mmt_body).
 extern "C" __global__ void k_sumk(float *d, int ds, const float *P, int splits, int rows, int cols) {
+  pdl();
   EACH(rows, cols) {
     long long t = i / cols, r = i % cols;
     float s = P[i];
@@ -637,37 +685,45 @@ extern "C" __global__ void k_sumk(float *d, int ds, const float *P, int splits, 
   }
 }
 extern "C" __global__ void k_zero(float *d, int ds, int rows, int cols) {
+  pdl();
   EACH(rows, cols) { d[(i / cols) * ds + i % cols] = 0.f; }
 }
 extern "C" __global__ void k_add(float *d, int ds, const float *x, int xs, int rows, int cols) {
+  pdl();
   EACH(rows, cols) { d[(i / cols) * ds + i % cols] += x[(i / cols) * xs + i % cols]; }
 }
 extern "C" __global__ void k_addvec(float *d, int ds, const float *v, int rows, int cols) {
+  pdl();
   EACH(rows, cols) { d[(i / cols) * ds + i % cols] += v[i % cols]; }
 }
 extern "C" __global__ void k_swiglu(float *d, int ds, const float *g, int gs, const float *u, int us, int rows,
                                     int cols) {
+  pdl();
   EACH(rows, cols) {
     long long r = i / cols, c = i % cols;
     d[r * ds + c] = silu(g[r * gs + c]) * u[r * us + c];
   }
 }
 extern "C" __global__ void k_sigmoid(float *d, int ds, int rows, int cols) {
+  pdl();
   EACH(rows, cols) {
     float *p = d + (i / cols) * ds + i % cols;
     *p = sigm(*p);
   }
 }
 extern "C" __global__ void k_silu(float *d, int ds, int rows, int cols) {
+  pdl();
   EACH(rows, cols) {
     float *p = d + (i / cols) * ds + i % cols;
     *p = silu(*p);
   }
 }
 extern "C" __global__ void k_mulsigmoid(float *d, int ds, const float *g, int gs, int rows, int cols) {
+  pdl();
   EACH(rows, cols) { d[(i / cols) * ds + i % cols] *= sigm(g[(i / cols) * gs + i % cols]); }
 }
 extern "C" __global__ void k_softplusmul(float *d, int ds, const float *bias, const float *a, int rows, int cols) {
+  pdl();
   EACH(rows, cols) {
     float *p = d + (i / cols) * ds + i % cols;
     float u = *p + bias[i % cols];
@@ -678,6 +734,7 @@ extern "C" __global__ void k_softplusmul(float *d, int ds, const float *bias, co
 // k_deinterleave: src row = runs of width values for dst0, dst1, ….
 extern "C" __global__ void k_deinterleave(const float *s, int ss, int rows, int cols, int width, int nd, float *d0,
                                           int s0, float *d1, int s1, float *d2, int s2, float *d3, int s3) {
+  pdl();
   EACH(rows, cols) {
     long long r = i / cols, c = i % cols;
     int run = (int)(c / width), k = run % nd;
@@ -692,6 +749,7 @@ extern "C" __global__ void k_deinterleave(const float *s, int ss, int rows, int 
 // k_wsum: d[t] = Σ_j w[t·k+j]·y[t·k+j], j in order.
 extern "C" __global__ void k_wsum(float *d, int ds, const float *y, int ys, const float *w, int k, int rows,
                                   int cols) {
+  pdl();
   EACH(rows, cols) {
     long long t = i / cols, c = i % cols;
     float s = y[(t * k) * ys + c] * w[t * k];
@@ -706,6 +764,7 @@ extern "C" __global__ void k_wsum(float *d, int ds, const float *y, int ys, cons
 // of squares in double as ggml's. Grid: rows·(cols/group) blocks.
 extern "C" __global__ void k_rmsnorm(float *d, int ds, const float *x, int xs, const float *w, int cols, int group,
                                      float eps) {
+  pdl();
   __shared__ double sh[32];
   int ng = cols / group;
   long long r = blockIdx.x / ng;
@@ -721,6 +780,7 @@ extern "C" __global__ void k_rmsnorm(float *d, int ds, const float *x, int xs, c
 }
 // k_l2norm: x / max(‖x‖, eps) per group.
 extern "C" __global__ void k_l2norm(float *d, int ds, int cols, int group, float eps) {
+  pdl();
   __shared__ double sh[32];
   int ng = cols / group;
   long long r = blockIdx.x / ng;
@@ -735,6 +795,7 @@ extern "C" __global__ void k_l2norm(float *d, int ds, int cols, int group, float
 // k_gatednorm: o = rmsnorm(o)·w·silu(z) per group.
 extern "C" __global__ void k_gatednorm(float *o, int os, const float *z, int zs, const float *w, int cols, int group,
                                        float eps) {
+  pdl();
   __shared__ double sh[32];
   int ng = cols / group;
   long long r = blockIdx.x / ng;
@@ -751,6 +812,7 @@ extern "C" __global__ void k_gatednorm(float *o, int os, const float *z, int zs,
 // k_softmax: each row to probabilities (max, e^(x−max) summed in double,
 // times 1/Σ).
 extern "C" __global__ void k_softmax(float *d, int ds, int cols) {
+  pdl();
   __shared__ double sh[32];
   __shared__ float shf[32];
   float *r = d + (long long)blockIdx.x * ds;
@@ -831,6 +893,7 @@ extern "C" __global__ void k_rope(float *x, int xs, int rows, int cols, const in
                                   float corr0, float corr1, const float *ff, int imrope, int sec0, int sec1, int sec2,
                                   int sec3, float *x2, int x2s, int cols2, float *Kc, float *Vc, const float *v, int vs,
                                   int vdim) {
+  pdl();
   int pos0 = *pos0p;
   int pairs = nrot / 2, heads = cols / headDim, heads2 = cols2 / headDim;
   long long n1 = (long long)rows * heads * pairs, n2 = (long long)rows * heads2 * pairs;
@@ -864,6 +927,7 @@ extern "C" __global__ void k_rope(float *x, int xs, int rows, int cols, const in
 // (K: [ctx][kdim], V: [ctx][vdim]).
 extern "C" __global__ void k_store(float *K, float *V, const float *k, int ks, const float *v, int vs, int rows,
                                    const int *pos0p, int kdim, int vdim) {
+  pdl();
   int pos0 = *pos0p;
   int w = kdim > vdim ? kdim : vdim;
   EACH(rows, w) {
@@ -880,6 +944,7 @@ extern "C" __global__ void k_store(float *K, float *V, const float *k, int ks, c
 extern "C" __global__ void k_attend(float *out, int os, const float *q, int qs, const float *K, const float *V,
                                     const int *pos0p, int nhead, int nkv, int hk, int hv, float scale, float *S,
                                     int ctxCap) {
+  pdl();
   int pos0 = *pos0p;
   __shared__ double sh[32];
   __shared__ float shf[32];
@@ -1058,6 +1123,7 @@ __device__ void flash_body(float *out, int os, const float *q, int qs, const flo
   extern "C" __global__ void __launch_bounds__(128)                                                            \
       k_flash##HC(float *out, int os, const float *q, int qs, const float *K, const float *V, const int *pos0p, \
                   int nhead, int nkv, int hk, int hv, float scale, int n) {                                    \
+    pdl();                                                                                                     \
     DYN_SHARED(float, fsh);                                                                                    \
     flash_body<HC>(out, os, q, qs, K, V, pos0p, nhead, nkv, hk, hv, scale, n, fsh);                          \
   }
@@ -1083,6 +1149,7 @@ FLASH(4)
 extern "C" __global__ void __launch_bounds__(128)
     k_attn(float *out, int os, const float *q, int qs, const float *K, const float *V, const int *pos0p, int nhead,
            int nkv, int hk, int hv, float scale, float *P, unsigned *cnt) {
+  pdl();
   __shared__ float e[ATT_L];
   __shared__ float red[4][ATT_HV];
   __shared__ double sh[32];
@@ -1165,18 +1232,34 @@ extern "C" __global__ void __launch_bounds__(128)
   __syncthreads();
   if (!last) return;
   __threadfence();
-  const volatile float *vp = Pb;
-  float M = -INFINITY;
-  for (int k = 0; k < nsplit; k++) M = fmaxf(M, vp[(long long)k * rec]);
+  // The combine, spread over the block: each thread reads every 128th
+  // split's record from L2 (ld_l2: the other blocks wrote them, this SM's
+  // L1 may hold stale lines); M by block_maxf, Σ_s e^(m_s−M)·l_s in double
+  // by block_sumd, and out[c] by (part, c) threads, each summing every
+  // parts-th split in order, the parts added in order.
+  float m = -INFINITY;
+  for (int k = tid; k < nsplit; k += blockDim.x) m = fmaxf(m, ld_l2(Pb + (long long)k * rec));
+  float M = block_maxf(m, shf);
   double L = 0;
-  for (int k = 0; k < nsplit; k++) L += (double)vp[(long long)k * rec + 1] * (double)expf(vp[(long long)k * rec] - M);
+  for (int k = tid; k < nsplit; k += blockDim.x)
+    L += (double)ld_l2(Pb + (long long)k * rec + 1) * (double)expf(ld_l2(Pb + (long long)k * rec) - M);
+  L = block_sumd(L, sh);
   float inv = (float)(1.0 / L);
-  for (int c = tid; c < hv; c += blockDim.x) {
+  int parts = hv <= 32 ? 4 : hv <= 64 ? 2 : 1;
+  int part = tid / (blockDim.x / parts), c0 = tid % (blockDim.x / parts);
+  for (int c = c0; c < hv; c += blockDim.x / parts) {
     float acc = 0.f;
-    for (int k = 0; k < nsplit; k++) {
-      const volatile float *p = vp + (long long)k * rec;
-      acc += expf(p[0] - M) * p[2 + c];
+#pragma unroll 4
+    for (int k = part; k < nsplit; k += parts) {
+      const float *p = Pb + (long long)k * rec;
+      acc += expf(ld_l2(p) - M) * ld_l2(p + 2 + c);
     }
+    red[part][c] = acc;
+  }
+  __syncthreads();
+  for (int c = tid; c < hv; c += blockDim.x) {
+    float acc = red[0][c];
+    for (int q = 1; q < parts; q++) acc += red[q][c];
     out[(long long)r * os + (long long)h * hv + c] = acc * inv;
   }
   if (tid == 0) cnt[blockIdx.x] = 0;
@@ -1186,6 +1269,7 @@ extern "C" __global__ void __launch_bounds__(128)
 // read bandwidth a decode step is bound by); the sum goes to sink so that
 // the loads stay.
 extern "C" __global__ void k_stream(const u32x4 *p, long long n, u32 *sink) {
+  pdl();
   u32 acc = 0;
   long long st = (long long)gridDim.x * blockDim.x, i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   for (; i + 3 * st < n; i += 4 * st) { // four loads in flight per thread
@@ -1208,6 +1292,7 @@ extern "C" __global__ void k_stream(const u32x4 *p, long long n, u32 *sink) {
 // state), then warp 0 shifts the state (K ≤ 16).
 extern "C" __global__ void __launch_bounds__(256) k_conv(float *out, int os, const float *x, int xs, float *st, int ss,
                                                          const float *w, int n, int ch, int K) {
+  pdl();
   int c = blockIdx.x * 32 + (threadIdx.x & 31), y = threadIdx.x >> 5;
   bool on = c < ch;
   const float *wc = w + (long long)c * K;
@@ -1235,6 +1320,7 @@ extern "C" __global__ void __launch_bounds__(256) k_conv(float *out, int os, con
 extern "C" __global__ void k_delta(float *out, int os, const float *q, int qs, const float *k, int ks, const float *v,
                                    int vs, const float *g, int gs, const float *beta, int bs, float *S, int n, int nK,
                                    int hk, int hv, float scale) {
+  pdl();
   DYN_SHARED(float, kq); // k then q of the current token (2·hk)
   int j = blockIdx.x, kh = j % nK;
   float *Sj = S + (long long)j * hv * hk;
@@ -1359,6 +1445,7 @@ __device__ void deltaw_body(float *out, int os, const float *q, int qs, const fl
       k_deltaw##C(float *out, int os, const float *q, int qs, const float *k, int ks, const float *v, int vs,   \
                   const float *g, int gs, const float *beta, int bs, float *S, int n, int nK, int hk, int hv,    \
                   float scale) {                                                                               \
+    pdl();                                                                                                     \
     deltaw_body<C>(out, os, q, qs, k, ks, v, vs, g, gs, beta, bs, S, n, nK, hk, hv, scale);                  \
   }
 DELTAW(2)
@@ -1372,6 +1459,7 @@ DELTAW(8)
 // it after one op of one layer to prove that F2 and the bisect catch a
 // wrong kernel.
 extern "C" __global__ void k_perturb(float *d, int ds, int rows, int c, float f) {
+  pdl();
   int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r < rows) d[(long long)r * ds + c] *= f;
 }

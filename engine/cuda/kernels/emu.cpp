@@ -598,6 +598,28 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
   runLaunch(k, gx, gy, gz, bx, by, bz, shared, params);
   return 0;
 }
+// cuLaunchKernelEx: cuda.h's CUlaunchConfig and CUlaunchAttribute as the
+// Go side lays them out (internal/cu); the only attribute apr passes is
+// programmatic stream serialization (6), allowed (1). The emulator runs
+// every launch to its end before the next, so an early launch is an
+// ordinary one here: what it checks is the layout.
+struct LaunchAttr {
+  unsigned id, pad;
+  unsigned char value[64];
+};
+struct LaunchConfig {
+  unsigned g[3], b[3], shared, pad;
+  void *stream;
+  LaunchAttr *attrs;
+  unsigned nattrs, pad2;
+};
+static_assert(sizeof(LaunchConfig) == 56 && sizeof(LaunchAttr) == 72, "CUlaunchConfig layout");
+CUresult cuLaunchKernelEx(const LaunchConfig *c, void *f, void **params, void **extra) {
+  if (!c || (c->nattrs && !c->attrs)) return 1;
+  for (unsigned i = 0; i < c->nattrs; i++)
+    if (c->attrs[i].id != 6 || c->attrs[i].value[0] != 1) return 1;
+  return cuLaunchKernel(f, c->g[0], c->g[1], c->g[2], c->b[0], c->b[1], c->b[2], c->shared, c->stream, params, extra);
+}
 static Graph *capturingGraph() { return capturing; }
 // Events record the host's clock (every launch has finished when the call
 // returns, so the difference is the kernels' time on the emulator).

@@ -92,6 +92,8 @@ type Driver struct {
 	// both pinned for the driver's reads during cuLaunchKernel.
 	slots  *[maxArgs]uint64
 	ptrs   *[maxArgs]unsafe.Pointer
+	cfg    *launchConfig // cuLaunchKernelEx's configuration and attribute
+	attr   *launchAttr
 	pinner runtime.Pinner
 }
 
@@ -150,8 +152,11 @@ func load(path string) (*Driver, error) {
 	for i := range d.slots {
 		d.ptrs[i] = unsafe.Pointer(&d.slots[i])
 	}
+	d.cfg, d.attr = new(launchConfig), new(launchAttr)
 	d.pinner.Pin(d.slots)
 	d.pinner.Pin(d.ptrs)
+	d.pinner.Pin(d.cfg)
+	d.pinner.Pin(d.attr)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := d.call("cuInit", 0); err != nil {
@@ -414,6 +419,63 @@ func (d *Driver) launch(f Func, grid, block Dim, shared uint32, s Stream) error 
 	return d.call("cuLaunchKernel", uintptr(f), uintptr(one(grid.X)), uintptr(one(grid.Y)), uintptr(one(grid.Z)),
 		uintptr(one(block.X)), uintptr(one(block.Y)), uintptr(one(block.Z)), uintptr(shared), uintptr(s),
 		uintptr(unsafe.Pointer(&d.ptrs[0])), 0)
+}
+
+// launchConfig is CUlaunchConfig (cuda.h): the grid, block, shared memory
+// and stream of cuLaunchKernelEx, and its attributes.
+type launchConfig struct {
+	grid, block [3]uint32
+	shared      uint32
+	_           uint32
+	stream      uintptr
+	attrs       *launchAttr
+	nattrs      uint32
+	_           uint32
+}
+
+// launchAttr is CUlaunchAttribute: an id and a 64-byte value (a union).
+type launchAttr struct {
+	id    uint32
+	_     uint32
+	value [64]byte
+}
+
+// attrProgrammaticSerialization is CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION.
+const attrProgrammaticSerialization = 6
+
+// LaunchPackedEarly is LaunchPacked with programmatic dependent launch
+// (Hopper and later): f may start before the kernel queued before it on s
+// has finished, and must itself wait for that kernel (griddepcontrol.wait,
+// apr.cu's pdl) before it touches memory that kernel reads or writes. Its
+// blocks become resident during the kernel before, so that the launch's
+// latency, and whatever f does before it waits (a product prefetching its
+// weights), overlap that kernel's tail.
+func (d *Driver) LaunchPackedEarly(f Func, grid, block Dim, shared uint32, s Stream, args []uint64) error {
+	if len(args) > maxArgs {
+		return fmt.Errorf("cuda: launch with %d arguments (at most %d)", len(args), maxArgs)
+	}
+	copy(d.slots[:], args)
+	one := func(x uint32) uint32 { return max(x, 1) }
+	d.attr.id = attrProgrammaticSerialization
+	d.attr.value = [64]byte{0: 1} // programmaticStreamSerializationAllowed = 1
+	*d.cfg = launchConfig{grid: [3]uint32{one(grid.X), one(grid.Y), one(grid.Z)},
+		block: [3]uint32{one(block.X), one(block.Y), one(block.Z)}, shared: shared, stream: uintptr(s),
+		attrs: d.attr, nattrs: 1}
+	return d.call("cuLaunchKernelEx", uintptr(unsafe.Pointer(d.cfg)), uintptr(f), uintptr(unsafe.Pointer(&d.ptrs[0])), 0)
+}
+
+// HasEntry reports whether the driver exports the named entry point (an
+// optional one, such as cuLaunchKernelEx of CUDA 12).
+func (d *Driver) HasEntry(name string) bool {
+	if d.syms[name] != 0 {
+		return true
+	}
+	a, err := purego.Dlsym(d.lib, name)
+	if err != nil || a == 0 {
+		return false
+	}
+	d.syms[name] = a
+	return true
 }
 
 // Stream is a CUstream.

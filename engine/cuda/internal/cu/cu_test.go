@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestPack(t *testing.T) {
@@ -63,5 +64,31 @@ func TestLoadMissingLibrary(t *testing.T) {
 	var u *Unavailable
 	if !errors.As(err, &u) || !strings.Contains(u.Reason, "libcuda-does-not-exist.so.1") {
 		t.Fatalf("load(missing) = %v; want *Unavailable naming the library", err)
+	}
+}
+
+// TestLaunchConfigLayout holds launchConfig and launchAttr to cuda.h's
+// CUlaunchConfig and CUlaunchAttribute (x86-64): cuLaunchKernelEx reads
+// them by offset, and a shifted field would launch another grid or pass
+// another attribute.
+func TestLaunchConfigLayout(t *testing.T) {
+	var c launchConfig
+	var a launchAttr
+	for _, f := range []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"sizeof(CUlaunchConfig)", unsafe.Sizeof(c), 56},
+		{"CUlaunchConfig.blockDimX", unsafe.Offsetof(c.block), 12},
+		{"CUlaunchConfig.sharedMemBytes", unsafe.Offsetof(c.shared), 24},
+		{"CUlaunchConfig.hStream", unsafe.Offsetof(c.stream), 32},
+		{"CUlaunchConfig.attrs", unsafe.Offsetof(c.attrs), 40},
+		{"CUlaunchConfig.numAttrs", unsafe.Offsetof(c.nattrs), 48},
+		{"sizeof(CUlaunchAttribute)", unsafe.Sizeof(a), 72},
+		{"CUlaunchAttribute.value", unsafe.Offsetof(a.value), 8},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s = %d, want %d", f.name, f.got, f.want)
+		}
 	}
 }
