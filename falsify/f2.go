@@ -1,6 +1,7 @@
 package falsify
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -102,6 +103,13 @@ type F2Result struct {
 	Mismatches  int             `json:"argmax_mismatches"`
 	RefCached   bool            `json:"reference_cached"` // the reference's logits came from the cache
 	MS          float64         `json:"ms"`
+	// Where MS went: the set-up (the embedded contracts, evaluated once per
+	// process, and the model's header), the reference's answer (the
+	// cache's read, or the reference engine's run), the engine's probe;
+	// the rest is the judging.
+	SetupMS     float64 `json:"setup_ms"`
+	ReferenceMS float64 `json:"reference_ms"`
+	ProbeMS     float64 `json:"probe_ms"`
 }
 
 // Err is nil for a pass, ErrF2Failed (wrapped with the reason) for a fail
@@ -125,9 +133,9 @@ func (r F2Result) Err() error {
 var ErrF2Failed = errors.New("F2 failed: the engine disagrees with the reference; generation did not start")
 
 // f2Cache is one cached reference answer. The logits are the rows'
-// float32 values, little-endian, one row after another (base64 in the
-// JSON): a 151,936-entry vocabulary's probe is ~5 MB that decodes in
-// milliseconds, where a JSON array of numbers took seconds.
+// float32 values, little-endian, one row after another, after the JSON
+// header line (readF2Cache): a 151,936-entry vocabulary's probe is ~5 MB,
+// where a JSON array of numbers took seconds.
 type f2Cache struct {
 	Key         string  `json:"key"`
 	ModelSHA256 string  `json:"model_sha256"`
@@ -135,7 +143,34 @@ type f2Cache struct {
 	Identity    string  `json:"identity"`
 	Rows        int     `json:"rows"`
 	Cols        int     `json:"cols"`
-	LogitsF32LE []byte  `json:"logits_f32le"`
+	LogitsF32LE []byte  `json:"-"` // after the header line
+}
+
+// readF2Cache parses a cache entry: a JSON header line, then the rows'
+// little-endian float32 bytes. (Base64 inside JSON, the format before,
+// took 60–80 ms to read for qwen2.5's 8 × 151,936 logits on the H200's
+// host, a tenth of apr run's time to first token; the raw bytes take a
+// few.)
+func readF2Cache(b []byte) (f2Cache, error) {
+	var c f2Cache
+	head, payload, ok := bytes.Cut(b, []byte("\n"))
+	if !ok {
+		return c, errors.New("no header line")
+	}
+	if err := json.Unmarshal(head, &c); err != nil {
+		return c, err
+	}
+	c.LogitsF32LE = payload
+	return c, nil
+}
+
+// encode is readF2Cache's inverse.
+func (c f2Cache) encode() ([]byte, error) {
+	head, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(head, '\n'), c.LogitsF32LE...), nil
 }
 
 // packRows lays rows of equal length out as little-endian float32 bytes.
@@ -166,6 +201,9 @@ func unpackRows(b []byte, rows, cols int) ([][]float32, error) {
 	}
 	return out, nil
 }
+
+// F2CacheExt ends a cached reference answer's file name (its key before).
+const F2CacheExt = ".f2"
 
 // F2CacheKey is the cache key of a reference answer.
 func F2CacheKey(modelSHA string, tokens []int32, identity string) string {
@@ -221,13 +259,18 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 		return refused("the prompt has %d token(s); F2 needs at least 2 (the prompt's first tokens and one decode step)", len(probe))
 	}
 
+	t := time.Now()
+	res.SetupMS = float64(t.Sub(start).Nanoseconds()) / 1e6
 	want, cached, err := f2Reference(ctx, o, probe)
+	res.ReferenceMS = float64(time.Since(t).Nanoseconds()) / 1e6
 	if err != nil {
 		return refused("the reference (%s) cannot answer: %v", o.Reference, err)
 	}
 	res.RefCached = cached
 
+	t = time.Now()
 	got, err := f2Probe(eng, probe)
+	res.ProbeMS = float64(time.Since(t).Nanoseconds()) / 1e6
 	if err != nil {
 		if r, ok := refuse.As(err); ok {
 			res.RefusedBy = r.By
@@ -299,10 +342,10 @@ func f2Reference(ctx context.Context, o F2Options, probe []int32) ([][]float32, 
 	}
 	path := ""
 	if dir != "-" {
-		path = filepath.Join(dir, key+".json")
+		path = filepath.Join(dir, key+F2CacheExt)
 		if b, err := os.ReadFile(path); err == nil {
-			var c f2Cache
-			if err := json.Unmarshal(b, &c); err != nil {
+			c, err := readF2Cache(b)
+			if err != nil {
 				return nil, false, fmt.Errorf("cache entry %s is unreadable: %v", path, err)
 			}
 			if c.Key != key || c.Identity != o.Identity || c.ModelSHA256 != o.ModelSHA256 || !slices.Equal(c.Tokens, probe) {
@@ -334,8 +377,8 @@ func f2Reference(ctx context.Context, o F2Options, probe []int32) ([][]float32, 
 	}
 	if path != "" {
 		packed, cols := packRows(logits)
-		b, err := json.Marshal(f2Cache{Key: key, ModelSHA256: o.ModelSHA256, Tokens: probe, Identity: o.Identity,
-			Rows: len(logits), Cols: cols, LogitsF32LE: packed})
+		b, err := f2Cache{Key: key, ModelSHA256: o.ModelSHA256, Tokens: probe, Identity: o.Identity,
+			Rows: len(logits), Cols: cols, LogitsF32LE: packed}.encode()
 		if err == nil && os.MkdirAll(dir, 0o755) == nil {
 			_ = atomicfile.WriteFile(path, b) // a cache that cannot be written costs the next run a forward pass, nothing else
 		}
@@ -473,7 +516,8 @@ func F2Validate(path string, log *slog.Logger) func(ctx context.Context, eng mod
 		receipt, werr := WriteF2Receipt("", F2Receipt{Identity: identity, ModelSHA256: sha, Device: device, Result: r})
 		if log != nil {
 			log.Info("F2", "backend", eng.Backend(), "verdict", r.Verdict, "probe_tokens", r.ProbeTokens,
-				"min_cosine", r.MinCosine, "reference_cached", r.RefCached, "ms", r.MS, "receipt", receipt, "receipt_error", werr)
+				"min_cosine", r.MinCosine, "reference_cached", r.RefCached, "ms", r.MS, "setup_ms", r.SetupMS, "reference_ms", r.ReferenceMS, "probe_ms", r.ProbeMS,
+				"receipt", receipt, "receipt_error", werr)
 		}
 		return string(r.Verdict), r.Err()
 	}

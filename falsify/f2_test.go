@@ -107,6 +107,9 @@ func TestF2(t *testing.T) {
 		if r.Falsifier != "llama.f2" || r.MinCosine < 0.99999 {
 			t.Errorf("F2 applied %s, min cosine %g", r.Falsifier, r.MinCosine)
 		}
+		if r.SetupMS <= 0 || r.ProbeMS <= 0 || r.ReferenceMS <= 0 || r.SetupMS+r.ProbeMS+r.ReferenceMS > r.MS {
+			t.Errorf("F2's stages: set-up %g ms, reference %g ms, probe %g ms, of %g ms; want each measured, within the whole", r.SetupMS, r.ReferenceMS, r.ProbeMS, r.MS)
+		}
 		calls := refCalls
 		r = falsify.RunF2(ctx, eng, base)
 		if r.Verdict != verdict.Pass || !r.RefCached || refCalls != calls {
@@ -166,12 +169,32 @@ func TestF2(t *testing.T) {
 			t.Fatalf("F2 with a threshold it does not measure: %+v; want refused naming max_kl", r)
 		}
 	})
+	t.Run("truncated cache entry", func(t *testing.T) {
+		o := base
+		o.CacheDir = t.TempDir()
+		if r := falsify.RunF2(ctx, eng, o); r.Verdict != verdict.Pass || r.RefCached {
+			t.Fatalf("F2 filling the cache: %+v", r)
+		}
+		path := filepath.Join(o.CacheDir, falsify.F2CacheKey(sha, tokens[:8], o.Identity)+falsify.F2CacheExt)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b[:len(b)-4], 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := falsify.RunF2(ctx, eng, o)
+		if r.Verdict != verdict.Refused || !strings.Contains(r.Reason, path) || !strings.Contains(r.Reason, "bytes for 8 rows") {
+			t.Fatalf("F2 over a truncated cache entry: %+v; want refused naming %s and its size", r, path)
+		}
+	})
 	t.Run("cache entry of another binary", func(t *testing.T) {
 		o := base
 		o.CacheDir = t.TempDir()
 		key := falsify.F2CacheKey(sha, tokens[:8], o.Identity)
-		b, _ := json.Marshal(map[string]any{"key": key, "model_sha256": sha, "tokens": tokens[:8], "identity": "another binary", "logits": [][]float32{{1}}})
-		if err := os.WriteFile(filepath.Join(o.CacheDir, key+".json"), b, 0o644); err != nil {
+		b, _ := json.Marshal(map[string]any{"key": key, "model_sha256": sha, "tokens": tokens[:8], "identity": "another binary", "rows": 1, "cols": 1})
+		b = append(b, "\n\x00\x00\x80\x3f"...)
+		if err := os.WriteFile(filepath.Join(o.CacheDir, key+falsify.F2CacheExt), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		r := falsify.RunF2(ctx, eng, o)

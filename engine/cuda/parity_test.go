@@ -410,34 +410,47 @@ func TestEarlyLaunch(t *testing.T) {
 // TestFusion: folding ops into the kernel before them in decode steps
 // (the norms, q/k/v and gate/up as one product, biases, SwiGLU, residual
 // adds, the key rotation and the KV store) gives logits bit-identical to
-// launching them on their own (APR_CUDA_FUSE=0), and does fold.
+// launching them on their own (APR_CUDA_FUSE=0), and does fold, on
+// qwen2 and on qwen3.5 (Gated DeltaNet layers beside attention).
 func TestFusion(t *testing.T) {
 	if _, err := cuda.Available(); err != nil {
 		t.Skipf("SKIP (not a pass): no CUDA device: %v", err)
 	}
-	path := filepath.Join(testutil.Fixtures(t), "models", "synth", "qwen2-tiny-Q8_0.gguf")
-	var nLayer int
-	decode := func(fuse bool) ([][]float32, int) {
-		if !fuse {
-			t.Setenv(cuda.EnvFuse, "0")
-		}
-		eng, spec := newEngine(t, path, cuda.Options{})
-		nLayer = spec.NLayer
-		return decodeRows(t, eng, []int32{1, 5, 9}, 6), eng.Fused()
+	for _, c := range []struct {
+		name string
+		// want is the least folded per decode step: qwen2, per layer: two
+		// norms, the q, k, v biases, SwiGLU, two residual adds, the key
+		// rotation and the store; qwen3.5, per layer: two norms and two
+		// residual adds.
+		want func(*model.Spec) int
+	}{
+		{"qwen2-tiny-Q8_0", func(s *model.Spec) int { return 10 * s.NLayer }},
+		{"qwen35-tiny-Q8_0", func(s *model.Spec) int { return 4 * s.NLayer }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(testutil.Fixtures(t), "models", "synth", c.name+".gguf")
+			var want int
+			decode := func(fuse bool) ([][]float32, int) {
+				if !fuse {
+					t.Setenv(cuda.EnvFuse, "0")
+				}
+				eng, spec := newEngine(t, path, cuda.Options{})
+				want = 6 * c.want(spec)
+				return decodeRows(t, eng, []int32{1, 5, 9}, 6), eng.Fused()
+			}
+			on, n := decode(true)
+			off, nOff := decode(false)
+			for i := range on {
+				if !slices.Equal(on[i], off[i]) {
+					t.Fatalf("step %d: logits with fused ops differ from separate kernels", i)
+				}
+			}
+			if n < want || nOff != 0 {
+				t.Fatalf("fused %d ops in 6 decode steps (off: %d); want ≥ %d", n, nOff, want)
+			}
+			t.Logf("6 decode steps bit-identical with and without fusion; %d ops folded", n)
+		})
 	}
-	on, n := decode(true)
-	off, nOff := decode(false)
-	for i := range on {
-		if !slices.Equal(on[i], off[i]) {
-			t.Fatalf("step %d: logits with fused ops differ from separate kernels", i)
-		}
-	}
-	// qwen2, per layer and decode step: two norms, the q, k, v biases,
-	// SwiGLU, two residual adds, the key rotation and the store.
-	if n < 6*10*nLayer || nOff != 0 {
-		t.Fatalf("fused %d ops (off: %d); want ≥ 10 per layer and decode step", n, nOff)
-	}
-	t.Logf("6 decode steps bit-identical with and without fusion; %d ops folded", n)
 }
 
 // newEngine builds a cuda engine over the model at path, closed (with its

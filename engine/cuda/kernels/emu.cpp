@@ -507,7 +507,11 @@ static void runLaunch(Kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned
   }
   gridDim = dim3_{gx, gy, gz};
   blockDim = dim3_{bx, by, bz};
-  dynShared.assign(shared + 16, 0);
+  // 64 guard bytes past the launch's dynamic shared memory: a kernel that
+  // writes beyond what the host sized for it is stopped and named (on the
+  // device it would corrupt its neighbour's or fault).
+  dynShared.assign(shared + 64, 0);
+  memset(dynShared.data() + shared, 0xa5, 64);
   launches++;
   Op op(k->name, true);
   opGrid = gridDim, opBlock = blockDim;
@@ -525,6 +529,12 @@ static void runLaunch(Kernel *k, unsigned gx, unsigned gy, unsigned gz, unsigned
       for (unsigned x = 0; x < gx; x++) {
         blockIdx = dim3_{x, y, z};
         runBlock(k, params, k->fibers);
+        for (unsigned i = 0; i < 64; i++)
+          if ((unsigned char)dynShared[shared + i] != 0xa5) {
+            fprintf(stderr, "emu: %s wrote byte %u of its dynamic shared memory, which has %u bytes\n", k->name,
+                    shared + i, shared);
+            abort();
+          }
       }
   faultJumpSet = false;
 }
