@@ -145,6 +145,15 @@ func TestCompareSeqWorst(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Pos != 1 || !errors.Is(err, oracle.ErrNonFinite) {
 		t.Errorf("CompareSeq with NaN at position 1: error %v, want a PositionError at 1 wrapping ErrNonFinite", err)
 	}
+	// Positions are compared concurrently; the error is still the lowest
+	// bad position's, every time.
+	got[2][1] = nan
+	for range 20 {
+		if _, err = oracle.CompareSeq(got, want, 1); !errors.As(err, &pe) || pe.Pos != 1 {
+			t.Fatalf("CompareSeq with NaN at positions 1 and 2: error %v, want position 1's", err)
+		}
+	}
+	got[2][1] = 1
 	zero := [][]float32{{1, 2}, {0, 0}}
 	if _, err := oracle.CompareSeq(zero, zero, 1); !errors.Is(err, oracle.ErrZeroVector) {
 		t.Errorf("CompareSeq with a zero row: error %v, want ErrZeroVector (never a NaN that passes)", err)
