@@ -15,7 +15,10 @@
 // 32-value chunk of a weight row in registers and multiply it with F32
 // activations (a prompt's on the tensor cores in 3xTF32, F32's accuracy);
 // element-wise ops follow engine/graph's definitions. Every op is queued
-// on the default stream in order; Read waits for it. Some ops have more
+// on the default stream in order; Read waits for it. On sm_90 a tape's
+// kernels after its first are launched early (programmatic dependent
+// launch) and each waits for the one before it (apr.cu's pdl) before it
+// touches memory. Some ops have more
 // than one kernel, chosen by shape, each tested against the op's math:
 // attention (k_attn for a decode row, k_flash1/2/4 for a prompt's rows,
 // k_attend for heads wider than k_attn's) and the delta rule (k_deltaw2/4/8
