@@ -63,8 +63,10 @@ type backend struct {
 	steps    *stepProfiler // APR_CUDA_PROFILE=steps
 	noFuse   bool          // APR_CUDA_FUSE=0
 	early    bool          // launch a tape's kernels early (PDL; APR_CUDA_EARLY=0: off)
-	earlyN   int           // kernels launched early (directly or into a captured graph)
-	fused    int           // ops folded into a product (fuseBias, fuseResidual)
+	// ropeTheta is Rope's thetaScale for the last base and rotated width.
+	ropeTheta ropeTheta
+	earlyN    int // kernels launched early (directly or into a captured graph)
+	fused     int // ops folded into a product (fuseBias, fuseResidual)
 }
 
 // devArea is a growable device allocation.
@@ -917,19 +919,20 @@ func (be *backend) Add(dst, x graph.Buf) {
 func (be *backend) fusing() bool { return !be.noFuse && be.held && be.err == nil }
 
 // mvReads is the memory a one-token product reads (address, floats): X,
-// and with a folded norm the norm's output row too.
-func mvReads(op *tapeOp) [][2]uint64 {
+// and with a folded norm the norm's output row too: the first n of r.
+func mvReads(op *tapeOp) (r [2][2]uint64, n int) {
 	cols := op.args[mvCols]
-	r := [][2]uint64{{op.args[mvX], cols}}
+	r = [2][2]uint64{{op.args[mvX], cols}, {op.args[mvNOut], cols}}
 	if op.args[mvFlags]&1 != 0 {
-		r = append(r, [2]uint64{op.args[mvNOut], cols})
+		return r, 2
 	}
-	return r
+	return r, 1
 }
 
 // mvTouches reports whether the product op reads or writes n floats at p.
 func mvTouches(op *tapeOp, p cu.Ptr, n int) bool {
-	for _, r := range mvReads(op) {
+	rs, nr := mvReads(op)
+	for _, r := range rs[:nr] {
 		if overlap(cu.Ptr(r[0]), int(r[1]), p, n) {
 			return true
 		}
@@ -1060,7 +1063,8 @@ func (be *backend) fuseGLU(d, g, u *buf) bool {
 	}
 	// d may be g itself (SwiGLU in place); it must not be anything the
 	// product reads, nor u.
-	for _, r := range mvReads(op) {
+	rs, nr := mvReads(op)
+	for _, r := range rs[:nr] {
 		if overlap(cu.Ptr(r[0]), int(r[1]), d.p, d.cols) {
 			return false
 		}
@@ -1216,6 +1220,13 @@ func (be *backend) GatedNorm(o, z graph.Buf, w graph.Weight, group int, eps floa
 
 // ---- RoPE -------------------------------------------------------------------------------
 
+type ropeTheta struct {
+	ok   bool
+	base float32
+	nrot int
+	v    float32
+}
+
 func (be *backend) Rope(x graph.Buf, pos0 int, r *graph.Rope) {
 	b := asBuf(x)
 	if r.HeadDim <= 0 || b.cols%r.HeadDim != 0 || r.NRot > r.HeadDim || r.NRot%2 != 0 {
@@ -1227,7 +1238,13 @@ func (be *backend) Rope(x graph.Buf, pos0 int, r *graph.Rope) {
 	if r.Factors != nil && vecLen(r.Factors) < r.NRot/2 {
 		panic("cuda: Rope: too few frequency factors")
 	}
-	thetaScale := float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(r.NRot))))
+	// base^(−2/nrot), kept for the last (base, nrot): math.Pow twice per
+	// layer was a seventh of a decode step's recording on the host.
+	if m := &be.ropeTheta; !m.ok || m.base != r.Base || m.nrot != r.NRot {
+		*m = ropeTheta{ok: true, base: r.Base, nrot: r.NRot,
+			v: float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(r.NRot))))}
+	}
+	thetaScale := be.ropeTheta.v
 	var corr [2]float32
 	if r.ExtFactor != 0 {
 		corrDim := func(nRot float32) float32 {
