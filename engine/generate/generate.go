@@ -167,6 +167,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	res := Result{Model: o.Model, Backend: o.Backend, TokenIDs: []int32{}}
 	wall := time.Now()
+	// failed returns res with its wall time so far: a run that stops (a
+	// refused load, F2's fail) still reports how long it ran.
+	failed := func(err error) (Result, error) {
+		res.WallMS = ms(time.Since(wall))
+		return res, err
+	}
 
 	st := o.begin(StageLoad)
 	m, err := Load(ctx, LoadOptions{Model: o.Model, Loaded: o.Loaded, Backend: o.Backend, Threads: o.Threads, Numerics: o.Numerics, NoTemplate: o.Raw, Log: o.Log})
@@ -176,7 +182,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	res.LoadMS = st.end()
 	if err != nil {
-		return res, err
+		return failed(err)
 	}
 	defer m.Close()
 	res.ModelSHA256 = m.SHA256
@@ -190,7 +196,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		res.H2DMS = 0
 	}
 	if err != nil {
-		return res, err
+		return failed(err)
 	}
 
 	// Prefill is timed in two pieces around F2: rendering and tokenizing the
@@ -201,7 +207,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	prefillMS := ms(time.Since(t0))
 	if err != nil {
 		res.PrefillMS = prefillMS
-		return res, err
+		return failed(err)
 	}
 	st = o.begin(StageF2)
 	res.F2Verdict = F2NotRequired
@@ -213,13 +219,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		res.F2MS = 0 // nothing was validated: 0, not the time it took to find that out
 	}
 	if err != nil {
-		return res, err
+		return failed(err)
 	}
 	st = o.begin(StagePrefill)
 	q, err := prefill(&o, m, prompt)
 	res.PrefillMS = prefillMS + st.end()
 	if err != nil {
-		return res, err
+		return failed(err)
 	}
 	res.PromptTokens = q.PromptTokens()
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aprqa/apr/engine/model"
 	"math"
 	"testing"
 	"time"
@@ -174,5 +175,25 @@ func TestLogits(t *testing.T) {
 	}
 	if _, err := generate.Logits(context.Background(), generate.LogitsOptions{Model: stories(t), Backend: "ref", Tokens: []int32{512}}); err == nil {
 		t.Errorf("Logits accepted token 512 of a 512-token vocabulary")
+	}
+}
+
+// TestFailedRunReportsItsWallTime: a run that stops before generating (here
+// a validation that refuses, as a failing F2 does) still reports its wall
+// time, and the stages it ran sum to it.
+func TestFailedRunReportsItsWallTime(t *testing.T) {
+	refused := errors.New("planted refusal")
+	o := generate.Options{Model: stories(t), Backend: "ref", Prompt: "Once upon a time", Raw: true, MaxTokens: 3,
+		Validate: func(context.Context, model.Engine, string, []int32) (string, error) {
+			time.Sleep(50 * time.Millisecond)
+			return "fail", refused
+		}}
+	r, err := generate.Run(context.Background(), o)
+	if !errors.Is(err, refused) {
+		t.Fatalf("run with a refusing validation: %v, want the refusal", err)
+	}
+	sum := r.LoadMS + r.H2DMS + r.F2MS + r.PrefillMS + r.DecodeMS
+	if r.F2MS < 50 || r.WallMS < sum || r.WallMS > sum+20 {
+		t.Fatalf("failed run: wall_ms %.3f, stages %.3f (f2 %.3f); want the wall time, the stages' sum within it", r.WallMS, sum, r.F2MS)
 	}
 }
