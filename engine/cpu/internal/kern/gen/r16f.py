@@ -64,71 +64,67 @@ def dp_step(nt, u):
     return L
 
 
+def loop_kernel(name, args, nt, step, weights, zero, out, store):
+    """The loop every kernel here shares: after args (the signature comment,
+    the TEXT line and the loads of the count into CX, the weights into DI
+    (and SI), the activations into R8 and their stride into BX), the
+    activation row bases, zero's accumulators, UNROLL step(u) a trip and
+    the rest one at a time (weights: each pointer with its bytes per step),
+    then out's loads of out and ostride, and store(t) for each activation
+    row t."""
+    nb = (nt + 3) // 4
+    L = args + ["LEAQ (BX)(BX*2), DX"]
+    for b in range(1, nb):
+        L.append(f"LEAQ ({BASES[b-1]})(BX*4), {BASES[b]}")
+    L += zero
+    L += ["MOVQ CX, AX", f"SHRQ ${UNROLL.bit_length()-1}, AX", f"JZ {name}tail",
+          "PCALIGN $32", f"{name}loop:"]
+    for u in range(UNROLL):
+        L += step(u)
+    L += [f"ADDQ ${UNROLL*ws}, {r}" for r, ws in weights]
+    L += [f"ADDQ ${4*UNROLL}, {BASES[b]}" for b in range(nb)]
+    L += ["DECQ AX", f"JNZ {name}loop",
+          f"{name}tail:", f"ANDQ ${UNROLL-1}, CX", f"JZ {name}done", f"{name}loop1:"]
+    L += step(0)
+    L += [f"ADDQ ${ws}, {r}" for r, ws in weights]
+    L += [f"ADDQ $4, {BASES[b]}" for b in range(nb)]
+    L += ["DECQ CX", f"JNZ {name}loop1", f"{name}done:"] + out + ["SHLQ $2, BX"]
+    for t in range(nt):
+        L += store(t)
+        if t < nt - 1:
+            L.append("ADDQ BX, AX")
+    L += ["VZEROUPPER", "RET"]
+    return L
+
+
+def zmm_args(name, count):
+    """The AVX-512 kernels' signature: (count int, w0, w1, a []byte, astride
+    int, out []float32, ostride int)."""
+    return [f"// func {name}({count} int, w0, w1, a []byte, astride int, out []float32, ostride int)",
+            f"TEXT ·{name}(SB), NOSPLIT, $0-120",
+            f"MOVQ {count}+0(FP), CX", "MOVQ w0_base+8(FP), DI", "MOVQ w1_base+32(FP), SI",
+            "MOVQ a_base+56(FP), R8", "MOVQ astride+80(FP), BX"]
+
+
+def zmm_loop(name, count, nt, step, ws):
+    """An AVX-512 kernel: two weight groups (DI, SI) of ws bytes a step,
+    accumulators Z0 … Z(2nt−1)."""
+    return loop_kernel(name, zmm_args(name, count), nt, step, [("DI", ws), ("SI", ws)],
+                       [f"VPXORD Z{i}, Z{i}, Z{i}" for i in range(2 * nt)],
+                       ["MOVQ out_base+88(FP), AX", "MOVQ ostride+112(FP), BX"],
+                       lambda t: [f"VMOVUPS Z{2*t}, (AX)", f"VMOVUPS Z{2*t+1}, 64(AX)"])
+
+
 def dp_kernel(nt):
     """r16fdp{nt}(n2 int, w0, w1, a []byte, astride int, out []float32,
     ostride int): the BF16 kernels on pairs (n2 pairs of values; weights
     packed by packBF16PairR16, activation rows BF16)."""
-    name = f"r16fdp{nt}"
-    nb = (nt + 3) // 4
-    L = [f"// func {name}(n2 int, w0, w1, a []byte, astride int, out []float32, ostride int)",
-         f"TEXT ·{name}(SB), NOSPLIT, $0-120",
-         "MOVQ n2+0(FP), CX", "MOVQ w0_base+8(FP), DI", "MOVQ w1_base+32(FP), SI",
-         "MOVQ a_base+56(FP), R8", "MOVQ astride+80(FP), BX", "LEAQ (BX)(BX*2), DX"]
-    for b in range(1, nb):
-        L.append(f"LEAQ ({BASES[b-1]})(BX*4), {BASES[b]}")
-    L += [f"VPXORD Z{i}, Z{i}, Z{i}" for i in range(2 * nt)]
-    L += ["MOVQ CX, AX", f"SHRQ ${UNROLL.bit_length()-1}, AX", f"JZ {name}tail",
-          "PCALIGN $32", f"{name}loop:"]
-    for u in range(UNROLL):
-        L += dp_step(nt, u)
-    L += [f"ADDQ ${UNROLL*64}, DI", f"ADDQ ${UNROLL*64}, SI"]
-    L += [f"ADDQ ${4*UNROLL}, {BASES[b]}" for b in range(nb)]
-    L += ["DECQ AX", f"JNZ {name}loop",
-          f"{name}tail:", f"ANDQ ${UNROLL-1}, CX", f"JZ {name}done", f"{name}loop1:"]
-    L += dp_step(nt, 0)
-    L += ["ADDQ $64, DI", "ADDQ $64, SI"]
-    L += [f"ADDQ $4, {BASES[b]}" for b in range(nb)]
-    L += ["DECQ CX", f"JNZ {name}loop1", f"{name}done:",
-          "MOVQ out_base+88(FP), AX", "MOVQ ostride+112(FP), BX", "SHLQ $2, BX"]
-    for t in range(nt):
-        L += [f"VMOVUPS Z{2*t}, (AX)", f"VMOVUPS Z{2*t+1}, 64(AX)"]
-        if t < nt - 1:
-            L.append("ADDQ BX, AX")
-    L += ["VZEROUPPER", "RET"]
-    return L
+    return zmm_loop(f"r16fdp{nt}", "n2", nt, lambda u: dp_step(nt, u), 64)
 
 
 def kernel(tp, nt):
     sz, _ = TYPES[tp]
-    ws = 16 * sz
-    name = f"r16fx{tp}{nt}"
-    nb = (nt + 3) // 4
-    L = [f"// func {name}(n int, w0, w1, a []byte, astride int, out []float32, ostride int)",
-         f"TEXT ·{name}(SB), NOSPLIT, $0-120",
-         "MOVQ n+0(FP), CX", "MOVQ w0_base+8(FP), DI", "MOVQ w1_base+32(FP), SI",
-         "MOVQ a_base+56(FP), R8", "MOVQ astride+80(FP), BX", "LEAQ (BX)(BX*2), DX"]
-    for b in range(1, nb):
-        L.append(f"LEAQ ({BASES[b-1]})(BX*4), {BASES[b]}")
-    L += [f"VPXORD Z{i}, Z{i}, Z{i}" for i in range(2 * nt)]
-    L += ["MOVQ CX, AX", f"SHRQ ${UNROLL.bit_length()-1}, AX", f"JZ {name}tail",
-          "PCALIGN $32", f"{name}loop:"]
-    for u in range(UNROLL):
-        L += step(tp, nt, u)
-    L += [f"ADDQ ${UNROLL*ws}, DI", f"ADDQ ${UNROLL*ws}, SI"]
-    L += [f"ADDQ ${4*UNROLL}, {BASES[b]}" for b in range(nb)]
-    L += ["DECQ AX", f"JNZ {name}loop",
-          f"{name}tail:", f"ANDQ ${UNROLL-1}, CX", f"JZ {name}done", f"{name}loop1:"]
-    L += step(tp, nt, 0)
-    L += [f"ADDQ ${ws}, DI", f"ADDQ ${ws}, SI"]
-    L += [f"ADDQ $4, {BASES[b]}" for b in range(nb)]
-    L += ["DECQ CX", f"JNZ {name}loop1", f"{name}done:",
-          "MOVQ out_base+88(FP), AX", "MOVQ ostride+112(FP), BX", "SHLQ $2, BX"]
-    for t in range(nt):
-        L += [f"VMOVUPS Z{2*t}, (AX)", f"VMOVUPS Z{2*t+1}, 64(AX)"]
-        if t < nt - 1:
-            L.append("ADDQ BX, AX")
-    L += ["VZEROUPPER", "RET"]
-    return L
+    return zmm_loop(f"r16fx{tp}{nt}", "n", nt, lambda u: step(tp, nt, u), 16 * sz)
 
 
 def pack_tables():
@@ -209,35 +205,15 @@ def avx2_kernel(tp, nt):
     rows, the same chains (one lane, one pair); r16fAVX2 runs it on both
     groups of a call."""
     sz, _ = AVX2_TYPES[tp]
-    ws = 16 * sz
     name = f"r16fa{tp}{nt}"
-    nb = (nt + 3) // 4
-    L = [f"// func {name}(n int, w, a []byte, astride int, out []float32, ostride int)",
-         f"TEXT ·{name}(SB), NOSPLIT, $0-96",
-         "MOVQ n+0(FP), CX", "MOVQ w_base+8(FP), DI",
-         "MOVQ a_base+32(FP), R8", "MOVQ astride+56(FP), BX", "LEAQ (BX)(BX*2), DX"]
-    for b in range(1, nb):
-        L.append(f"LEAQ ({BASES[b-1]})(BX*4), {BASES[b]}")
-    L += [f"VXORPS Y{i}, Y{i}, Y{i}" for i in range(2 * nt)]
-    L += ["MOVQ CX, AX", f"SHRQ ${UNROLL.bit_length()-1}, AX", f"JZ {name}tail",
-          "PCALIGN $32", f"{name}loop:"]
-    for u in range(UNROLL):
-        L += avx2_step(tp, nt, u)
-    L += [f"ADDQ ${UNROLL*ws}, DI"]
-    L += [f"ADDQ ${4*UNROLL}, {BASES[b]}" for b in range(nb)]
-    L += ["DECQ AX", f"JNZ {name}loop",
-          f"{name}tail:", f"ANDQ ${UNROLL-1}, CX", f"JZ {name}done", f"{name}loop1:"]
-    L += avx2_step(tp, nt, 0)
-    L += [f"ADDQ ${ws}, DI"]
-    L += [f"ADDQ $4, {BASES[b]}" for b in range(nb)]
-    L += ["DECQ CX", f"JNZ {name}loop1", f"{name}done:",
-          "MOVQ out_base+64(FP), AX", "MOVQ ostride+88(FP), BX", "SHLQ $2, BX"]
-    for t in range(nt):
-        L += [f"VMOVUPS Y{2*t}, (AX)", f"VMOVUPS Y{2*t+1}, 32(AX)"]
-        if t < nt - 1:
-            L.append("ADDQ BX, AX")
-    L += ["VZEROUPPER", "RET"]
-    return L
+    args = [f"// func {name}(n int, w, a []byte, astride int, out []float32, ostride int)",
+            f"TEXT ·{name}(SB), NOSPLIT, $0-96",
+            "MOVQ n+0(FP), CX", "MOVQ w_base+8(FP), DI",
+            "MOVQ a_base+32(FP), R8", "MOVQ astride+56(FP), BX"]
+    return loop_kernel(name, args, nt, lambda u: avx2_step(tp, nt, u), [("DI", 16 * sz)],
+                       [f"VXORPS Y{i}, Y{i}, Y{i}" for i in range(2 * nt)],
+                       ["MOVQ out_base+64(FP), AX", "MOVQ ostride+88(FP), BX"],
+                       lambda t: [f"VMOVUPS Y{2*t}, (AX)", f"VMOVUPS Y{2*t+1}, 32(AX)"])
 
 
 def emit(body):
