@@ -53,20 +53,19 @@ type backend struct {
 	// the host data they read (ids, positions, weights) to stage; flush
 	// copies stage to stageDev and runs the tape on stream, as a CUDA
 	// graph when the same tape ran before.
-	stream   cu.Stream
-	tape     []tapeOp
-	stage    []byte
-	stageDev devArea
-	pending  []cu.Ptr // frees that wait for the tape that may still read them
-	graphs   *graphCache
-	prof     *profiler     // APR_CUDA_PROFILE=1
-	steps    *stepProfiler // APR_CUDA_PROFILE=steps
-	noFuse   bool          // APR_CUDA_FUSE=0
-	early    bool          // launch a tape's kernels early (PDL; APR_CUDA_EARLY=0: off)
-	// ropeTheta is Rope's thetaScale for the last base and rotated width.
-	ropeTheta ropeTheta
-	earlyN    int // kernels launched early (directly or into a captured graph)
-	fused     int // ops folded into a product (fuseBias, fuseResidual)
+	stream    cu.Stream
+	tape      []tapeOp
+	stage     []byte
+	stageDev  devArea
+	pending   []cu.Ptr // frees that wait for the tape that may still read them
+	graphs    *graphCache
+	prof      *profiler     // APR_CUDA_PROFILE=1
+	steps     *stepProfiler // APR_CUDA_PROFILE=steps
+	noFuse    bool          // APR_CUDA_FUSE=0
+	early     bool          // launch a tape's kernels early (PDL; APR_CUDA_EARLY=0: off)
+	ropeTheta ropeTheta     // Rope's thetaScale for the last base and rotated width
+	earlyN    int           // kernels launched early (directly or into a captured graph)
+	fused     int           // ops folded into a product (fuseBias, fuseResidual)
 }
 
 // devArea is a growable device allocation.
@@ -1220,8 +1219,8 @@ func (be *backend) GatedNorm(o, z graph.Buf, w graph.Weight, group int, eps floa
 
 // ---- RoPE -------------------------------------------------------------------------------
 
+// ropeTheta is Rope's thetaScale v for base and nrot (nrot 0: none yet).
 type ropeTheta struct {
-	ok   bool
 	base float32
 	nrot int
 	v    float32
@@ -1240,8 +1239,8 @@ func (be *backend) Rope(x graph.Buf, pos0 int, r *graph.Rope) {
 	}
 	// base^(−2/nrot), kept for the last (base, nrot): math.Pow twice per
 	// layer was a seventh of a decode step's recording on the host.
-	if m := &be.ropeTheta; !m.ok || m.base != r.Base || m.nrot != r.NRot {
-		*m = ropeTheta{ok: true, base: r.Base, nrot: r.NRot,
+	if m := &be.ropeTheta; m.nrot != r.NRot || m.base != r.Base {
+		*m = ropeTheta{base: r.Base, nrot: r.NRot,
 			v: float32(math.Pow(float64(r.Base), float64(float32(-2)/float32(r.NRot))))}
 	}
 	thetaScale := be.ropeTheta.v

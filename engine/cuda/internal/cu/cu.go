@@ -152,7 +152,10 @@ func load(path string) (*Driver, error) {
 	for i := range d.slots {
 		d.ptrs[i] = unsafe.Pointer(&d.slots[i])
 	}
-	d.cfg, d.attr = new(launchConfig), new(launchAttr)
+	// cuLaunchKernelEx's one attribute, the same for every early launch:
+	// programmaticStreamSerializationAllowed = 1.
+	d.attr = &launchAttr{id: attrProgrammaticSerialization, value: [64]byte{0: 1}}
+	d.cfg = &launchConfig{attrs: d.attr, nattrs: 1}
 	d.pinner.Pin(d.slots)
 	d.pinner.Pin(d.ptrs)
 	d.pinner.Pin(d.cfg)
@@ -197,16 +200,26 @@ func load(path string) (*Driver, error) {
 //
 //go:uintptrescapes
 func (d *Driver) call(name string, args ...uintptr) error {
-	fn := d.syms[name]
+	fn := d.sym(name)
 	if fn == 0 {
-		a, err := purego.Dlsym(d.lib, name)
-		if err != nil || a == 0 {
-			return fmt.Errorf("cuda: the driver has no entry point %s", name)
-		}
-		d.syms[name], fn = a, a
+		return fmt.Errorf("cuda: the driver has no entry point %s", name)
 	}
 	r, _, _ := purego.SyscallN(fn, args...)
 	return d.check(name, Result(int32(r)))
+}
+
+// sym is the named entry point's address, looked up on first use (0 when
+// the driver has none).
+func (d *Driver) sym(name string) uintptr {
+	if a := d.syms[name]; a != 0 {
+		return a
+	}
+	a, err := purego.Dlsym(d.lib, name)
+	if err != nil || a == 0 {
+		return 0
+	}
+	d.syms[name] = a
+	return a
 }
 
 func (d *Driver) check(call string, r Result) error {
@@ -407,18 +420,28 @@ func (d *Driver) Launch(f Func, grid, block Dim, shared uint32, s Stream, args .
 
 // LaunchPacked is Launch with the arguments already packed (Pack).
 func (d *Driver) LaunchPacked(f Func, grid, block Dim, shared uint32, s Stream, args []uint64) error {
+	if err := d.setArgs(args); err != nil {
+		return err
+	}
+	return d.launch(f, grid, block, shared, s)
+}
+
+// setArgs copies packed arguments into the slots the launch points at.
+func (d *Driver) setArgs(args []uint64) error {
 	if len(args) > maxArgs {
 		return fmt.Errorf("cuda: launch with %d arguments (at most %d)", len(args), maxArgs)
 	}
 	copy(d.slots[:], args)
-	return d.launch(f, grid, block, shared, s)
+	return nil
 }
 
+// dims is a launch's shape with every extent at least 1.
+func (g Dim) dims() [3]uint32 { return [3]uint32{max(g.X, 1), max(g.Y, 1), max(g.Z, 1)} }
+
 func (d *Driver) launch(f Func, grid, block Dim, shared uint32, s Stream) error {
-	one := func(x uint32) uint32 { return max(x, 1) }
-	return d.call("cuLaunchKernel", uintptr(f), uintptr(one(grid.X)), uintptr(one(grid.Y)), uintptr(one(grid.Z)),
-		uintptr(one(block.X)), uintptr(one(block.Y)), uintptr(one(block.Z)), uintptr(shared), uintptr(s),
-		uintptr(unsafe.Pointer(&d.ptrs[0])), 0)
+	g, b := grid.dims(), block.dims()
+	return d.call("cuLaunchKernel", uintptr(f), uintptr(g[0]), uintptr(g[1]), uintptr(g[2]),
+		uintptr(b[0]), uintptr(b[1]), uintptr(b[2]), uintptr(shared), uintptr(s), uintptr(unsafe.Pointer(&d.ptrs[0])), 0)
 }
 
 // launchConfig is CUlaunchConfig (cuda.h): the grid, block, shared memory
@@ -451,32 +474,16 @@ const attrProgrammaticSerialization = 6
 // latency, and whatever f does before it waits (a product prefetching its
 // weights), overlap that kernel's tail.
 func (d *Driver) LaunchPackedEarly(f Func, grid, block Dim, shared uint32, s Stream, args []uint64) error {
-	if len(args) > maxArgs {
-		return fmt.Errorf("cuda: launch with %d arguments (at most %d)", len(args), maxArgs)
+	if err := d.setArgs(args); err != nil {
+		return err
 	}
-	copy(d.slots[:], args)
-	one := func(x uint32) uint32 { return max(x, 1) }
-	d.attr.id = attrProgrammaticSerialization
-	d.attr.value = [64]byte{0: 1} // programmaticStreamSerializationAllowed = 1
-	*d.cfg = launchConfig{grid: [3]uint32{one(grid.X), one(grid.Y), one(grid.Z)},
-		block: [3]uint32{one(block.X), one(block.Y), one(block.Z)}, shared: shared, stream: uintptr(s),
-		attrs: d.attr, nattrs: 1}
+	d.cfg.grid, d.cfg.block, d.cfg.shared, d.cfg.stream = grid.dims(), block.dims(), shared, uintptr(s)
 	return d.call("cuLaunchKernelEx", uintptr(unsafe.Pointer(d.cfg)), uintptr(f), uintptr(unsafe.Pointer(&d.ptrs[0])), 0)
 }
 
 // HasEntry reports whether the driver exports the named entry point (an
 // optional one, such as cuLaunchKernelEx of CUDA 12).
-func (d *Driver) HasEntry(name string) bool {
-	if d.syms[name] != 0 {
-		return true
-	}
-	a, err := purego.Dlsym(d.lib, name)
-	if err != nil || a == 0 {
-		return false
-	}
-	d.syms[name] = a
-	return true
-}
+func (d *Driver) HasEntry(name string) bool { return d.sym(name) != 0 }
 
 // Stream is a CUstream.
 type Stream uintptr
