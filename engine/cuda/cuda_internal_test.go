@@ -543,14 +543,13 @@ func TestDeltaRuleKernels(t *testing.T) {
 			defer func(old int) { deltaMaxHK = old }(deltaMaxHK)
 			deltaMaxHK = c.maxHK
 			rng := rand.New(rand.NewSource(5))
-			upload := func(rows, cols int, f func() float64) ([]float32, *buf) { return uploadRandom(be, rows, cols, f) }
 			norm := func() float64 { return rng.NormFloat64() * 0.3 }
-			q, qb := upload(n, nK*hk, norm)
-			k, kb := upload(n, nK*hk, norm)
-			v, vb := upload(n, nV*hv, rng.NormFloat64)
-			g, gb := upload(n, nV, func() float64 { return -rng.Float64() })
-			beta, bb := upload(n, nV, rng.Float64)
-			s0, sb := upload(nV, hv*hk, norm)
+			q, qb := uploadRandom(be, n, nK*hk, norm)
+			k, kb := uploadRandom(be, n, nK*hk, norm)
+			v, vb := uploadRandom(be, n, nV*hv, rng.NormFloat64)
+			g, gb := uploadRandom(be, n, nV, func() float64 { return -rng.Float64() })
+			beta, bb := uploadRandom(be, n, nV, rng.Float64)
+			s0, sb := uploadRandom(be, nV, hv*hk, norm)
 			ob := be.Work(n, nV*hv).(*buf)
 			be.DeltaRule(ob, qb, kb, vb, gb, bb, sb, hk)
 			got, state := be.readAll(ob), be.readAll(sb)

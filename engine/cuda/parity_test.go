@@ -342,23 +342,10 @@ func TestGraphReplay(t *testing.T) {
 	dir := testutil.Fixtures(t)
 	for _, name := range []string{"stories260K", "synth/qwen35-tiny-Q8_0", "synth/qwen3moe-tiny-Q8_0"} {
 		t.Run(filepath.Base(name), func(t *testing.T) {
-			path := filepath.Join(dir, "models", name+".gguf")
-			decode := func(graphs bool) ([][]float32, [3]int) {
-				if !graphs {
-					t.Setenv(cuda.EnvGraphs, "0")
-				}
-				eng, _ := newEngine(t, path, cuda.Options{})
-				out := decodeRows(t, eng, []int32{1, 5, 9, 13, 17}, 12)
-				d, c, r := eng.GraphStats()
-				return out, [3]int{d, c, r}
-			}
-			on, st := decode(true)
-			off, stOff := decode(false)
-			for i := range on {
-				if !slices.Equal(on[i], off[i]) {
-					t.Fatalf("step %d: logits with graph replay differ from launching each kernel", i)
-				}
-			}
+			on, off, _ := decodeWithout(t, filepath.Join(dir, "models", name+".gguf"), cuda.EnvGraphs, []int32{1, 5, 9, 13, 17}, 12)
+			var st, stOff [3]int
+			st[0], st[1], st[2] = on.GraphStats()
+			stOff[0], stOff[1], stOff[2] = off.GraphStats()
 			if st[2] == 0 || stOff != [3]int{} {
 				t.Fatalf("graph stats (direct, captured, replayed): on %v, off %v; want replays with the cache and none without", st, stOff)
 			}
@@ -382,20 +369,8 @@ func TestEarlyLaunch(t *testing.T) {
 			if !graphs {
 				t.Setenv(cuda.EnvGraphs, "0")
 			}
-			decode := func(early bool) ([][]float32, int) {
-				if !early { // after the early run: t.Setenv holds to the subtest's end
-					t.Setenv(cuda.EnvEarly, "0")
-				}
-				eng, _ := newEngine(t, path, cuda.Options{})
-				return decodeRows(t, eng, []int32{1, 5, 9, 13}, 8), eng.EarlyLaunches()
-			}
-			on, n := decode(true)
-			off, nOff := decode(false)
-			for i := range on {
-				if !slices.Equal(on[i], off[i]) {
-					t.Fatalf("step %d: logits with early launch differ from launching after the kernel before", i)
-				}
-			}
+			on, off, _ := decodeWithout(t, path, cuda.EnvEarly, []int32{1, 5, 9, 13}, 8)
+			n, nOff := on.EarlyLaunches(), off.EarlyLaunches()
 			if nOff != 0 {
 				t.Fatalf("%d early launches with %s=0", nOff, cuda.EnvEarly)
 			}
@@ -428,23 +403,8 @@ func TestFusion(t *testing.T) {
 		{"qwen35-tiny-Q8_0", func(s *model.Spec) int { return 4 * s.NLayer }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			path := filepath.Join(testutil.Fixtures(t), "models", "synth", c.name+".gguf")
-			var want int
-			decode := func(fuse bool) ([][]float32, int) {
-				if !fuse {
-					t.Setenv(cuda.EnvFuse, "0")
-				}
-				eng, spec := newEngine(t, path, cuda.Options{})
-				want = 6 * c.want(spec)
-				return decodeRows(t, eng, []int32{1, 5, 9}, 6), eng.Fused()
-			}
-			on, n := decode(true)
-			off, nOff := decode(false)
-			for i := range on {
-				if !slices.Equal(on[i], off[i]) {
-					t.Fatalf("step %d: logits with fused ops differ from separate kernels", i)
-				}
-			}
+			on, off, spec := decodeWithout(t, filepath.Join(testutil.Fixtures(t), "models", "synth", c.name+".gguf"), cuda.EnvFuse, []int32{1, 5, 9}, 6)
+			n, nOff, want := on.Fused(), off.Fused(), 6*c.want(spec)
 			if n < want || nOff != 0 {
 				t.Fatalf("fused %d ops in 6 decode steps (off: %d); want ≥ %d", n, nOff, want)
 			}
@@ -468,6 +428,25 @@ func newEngine(t *testing.T, path string, o cuda.Options) (*cuda.Engine, *model.
 
 // decodeRows feeds prompt, then decodes steps tokens greedily, and returns
 // the logits row of every step.
+// decodeWithout decodes steps tokens after prompt on the model at path
+// twice, as is and then with env set to "0" (t.Setenv: for the rest of t),
+// and fails t unless every step's logits are bit-identical; it returns
+// both engines (closed when t ends) for their counters, and the spec.
+func decodeWithout(t *testing.T, path, env string, prompt []int32, steps int) (on, off *cuda.Engine, spec *model.Spec) {
+	t.Helper()
+	on, spec = newEngine(t, path, cuda.Options{})
+	rowsOn := decodeRows(t, on, prompt, steps)
+	t.Setenv(env, "0")
+	off, _ = newEngine(t, path, cuda.Options{})
+	rowsOff := decodeRows(t, off, prompt, steps)
+	for i := range rowsOn {
+		if !slices.Equal(rowsOn[i], rowsOff[i]) {
+			t.Fatalf("step %d: logits with %s=0 differ from those without it", i, env)
+		}
+	}
+	return on, off, spec
+}
+
 func decodeRows(t *testing.T, eng *cuda.Engine, prompt []int32, steps int) [][]float32 {
 	t.Helper()
 	s, err := eng.NewSession(len(prompt) + steps + 1)
