@@ -326,7 +326,6 @@ func parityWith(ctx context.Context, c *Check, m *engineModel, backend string, s
 	// separates them beyond the numerics: the reference in each engine's
 	// numerics measures that gap on the same positions (oracle's Beyond).
 	nb, nj := RefNumerics(fz, backend), RefNumerics(fz, judge)
-	gapNote := ""
 	if judge != m.reference && nb != nj {
 		var gap oracle.ParityReport
 		err := c.CallRef("reference engine", func() error {
@@ -351,7 +350,6 @@ func parityWith(ctx context.Context, c *Check, m *engineModel, backend string, s
 		if rep, err = rep.Beyond(gap); err != nil {
 			return verdict.Failed(nil, "backend %s vs %s: %v", backend, judge, err)
 		}
-		gapNote = rep.GapNote(numericsName(nb), numericsName(nj))
 	}
 	mismatches := rep.MismatchNotes("reference")
 	k := verdict.NewJudge(fz.ID, fz.Thresholds)
@@ -361,8 +359,8 @@ func parityWith(ctx context.Context, c *Check, m *engineModel, backend string, s
 	k.Note("positions", float64(len(toks)), "positions")
 	o := k.Outcome(verdict.FirstN(mismatches))
 	o.Details = append(mismatches, rep.TieNotes(paramFloatOr(fz, ParamNearTieEps, math.NaN()))...)
-	if gapNote != "" {
-		o.Details = append(o.Details, gapNote)
+	if note := rep.GapNote(numericsName(nb), numericsName(nj)); note != "" {
+		o.Details = append(o.Details, note)
 	}
 	if o.Verdict == verdict.Fail {
 		o.Details = append(o.Details, m.firstDivergence(ctx, backend, RefNumerics(fz, backend), toks, paramThreshold(fz, "min_cosine", 0.999)))
