@@ -216,7 +216,8 @@ func F2CacheKey(modelSHA string, tokens []int32, identity string) string {
 // its verdict.
 func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 	start := time.Now()
-	defer func() { res.MS = float64(time.Since(start).Nanoseconds()) / 1e6 }()
+	ms := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+	defer func() { res.MS = ms(time.Since(start)) }()
 	refused := func(format string, args ...any) F2Result {
 		res.Verdict, res.Reason = verdict.Refused, fmt.Sprintf(format, args...)
 		return res
@@ -260,9 +261,9 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 	}
 
 	t := time.Now()
-	res.SetupMS = float64(t.Sub(start).Nanoseconds()) / 1e6
+	res.SetupMS = ms(t.Sub(start))
 	want, cached, err := f2Reference(ctx, o, probe)
-	res.ReferenceMS = float64(time.Since(t).Nanoseconds()) / 1e6
+	res.ReferenceMS = ms(time.Since(t))
 	if err != nil {
 		return refused("the reference (%s) cannot answer: %v", o.Reference, err)
 	}
@@ -270,7 +271,7 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 
 	t = time.Now()
 	got, err := f2Probe(eng, probe)
-	res.ProbeMS = float64(time.Since(t).Nanoseconds()) / 1e6
+	res.ProbeMS = ms(time.Since(t))
 	if err != nil {
 		if r, ok := refuse.As(err); ok {
 			res.RefusedBy = r.By

@@ -119,13 +119,7 @@ func (s *sched) submit(j *job) error {
 	// not wait: counting them refused a burst's second request while the
 	// first still sat in the queue beside a free slot (TestQueueFull saw 1
 	// success of 24 about once in 30 runs).
-	free := 0
-	for _, a := range s.active {
-		if a == nil {
-			free++
-		}
-	}
-	if waiting := len(s.queue) - free; waiting >= s.maxQueue {
+	if waiting := len(s.queue) - (len(s.active) - s.running()); waiting >= s.maxQueue {
 		return fmt.Errorf("%w: %d requests are waiting for a slot", errQueueFull, waiting)
 	}
 	j.enqueued = time.Now()
@@ -178,12 +172,7 @@ func (s *sched) loop() {
 			return
 		}
 		s.admit()
-		n := 0
-		for _, j := range s.active {
-			if j != nil {
-				n++
-			}
-		}
+		n := s.running()
 		s.mu.Unlock()
 		if n == 0 {
 			<-s.wake
@@ -237,13 +226,18 @@ func (s *sched) admit() {
 		s.met.cachedTok.Add(float64(cached))
 	}
 	s.met.queue.Set(float64(len(s.queue)))
+	s.met.active.Set(float64(s.running()))
+}
+
+// running counts the slots with a job; s.mu is held.
+func (s *sched) running() int {
 	n := 0
 	for _, a := range s.active {
 		if a != nil {
 			n++
 		}
 	}
-	s.met.active.Set(float64(n))
+	return n
 }
 
 // step advances every active sequence by one forward pass — a prompt chunk
