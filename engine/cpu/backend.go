@@ -631,10 +631,7 @@ func (be *backend) chooseUBatch(spec *model.Spec) int {
 		if t == nil {
 			continue
 		}
-		if t.Type != quant.F16 && t.Type != quant.BF16 && t.Type != quant.F32 {
-			return 0
-		}
-		if k, err := be.selectKernel(kern.OpMatMul, t.Type); err == nil && k.Packs() {
+		if k, err := be.selectKernel(kern.OpMatMul, t.Type); err == nil && packedFloat(k) {
 			return floatUBatch
 		}
 		return 0
