@@ -269,19 +269,8 @@ func TestMulR16(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					x := make([]float32, c.m*n)
-					for i := range x {
-						x[i] = float32(rng.NormFloat64())
-					}
 					var s Scratch
-					dst := make([]float32, c.m*c.rows+1)
-					dst[len(dst)-1] = 12345
-					if err := k.Mul(pool, &s, dst[:c.m*c.rows], w, x, c.m); err != nil {
-						t.Fatal(err)
-					}
-					if dst[len(dst)-1] != 12345 {
-						t.Fatal("Mul wrote past dst")
-					}
+					x, dst := mulRandom(t, k, pool, &s, w, rng, c.m)
 					var a Acts
 					if err := k.Convert(pool, &s, &a, x, c.m, n); err != nil {
 						t.Fatal(err)
@@ -379,4 +368,24 @@ func TestUnpackRowGivesTheFileBytes(t *testing.T) {
 			t.Errorf("%s: UnpackRow past the last row = nil, want an error", name)
 		}
 	}
+}
+
+// mulRandom multiplies w by m rows of random activations with k.Mul into
+// a result buffer with a sentinel past its end, failing t if Mul errs or
+// writes past it; it returns the activations and the m·w.Rows results.
+func mulRandom(t *testing.T, k *Kernel, pool *Pool, s *Scratch, w Weights, rng *rand.Rand, m int) (x, dst []float32) {
+	t.Helper()
+	x = make([]float32, m*w.Cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	dst = make([]float32, m*w.Rows+1)
+	dst[len(dst)-1] = 12345
+	if err := k.Mul(pool, s, dst[:m*w.Rows], w, x, m); err != nil {
+		t.Fatal(err)
+	}
+	if dst[len(dst)-1] != 12345 {
+		t.Fatal("Mul wrote past dst")
+	}
+	return x, dst[:m*w.Rows]
 }

@@ -259,19 +259,8 @@ func TestMulWithGoR16F(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						x := make([]float32, c.m*c.n)
-						for i := range x {
-							x[i] = float32(rng.NormFloat64())
-						}
 						var s Scratch
-						dst := make([]float32, c.m*c.rows+1)
-						dst[len(dst)-1] = 12345
-						if err := k.Mul(pool, &s, dst[:c.m*c.rows], w, x, c.m); err != nil {
-							t.Fatal(err)
-						}
-						if dst[len(dst)-1] != 12345 {
-							t.Fatal("Mul wrote past dst")
-						}
+						x, dst := mulRandom(t, k, pool, &s, w, rng, c.m)
 						arb := c.n * ft.size
 						a := make([]byte, c.m*arb)
 						k.convert(x, a)

@@ -191,19 +191,8 @@ func TestMulWithGoTileF(t *testing.T) {
 						wd = append(wd, floatRow(rng, ft.t, c.n)...)
 					}
 					w := Weights{Type: ft.t, Rows: c.rows, Cols: c.n, Data: wd}
-					x := make([]float32, c.m*c.n)
-					for i := range x {
-						x[i] = float32(rng.NormFloat64())
-					}
 					var s Scratch
-					dst := make([]float32, c.m*c.rows+1)
-					dst[len(dst)-1] = 12345
-					if err := k.Mul(pool, &s, dst[:c.m*c.rows], w, x, c.m); err != nil {
-						t.Fatal(err)
-					}
-					if dst[len(dst)-1] != 12345 {
-						t.Fatal("Mul wrote past dst")
-					}
+					x, dst := mulRandom(t, &k, pool, &s, w, rng, c.m)
 					if len(s.st.af) == 0 {
 						t.Fatal("Mul did not take the tile path")
 					}
