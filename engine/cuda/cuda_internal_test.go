@@ -448,7 +448,7 @@ func TestAttendKernels(t *testing.T) {
 	be := testBackend(t)
 	rng := rand.New(rand.NewSource(11))
 	for _, a := range []graph.Attn{{NHead: 4, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 3, NKV: 3, HK: 128, HV: 80, Scale: 0.09}, {NHead: 2, NKV: 1, HK: 32, HV: 32, Scale: 0.2},
-		{NHead: 2, NKV: 1, HK: 32, HV: 320, Scale: 0.17}} {
+		{NHead: 4, NKV: 1, HK: 256, HV: 256, Scale: 0.0625}, {NHead: 2, NKV: 1, HK: 32, HV: 320, Scale: 0.17}} {
 		for _, ctx := range []int{150, 8300} {
 			if ctx > 150 && a.HV > attnMaxHV {
 				continue // k_attend: one block per row, no splits to combine

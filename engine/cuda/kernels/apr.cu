@@ -227,15 +227,26 @@ template <class F> __device__ __forceinline__ void tc_split(F &f, F &small) {
 // mmt: the tiled product of a prompt (ntok > 1 rows of X). A block of 128
 // threads computes a tile of MM_BM weight rows × MM_BN tokens: per stage of
 // MM_BK 32-value chunks, each thread dequantizes one row's chunk into shared
-// memory (once for all MM_BN tokens) and all threads stage the tokens'
-// values; then warp w multiplies tokens 32·(w/2)… by rows 32·(w%2)… in 3xTF32
-// on the tensor cores (2×2 fragments of 16×16). The tile leaves through
-// shared memory, a row of tokens at a time. Grid: (ceil(nrows/MM_BM),
-// ceil(ntok/MM_BN), splits).
+// memory (once for all MM_BN tokens) and loads its share of the tokens'
+// values (all its loads issued before the first store); then warp w
+// multiplies tokens 32·(w/2)… by rows 32·(w%2)… in 3xTF32 on the tensor
+// cores (2×2 fragments of 16×16). The tile leaves through shared memory, a
+// row of tokens at a time. Grid: (ceil(nrows/MM_BM), ceil(ntok/MM_BN),
+// splits).
+// __launch_bounds__(128, MM_MINB): registers for three blocks per
+// multiprocessor. With it, the batched loads and mmSplits' four blocks per
+// multiprocessor, pp512 measured 24.8k vs 23.7k tok/s (qwen2.5-0.5b Q4_K)
+// and 16.5k vs 15.3k (qwen3.5-0.8b Q4_K) against the kernel before (H100,
+// one run, medians of 5). Tried and slower there: each value's TF32 parts
+// split once into shared memory (twice the fragment loads: 22.3k), and the
+// stage's raw weight bytes staged with coalesced loads in flight during the
+// products, dequantized from shared memory (22.3k; 18.4k at four blocks).
 #define MM_BM 64
 #define MM_BN 64
 #define MM_BK 2
 #define MM_LD (32 * MM_BK + 4) // a staged row: a multiple of 4 floats, rows 16 apart 32-byte aligned
+#define MM_XV (MM_BN * 8 * MM_BK / 128) // float4s of X per thread per stage
+#define MM_MINB 3 // blocks resident per multiprocessor the registers must leave room for
 template <class T>
 __device__ __forceinline__ void deq_chunk(const u8 *wr, int cc, int cols, float *v) {
   const int CPB = T::QK / 32;
@@ -291,8 +302,13 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
         d[j] = f;
       }
     }
+    // This thread's share of the stage's token values: every load issued,
+    // then every store.
     int lim = cols < 32 * cend ? cols : 32 * cend; // the columns this stage may read
-    for (int i = tid; i < MM_BN * 8 * MM_BK; i += blockDim.x) {
+    float4 xv[MM_XV];
+#pragma unroll
+    for (int u = 0; u < MM_XV; u++) {
+      int i = tid + 128 * u;
       int t = i / (8 * MM_BK), q = i % (8 * MM_BK), col = 32 * c + 4 * q;
       float4 x = {0.f, 0.f, 0.f, 0.f};
       if (t0 + t < ntok) {
@@ -306,7 +322,12 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
           x.w = col + 3 < lim ? xr[3] : 0.f;
         }
       }
-      *(float4 *)&Xs[t * MM_LD + 4 * q] = x;
+      xv[u] = x;
+    }
+#pragma unroll
+    for (int u = 0; u < MM_XV; u++) {
+      int i = tid + 128 * u;
+      *(float4 *)&Xs[(i / (8 * MM_BK)) * MM_LD + 4 * (i % (8 * MM_BK))] = xv[u];
     }
     __syncthreads();
 #pragma unroll 2
@@ -647,7 +668,7 @@ __device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, int co
     mv_body<N>(W, rb, nc, cols, X, Y, nr, tpr, bias, res, W1, Y1, nr1, bias1, W2, Y2, nr2, bias2, nw, eps, nout, \
                nflags, glu);                                                                                   \
   }                                                                                                            \
-  extern "C" __global__ void __launch_bounds__(128)                                                            \
+  extern "C" __global__ void __launch_bounds__(128, MM_MINB)                                                   \
       mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt,  \
              float *P) {                                                                                       \
     pdl();                                                                                                     \

@@ -18,8 +18,13 @@ fi
 sum="$(cd "$here" && for f in $(ls *.cu *.cuh | LC_ALL=C sort); do printf '%s\n' "$f"; cat "$f"; done | sha256sum | cut -d' ' -f1)"
 tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
-nvcc -ptx -arch=sm_90 -O3 -fmad=false -o "$tmp" "$here/apr.cu"
+# The two compilations run side by side (each is one nvcc process).
+nvcc -ptx -arch=sm_90 -O3 -fmad=false -o "$tmp" "$here/apr.cu" &
+ptx=$!
+nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' -O3 -fmad=false -o "$fat" "$here/apr.cu" &
+fb=$!
+wait $ptx
+wait $fb
 { printf '// apr-kernels sources-sha256 %s\n' "$sum"; cat "$tmp"; } >"$out"
-nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' -O3 -fmad=false -o "$fat" "$here/apr.cu"
 printf 'apr-kernels sources-sha256 %s\n' "$sum" >"$fat.sum"
 echo "wrote $out, $fat (sources $sum)" >&2
