@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -92,11 +93,46 @@ func runSynth(env *Env, opts synthOptions) error {
 			"type": t.String(), "seed": opts.Seed, "parameters": res.Params, "fallbacks": fallbacks})
 	}
 	fmt.Fprintf(env.Stderr, "wrote %s (%s %s, %s, seed %d, %d parameters)\n", opts.Out, p.Arch, p.Name, t, opts.Seed, res.Params)
-	if len(fallbacks) > 0 {
-		fmt.Fprintf(env.Stderr, "%d matrices could not be written as %s and use llama.cpp's substitute:\n", len(fallbacks), t)
-		for _, f := range fallbacks {
-			fmt.Fprintf(env.Stderr, "  %s\n", f)
+	if len(res.Fallbacks) > 0 {
+		fmt.Fprintf(env.Stderr, "%d matrices could not be written as %s and use llama.cpp's substitute (--json lists each):\n", len(res.Fallbacks), t)
+		for _, line := range fallbackSummary(res.Fallbacks) {
+			fmt.Fprintf(env.Stderr, "  %s\n", line)
 		}
 	}
 	return nil
+}
+
+// fallbackSummary is a line per row width and substitute, naming the first
+// two matrices and the last: a 0.5B model's 145 substitutions are one line,
+// not 145 (the --json document keeps every one).
+func fallbackSummary(fs []synth.Fallback) []string {
+	type group struct {
+		f     synth.Fallback
+		names []string
+	}
+	var groups []*group
+	byKey := map[[2]int]*group{}
+	for _, f := range fs {
+		k := [2]int{f.RowWidth, int(f.Used)}
+		g := byKey[k]
+		if g == nil {
+			g = &group{f: f}
+			byKey[k] = g
+			groups = append(groups, g)
+		}
+		g.names = append(g.names, f.Tensor)
+	}
+	lines := make([]string, len(groups))
+	for i, g := range groups {
+		names := strings.Join(g.names, ", ")
+		if n := len(g.names); n > 3 {
+			names = strings.Join(g.names[:2], ", ") + ", …, " + g.names[n-1]
+		}
+		block := ""
+		if info, err := quant.Lookup(g.f.Asked); err == nil {
+			block = fmt.Sprintf(" of %d", info.BlockSize)
+		}
+		lines[i] = fmt.Sprintf("%d written as %s: rows of %d are not a multiple of %s's block%s (%s)", len(g.names), g.f.Used, g.f.RowWidth, g.f.Asked, block, names)
+	}
+	return lines
 }
