@@ -830,9 +830,9 @@ const mmBM, mmBN, mmBK = 64, 64, 2
 
 // mmSplits is how many parts the prompt product's chunks are split into
 // (grid.z; k_sumk adds the parts): enough for about four blocks per
-// multiprocessor (three are resident at a time: apr.cu's MM_MINB) when the
-// tiles alone are fewer, each part at least four stages, at most 8. (Eight
-// per multiprocessor, the rule before MM_MINB, spent more in k_sumk.)
+// multiprocessor (at least three are resident at a time: apr.cu's MM_MINB)
+// when the tiles alone are fewer, each part at least four stages, at most 8.
+// (Eight per multiprocessor, the rule before MM_MINB, spent more in k_sumk.)
 func mmSplits(tiles, nchunk, sms int) int {
 	want := (4*max(sms, 1) + tiles - 1) / tiles
 	return max(1, min(want, 8, nchunk/(4*mmBK)))

@@ -23,8 +23,11 @@ nvcc -ptx -arch=sm_90 -O3 -fmad=false -o "$tmp" "$here/apr.cu" &
 ptx=$!
 nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' -O3 -fmad=false -o "$fat" "$here/apr.cu" &
 fb=$!
-wait $ptx
-wait $fb
+# Both are waited for before a failure exits, so that neither is left running.
+rc=0
+wait $ptx || rc=$?
+wait $fb || rc=$?
+[ $rc -eq 0 ] || exit $rc
 { printf '// apr-kernels sources-sha256 %s\n' "$sum"; cat "$tmp"; } >"$out"
 printf 'apr-kernels sources-sha256 %s\n' "$sum" >"$fat.sum"
 echo "wrote $out, $fat (sources $sum)" >&2
