@@ -62,6 +62,7 @@ type backend struct {
 	prof      *profiler     // APR_CUDA_PROFILE=1
 	steps     *stepProfiler // APR_CUDA_PROFILE=steps
 	noFuse    bool          // APR_CUDA_FUSE=0
+	noAttg    bool          // APR_CUDA_ATTG=0: decode rows take k_attn
 	early     bool          // launch a tape's kernels early (PDL; APR_CUDA_EARLY=0: off)
 	ropeTheta ropeTheta     // Rope's thetaScale for the last base and rotated width
 	earlyN    int           // kernels launched early (directly or into a captured graph)
@@ -110,6 +111,31 @@ func (be *backend) ensureZero(a *devArea, n uint64) error {
 // The split attention's positions per block and widest value head
 // (ATT_L, ATT_HV in apr.cu).
 const attnL, attnMaxHV = 64, 256
+
+// The grouped decode attention (k_attg<HC> in apr.cu): AG_L positions
+// per split, AG_T threads, and its limits AG_MAXG heads per group, AG_QS
+// query values and AG_AS value columns of a group, AG_WS weights (heads ×
+// splits) in its combine.
+const attgL, attgThreads, attgMaxG, attgQS, attgAS, attgWS = 64, 256, 8, 2048, 1024, 4096
+
+// attgKernel is the k_attg instance for n query rows of a over a context
+// sized ctxCap, if it takes them: one row (a decode step), unless
+// APR_CUDA_ATTG=0, within its limits.
+func (be *backend) attgKernel(n int, a graph.Attn, ctxCap int) (string, bool) {
+	g := a.NHead / a.NKV
+	if be.noAttg || n != 1 || g > attgMaxG || g*a.HK > attgQS || g*a.HV > attgAS || a.HK%4 != 0 || a.HV%4 != 0 || g*(ctxCap/attgL) > attgWS {
+		return "", false
+	}
+	switch {
+	case a.HV <= 32:
+		return "k_attg1", true
+	case a.HV <= 64:
+		return "k_attg2", true
+	case a.HV <= 128:
+		return "k_attg4", true
+	}
+	return "k_attg8", a.HV <= 256
+}
 
 // k_flash's tile (apr.cu FL_Q query rows × FL_K positions) and widest head
 // (FL_HV): wider heads take k_attn.
@@ -1470,6 +1496,21 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 			// rows and head.
 			return be.launch(flashKernel(a.HK, a.HV), cu.Dim{X: uint32((n + flashQ - 1) / flashQ), Y: uint32(a.NHead)}, cu.Dim{X: 128}, uint32(flashSmem(a.HK, a.HV)),
 				ob.p, ob.stride, qb.p, qb.stride, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, n)
+		}
+		if name, ok := be.attgKernel(n, a, ctxCap); ok {
+			// A decode row: a block per KV group and split (k_attg), all
+			// the group's heads together, combined by the group's last.
+			// PA (each split's and head's a, 16-byte aligned), then PM.
+			nsplit := ctxCap / attgL
+			pa := uint64(4 * a.NHead * nsplit * a.HV)
+			if err := be.ensure(&be.attnP, pa+uint64(8*a.NHead*nsplit)); err != nil {
+				return err
+			}
+			if err := be.ensureZero(&be.attnCnt, uint64(4*max(a.NKV, n*a.NHead))); err != nil {
+				return err
+			}
+			return be.launch(name, cu.Dim{X: uint32(a.NKV), Y: uint32(nsplit)}, cu.Dim{X: attgThreads}, 0, ob.p, qb.p,
+				c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnP.p+cu.Ptr(pa), be.attnP.p, be.attnCnt.p)
 		}
 		if a.HV <= attnMaxHV {
 			// Split over positions (k_attn): ctxCap/attnL blocks per query

@@ -456,12 +456,32 @@ func TestAttendKernels(t *testing.T) {
 			testAttend(t, be, rng, a, ctx)
 		}
 	}
+	// The grouped decode kernel (k_attg) for query groups of 7 (qwen2.5's
+	// 14 heads over 2) and 8, and again with it off (k_attn takes the
+	// decode rows), so that both kernels are checked.
+	for _, a := range []graph.Attn{{NHead: 14, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 16, NKV: 2, HK: 128, HV: 128, Scale: 0.088}} {
+		for _, ctx := range []int{150, 8300} {
+			testAttend(t, be, rng, a, ctx)
+		}
+	}
+	be.noAttg = true
+	defer func() { be.noAttg = false }()
+	for _, a := range []graph.Attn{{NHead: 4, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 4, NKV: 1, HK: 256, HV: 256, Scale: 0.0625}} {
+		testAttend(t, be, rng, a, 8300)
+	}
 }
 
 // testAttend is one TestAttendKernels case: a cache of ctx positions;
 // prompt pieces of 5 and 40 rows only for the short one.
 func testAttend(t *testing.T, be *backend, rng *rand.Rand, a graph.Attn, ctx int) {
-	t.Run(fmt.Sprintf("hv%d/ctx%d", a.HV, ctx), func(t *testing.T) {
+	kernel := "k_attn"
+	if a.HV > attnMaxHV {
+		kernel = "k_attend"
+	}
+	if name, ok := be.attgKernel(1, a, (ctx+255)&^255); ok {
+		kernel = name
+	}
+	t.Run(fmt.Sprintf("heads%d-%d/hv%d/ctx%d/%s", a.NHead, a.NKV, a.HV, ctx, kernel), func(t *testing.T) {
 		kv, err := be.NewKV(ctx, a)
 		if err != nil {
 			t.Fatal(err)

@@ -22,6 +22,11 @@ const EnvFuse = "APR_CUDA_FUSE"
 // (TestEarlyLaunch runs both).
 const EnvEarly = "APR_CUDA_EARLY"
 
+// EnvAttg set to "0" sends a decode row's attention to the per-head split
+// kernel (k_attn) instead of the per-group one (k_attg): for bisecting and
+// for measuring one against the other (TestAttendKernels checks both).
+const EnvAttg = "APR_CUDA_ATTG"
+
 // maxKernelArgs is the most arguments a kernel of apr.cu takes (k_rope: 28).
 const maxKernelArgs = 32
 

@@ -1286,6 +1286,222 @@ extern "C" __global__ void __launch_bounds__(128)
   if (tid == 0) cnt[blockIdx.x] = 0;
 }
 
+// k_attg: one decode row's attention, a block per KV group and split of
+// AG_L positions (grid (nkv, splits)), for all G = nhead/nkv query heads of
+// the group at once, so that each key and value row is read once per
+// block, not once per head as k_attn does. Block: AG_T threads. Scores:
+// four threads per position, each a quarter of the key's float4s against
+// every head's query (staged in shared memory), the quarters added in
+// order; weights e = exp(s − m_h) per head (warp h: max, then the sum in
+// double); values: warp w takes positions w, w + 8, …, lane the columns
+// lane, lane + 32, …, for every head; the warps' sums added in warp order.
+// One split: out = a/l. Otherwise each block writes its heads' m, l (PM)
+// and a (PA, 16-byte aligned rows of hv) and the last of the group to
+// finish (cnt[g]) combines them: M = max m_s, out = Σ_s e^(m_s−M)·a_s /
+// Σ_s e^(m_s−M)·l_s, the weights e^(m_s−M) kept in shared memory, the
+// a_s read as float4s over (part, column) threads, the parts added in
+// order. The host takes it for G ≤ AG_MAXG, G·hk ≤ AG_QS, G·hv ≤ AG_AS,
+// hk and hv multiples of 4 and G·splits ≤ AG_WS.
+#define AG_L 64
+#define AG_T 256
+#define AG_MAXG 8
+#define AG_QS 2048
+#define AG_AS 1024
+#define AG_WS (AG_T / 32 / 2 * AG_AS) // the combine's weights (G·splits), in red's first half
+__device__ __forceinline__ float4 ld_l2x4(const float *p) {
+#if !defined(APR_HOST) && defined(__CUDA_ARCH__)
+  float4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+#else
+  const volatile float *q = (const volatile float *)p;
+  float4 v;
+  v.x = q[0], v.y = q[1], v.z = q[2], v.w = q[3];
+  return v;
+#endif
+}
+template <int HVC> // 32·HVC ≥ hv: each lane's value columns
+__device__ void attg_body(float *out, const float *q, const float *K, const float *V, const int *pos0p, int nhead,
+                          int nkv, int hk, int hv, float scale, float *PM, float *PA, unsigned *cnt) {
+  pdl();
+  __shared__ __align__(16) float qs[AG_QS];
+  __shared__ float sc[AG_MAXG][AG_L];
+  __shared__ __align__(16) float red[AG_T / 32][AG_AS];
+  __shared__ double hl[AG_MAXG];
+  __shared__ float hm[AG_MAXG];
+  __shared__ int last;
+  int pos0 = *pos0p;
+  int g = blockIdx.x, s = blockIdx.y, G = nhead / nkv, h0 = g * G;
+  int np = pos0 + 1, j0 = s * AG_L;
+  if (j0 >= np) return;
+  int nsplit = (np + AG_L - 1) / AG_L;
+  int n = np - j0 < AG_L ? np - j0 : AG_L;
+  int kdim = nkv * hk, vdim = nkv * hv;
+  int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  for (int i = tid; i < G * hk; i += AG_T) qs[i] = q[(long long)h0 * hk + i];
+  __syncthreads();
+  // Scores: thread (p, sub) takes float4s sub, sub + 4, … of key p.
+  {
+    int p = tid >> 2, sub = tid & 3, h4 = hk >> 2;
+    float acc[AG_MAXG];
+#pragma unroll
+    for (int h = 0; h < AG_MAXG; h++) acc[h] = 0.f;
+    if (p < n) {
+      const float4 *k4 = (const float4 *)(K + (long long)(j0 + p) * kdim + (long long)g * hk);
+      const float4 *q4 = (const float4 *)qs;
+#pragma unroll 4
+      for (int f = sub; f < h4; f += 4) {
+        float4 kv = k4[f];
+#pragma unroll
+        for (int h = 0; h < AG_MAXG; h++) {
+          if (h < G) {
+            float4 qv = q4[h * h4 + f];
+            acc[h] = __fmaf_rn(qv.x, kv.x, acc[h]);
+            acc[h] = __fmaf_rn(qv.y, kv.y, acc[h]);
+            acc[h] = __fmaf_rn(qv.z, kv.z, acc[h]);
+            acc[h] = __fmaf_rn(qv.w, kv.w, acc[h]);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < AG_MAXG; h++)
+      if (h < G) (&red[0][0])[(h * AG_L + p) * 4 + sub] = acc[h];
+  }
+  __syncthreads();
+  for (int i = tid; i < G * AG_L; i += AG_T) {
+    int h = i / AG_L, p = i % AG_L;
+    const float *r = &red[0][0] + i * 4;
+    sc[h][p] = p < n ? (((r[0] + r[1]) + r[2]) + r[3]) * scale : -INFINITY;
+  }
+  __syncthreads();
+  // Weights: warp h (every warp reduces, as the emulator needs; warps
+  // past G discard theirs).
+  {
+    int h = w < G ? w : 0;
+    float v0 = sc[h][lane], v1 = sc[h][lane + 32];
+    float m = warp_max(fmaxf(v0, v1));
+    float e0 = lane < n ? expf(v0 - m) : 0.f, e1 = lane + 32 < n ? expf(v1 - m) : 0.f;
+    double l = warp_sumd((double)e0 + (double)e1);
+    __syncthreads();
+    if (w < G) {
+      sc[h][lane] = e0, sc[h][lane + 32] = e1;
+      if (lane == 0) hm[h] = m, hl[h] = l;
+    }
+  }
+  __syncthreads();
+  // Values: warp w takes positions w, w + 8, …
+  float a[AG_MAXG][HVC];
+#pragma unroll
+  for (int h = 0; h < AG_MAXG; h++)
+#pragma unroll
+    for (int i = 0; i < HVC; i++) a[h][i] = 0.f;
+#pragma unroll
+  for (int u = 0; u < AG_L / (AG_T / 32); u++) {
+    int t = w + (AG_T / 32) * u;
+    if (t < n) {
+      const float *vj = V + (long long)(j0 + t) * vdim + (long long)g * hv;
+      float v[HVC];
+#pragma unroll
+      for (int i = 0; i < HVC; i++) v[i] = lane + 32 * i < hv ? vj[lane + 32 * i] : 0.f;
+#pragma unroll
+      for (int h = 0; h < AG_MAXG; h++) {
+        if (h < G) {
+          float e = sc[h][t];
+#pragma unroll
+          for (int i = 0; i < HVC; i++) a[h][i] = __fmaf_rn(e, v[i], a[h][i]);
+        }
+      }
+    }
+  }
+  __syncthreads(); // red's scores are read
+#pragma unroll
+  for (int h = 0; h < AG_MAXG; h++)
+#pragma unroll
+    for (int i = 0; i < HVC; i++)
+      if (h < G && lane + 32 * i < hv) red[w][h * hv + lane + 32 * i] = a[h][i];
+  __syncthreads();
+  long long rec = (long long)(g * gridDim.y + s) * G; // this split's first head record
+  for (int i = tid; i < G * hv; i += AG_T) {
+    float acc = red[0][i];
+#pragma unroll
+    for (int k = 1; k < AG_T / 32; k++) acc += red[k][i];
+    int h = i / hv, c = i % hv;
+    if (nsplit == 1)
+      out[(long long)(h0 + h) * hv + c] = acc * (float)(1.0 / hl[h]);
+    else
+      PA[(rec + h) * hv + c] = acc;
+  }
+  if (nsplit == 1) return;
+  if (tid < G) PM[2 * (rec + tid)] = hm[tid], PM[2 * (rec + tid) + 1] = (float)hl[tid];
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(&cnt[g], 1u) == (unsigned)(nsplit - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  // The combine. Warp h: M_h, L_h and the weights e^(m_s−M_h) (wt, in red).
+  float *wt = &red[0][0];
+  long long base = (long long)g * gridDim.y * G;
+  {
+    int h = w < G ? w : 0;
+    float m = -INFINITY;
+    for (int k = lane; k < nsplit; k += 32) m = fmaxf(m, ld_l2(PM + 2 * (base + (long long)k * G + h)));
+    float M = warp_max(m);
+    double L = 0;
+    for (int k = lane; k < nsplit; k += 32) {
+      const float *r = PM + 2 * (base + (long long)k * G + h);
+      float e = expf(ld_l2(r) - M);
+      if (w < G) wt[h * nsplit + k] = e;
+      L += (double)ld_l2(r + 1) * (double)e;
+    }
+    L = warp_sumd(L);
+    if (w < G && lane == 0) hl[h] = L;
+  }
+  __syncthreads();
+  // out[h][c..c+3] by (part, float4 column) threads, part taking every
+  // parts-th split in order.
+  int f4 = G * hv / 4, parts = AG_T / f4 < 1 ? 1 : (AG_T / f4 > 8 ? 8 : AG_T / f4);
+  float4 *racc = (float4 *)&red[AG_T / 32 / 2][0]; // past wt (≤ AG_WS floats)
+  for (int i = tid; i < f4 * parts; i += AG_T) {
+    int part = i / f4, f = i % f4, h = (4 * f) / hv;
+    float4 acc = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 8
+    for (int k = part; k < nsplit; k += parts) {
+      float e = wt[h * nsplit + k];
+      float4 v = ld_l2x4(PA + (base + (long long)k * G) * hv + 4 * f);
+      acc.x = __fmaf_rn(e, v.x, acc.x);
+      acc.y = __fmaf_rn(e, v.y, acc.y);
+      acc.z = __fmaf_rn(e, v.z, acc.z);
+      acc.w = __fmaf_rn(e, v.w, acc.w);
+    }
+    racc[part * f4 + f] = acc;
+  }
+  __syncthreads();
+  for (int f = tid; f < f4; f += AG_T) {
+    float4 acc = racc[f];
+    for (int k = 1; k < parts; k++) {
+      float4 b = racc[k * f4 + f];
+      acc.x += b.x, acc.y += b.y, acc.z += b.z, acc.w += b.w;
+    }
+    int h = (4 * f) / hv;
+    float inv = (float)(1.0 / hl[h]);
+    float *o = out + (long long)h0 * hv + 4 * f;
+    o[0] = acc.x * inv, o[1] = acc.y * inv, o[2] = acc.z * inv, o[3] = acc.w * inv;
+  }
+  if (tid == 0) cnt[g] = 0;
+}
+#define ATTG(HC)                                                                                               \
+  extern "C" __global__ void __launch_bounds__(AG_T)                                                          \
+      k_attg##HC(float *out, const float *q, const float *K, const float *V, const int *pos0p, int nhead, int nkv, \
+                 int hk, int hv, float scale, float *PM, float *PA, unsigned *cnt) {                           \
+    attg_body<HC>(out, q, K, V, pos0p, nhead, nkv, hk, hv, scale, PM, PA, cnt);                               \
+  }
+ATTG(1)
+ATTG(2)
+ATTG(4)
+ATTG(8)
+
 // k_stream reads n 16-byte words (apr bench --stream on the device: the
 // read bandwidth a decode step is bound by); the sum goes to sink so that
 // the loads stay.
