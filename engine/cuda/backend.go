@@ -1205,12 +1205,47 @@ func (be *backend) Deinterleave(src graph.Buf, width int, dst ...graph.Buf) {
 
 func (be *backend) Sigmoid(x graph.Buf) {
 	b := asBuf(x)
-	be.launch1("k_sigmoid", b.rows*b.cols, b.p, b.stride, b.rows, b.cols)
+	if b.rows*b.cols == 0 {
+		return
+	}
+	be.do(func() error {
+		err := be.launch("k_sigmoid", grid1(b.rows*b.cols), cu.Dim{X: 256}, 0, b.p, b.stride, b.rows, b.cols)
+		if err == nil {
+			be.tape[len(be.tape)-1].kind = kindSigm
+		}
+		return err
+	})
 }
 
 func (be *backend) SiLU(x graph.Buf) {
 	b := asBuf(x)
-	be.launch1("k_silu", b.rows*b.cols, b.p, b.stride, b.rows, b.cols)
+	if b.rows*b.cols == 0 {
+		return
+	}
+	be.do(func() error {
+		if be.fuseSiLU(b) {
+			return nil
+		}
+		return be.launch("k_silu", grid1(b.rows*b.cols), cu.Dim{X: 256}, 0, b.p, b.stride, b.rows, b.cols)
+	})
+}
+
+// fuseSiLU folds a SiLU of the rows the convolution just before it on the
+// tape wrote (all of them, nothing else) into it (k_conv's silu_);
+// inside do.
+func (be *backend) fuseSiLU(b *buf) bool {
+	if !be.fusing() || len(be.tape) == 0 {
+		return false
+	}
+	op := &be.tape[len(be.tape)-1]
+	if op.kind != kindConv || cu.Ptr(op.args[convOut]) != b.p || int(int32(op.args[convOS])) != b.stride ||
+		int(int32(op.args[convN])) != b.rows || int(int32(op.args[convCh])) != b.cols || op.args[convSiLU] != 0 {
+		return false
+	}
+	op.args[convSiLU] = u32(1)
+	op.kind = 0
+	be.fused++
+	return true
 }
 
 func (be *backend) MulSigmoid(x, gate graph.Buf) {
@@ -1224,7 +1259,25 @@ func (be *backend) SoftplusMul(g graph.Buf, bias, a graph.Weight) {
 	if vecLen(bias) != b.cols || vecLen(a) != b.cols {
 		panic(fmt.Sprintf("cuda: SoftplusMul of %d columns with %d biases and %d factors", b.cols, vecLen(bias), vecLen(a)))
 	}
-	be.launch1("k_softplusmul", b.rows*b.cols, b.p, b.stride, vecPtr(bias), vecPtr(a), b.rows, b.cols)
+	if b.rows*b.cols == 0 {
+		return
+	}
+	be.do(func() error {
+		// A sigmoid just before it on the tape of other rows folds in
+		// (qwen35's beta and g): one launch, each value's arithmetic as
+		// the two kernels do it.
+		if be.fusing() && len(be.tape) > 0 {
+			op := &be.tape[len(be.tape)-1]
+			sp, sr, sc := cu.Ptr(op.args[sigmD]), int(int32(op.args[sigmRows])), int(int32(op.args[sigmCols]))
+			if op.kind == kindSigm && sr == b.rows && !overlap(sp, (sr-1)*int(int32(op.args[sigmDS]))+sc, b.p, (b.rows-1)*b.stride+b.cols) {
+				sgs := int(int32(op.args[sigmDS]))
+				be.tape = be.tape[:len(be.tape)-1]
+				be.fused++
+				return be.launch("k_softplusmul", grid1(b.rows*(b.cols+sc)), cu.Dim{X: 256}, 0, b.p, b.stride, vecPtr(bias), vecPtr(a), b.rows, b.cols, sp, sgs, sc)
+			}
+		}
+		return be.launch("k_softplusmul", grid1(b.rows*b.cols), cu.Dim{X: 256}, 0, b.p, b.stride, vecPtr(bias), vecPtr(a), b.rows, b.cols, cu.Ptr(0), 0, 0)
+	})
 }
 
 func (be *backend) L2Norm(x graph.Buf, group int, eps float32) {
@@ -1558,8 +1611,12 @@ func (be *backend) Conv(out, x, state graph.Buf, w graph.Weight) {
 		stride = ch
 	}
 	be.do(func() error {
-		return be.launch("k_conv", cu.Dim{X: uint32((ch + 31) / 32)}, cu.Dim{X: 256}, 0, ob.p, ob.stride, xb.p, xb.stride,
-			sb.p, stride, vecPtr(w), xb.rows, ch, K)
+		err := be.launch("k_conv", cu.Dim{X: uint32((ch + 31) / 32)}, cu.Dim{X: 256}, 0, ob.p, ob.stride, xb.p, xb.stride,
+			sb.p, stride, vecPtr(w), xb.rows, ch, K, 0)
+		if err == nil {
+			be.tape[len(be.tape)-1].kind = kindConv
+		}
+		return err
 	})
 }
 

@@ -47,6 +47,18 @@ const (
 	kindMV   = 1 // a one-token product (mv_<type>)
 	kindNorm = 2 // an RMSNorm of one row in one group (k_rmsnorm)
 	kindRope = 3 // a rotation (k_rope)
+	kindConv = 4 // a convolution (k_conv): a SiLU of its output folds in
+	kindSigm = 5 // a sigmoid (k_sigmoid): folds into the SoftplusMul after it
+)
+
+// k_conv's arguments.
+const (
+	convOut, convOS, convN, convCh, convSiLU = 0, 1, 7, 8, 10
+)
+
+// k_sigmoid's arguments.
+const (
+	sigmD, sigmDS, sigmRows, sigmCols = 0, 1, 2, 3
 )
 
 // The one-token product's arguments (mv_<type> in apr.cu).

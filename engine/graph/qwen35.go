@@ -129,8 +129,9 @@ func (st *q35DeltaState) Forward(c *Ctx, x, out Buf) error {
 	qs := b.View(conv, 0, c.N, 0, d.kd)
 	ks := b.View(conv, 0, c.N, d.kd, 2*d.kd)
 	vs := b.View(conv, 0, c.N, 2*d.kd, d.nCh)
-	b.L2Norm(qs, d.hk, d.eps)
-	b.L2Norm(ks, d.hk, d.eps)
+	// q and k are adjacent heads of hk values: one L2Norm over both (one
+	// launch, not two, on a device; the same groups and arithmetic).
+	b.L2Norm(b.View(conv, 0, c.N, 0, 2*d.kd), d.hk, d.eps)
 	o := c.Buf("dn.o", d.vd)
 	b.DeltaRule(o, qs, ks, vs, g, beta, st.state, d.hk)
 	c.Emit(model.OpQ35Delta, o)

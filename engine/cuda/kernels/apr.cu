@@ -743,9 +743,19 @@ extern "C" __global__ void k_mulsigmoid(float *d, int ds, const float *g, int gs
   pdl();
   EACH(rows, cols) { d[(i / cols) * ds + i % cols] *= sigm(g[(i / cols) * gs + i % cols]); }
 }
-extern "C" __global__ void k_softplusmul(float *d, int ds, const float *bias, const float *a, int rows, int cols) {
+// k_softplusmul: d = softplus(d + bias)·a; with sg, also sg = sigmoid(sg)
+// over its rows × sgcols (a Sigmoid folded in: backend.go, SoftplusMul),
+// work items past rows·cols.
+extern "C" __global__ void k_softplusmul(float *d, int ds, const float *bias, const float *a, int rows, int cols,
+                                         float *sg, int sgs, int sgcols) {
   pdl();
-  EACH(rows, cols) {
+  EACH(rows, cols + sgcols) {
+    if (i >= (long long)rows * cols) {
+      long long j = i - (long long)rows * cols;
+      float *p = sg + (j / sgcols) * sgs + j % sgcols;
+      *p = sigm(*p);
+      continue;
+    }
     float *p = d + (i / cols) * ds + i % cols;
     float u = *p + bias[i % cols];
     float sp = u > 20.f ? u : logf(1.f + expf(u));
@@ -1526,9 +1536,10 @@ extern "C" __global__ void k_stream(const u32x4 *p, long long n, u32 *sink) {
 // inputs and the n new ones; the state keeps the last K−1. Block: 32
 // channels (lanes) × 8 token slots (warps); warp y takes tokens y, y+8, …,
 // each output Σ_i x(t−K+1+i)·w_i in i order (x(τ) for τ < 0 from the
-// state), then warp 0 shifts the state (K ≤ 16).
+// state), then warp 0 shifts the state (K ≤ 16). silu ≠ 0: each output is
+// silu(s) (a SiLU folded in: backend.go, SiLU).
 extern "C" __global__ void __launch_bounds__(256) k_conv(float *out, int os, const float *x, int xs, float *st, int ss,
-                                                         const float *w, int n, int ch, int K) {
+                                                         const float *w, int n, int ch, int K, int silu_) {
   pdl();
   int c = blockIdx.x * 32 + (threadIdx.x & 31), y = threadIdx.x >> 5;
   bool on = c < ch;
@@ -1540,7 +1551,7 @@ extern "C" __global__ void __launch_bounds__(256) k_conv(float *out, int os, con
       float xi = tau >= 0 ? x[(long long)tau * xs + c] : st[(long long)(K - 1 + tau) * ss + c];
       s += xi * wc[i];
     }
-    out[(long long)t * os + c] = s;
+    out[(long long)t * os + c] = silu_ ? silu(s) : s;
   }
   __syncthreads(); // every read of the old state is done
   if (on && y == 0) {
