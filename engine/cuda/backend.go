@@ -738,7 +738,7 @@ func (be *backend) MatMuls(x graph.Buf, dst []graph.Buf, w []graph.Weight) error
 	for i := 0; i < len(ms); {
 		j := i + 1
 		if xb.rows == 1 {
-			for j < len(ms) && j-i < 3 && ms[j].name == ms[i].name && ms[j].rowBytes == ms[i].rowBytes && !be.noFuse {
+			for j < len(ms) && j-i < mvMats && ms[j].name == ms[i].name && ms[j].rowBytes == ms[i].rowBytes && !be.noFuse {
 				j++
 			}
 		}
@@ -791,10 +791,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 		args[mvFlags] = u32(g << 4)
 		blocks := 0
 		for i, mi := range ms {
-			k := mvW + 4*i
-			if i > 0 {
-				k = mvW1 + 4*(i-1)
-			}
+			k := mvKey(i)
 			args[k] = uint64(mi.p)
 			if i == 0 {
 				args[mvY], args[mvNR] = uint64(ds[0].p), u32(mi.rows)
@@ -963,7 +960,7 @@ func mvTouches(op *tapeOp, p cu.Ptr, n int) bool {
 			return true
 		}
 	}
-	for i := 0; i < 3; i++ {
+	for i := 0; i < mvMats; i++ {
 		y, nr := mvSlot(op, i)
 		if y != 0 && overlap(y, nr, p, n) {
 			return true
@@ -980,7 +977,7 @@ func mvSlot(op *tapeOp, i int) (cu.Ptr, int) {
 	if i == 0 {
 		return cu.Ptr(op.args[mvY]), int(op.args[mvNR])
 	}
-	k := mvW1 + 4*(i-1)
+	k := mvKey(i)
 	if op.args[k] == 0 {
 		return 0, 0
 	}
@@ -1006,7 +1003,7 @@ func (be *backend) fuseNorm() {
 	if overlap(src, cols, dst, cols) {
 		return
 	}
-	for i := 0; i < 3; i++ {
+	for i := 0; i < mvMats; i++ {
 		if y, nr := mvSlot(op, i); y != 0 && (overlap(y, nr, src, cols) || overlap(y, nr, dst, cols)) {
 			return
 		}
@@ -1032,14 +1029,14 @@ func (be *backend) fuseBias(d *buf, v cu.Ptr) bool {
 		if op.kind != kindMV {
 			return false
 		}
-		for s := 0; s < 3; s++ {
+		for s := 0; s < mvMats; s++ {
 			y, nr := mvSlot(op, s)
 			if y != d.p || nr != d.cols {
 				continue
 			}
 			b := mvBias
 			if s > 0 {
-				b = mvW1 + 4*(s-1) + 3
+				b = mvKey(s) + 3
 			}
 			if op.args[b] != 0 || op.args[mvRes] != 0 || op.args[mvGLU] != 0 {
 				return false

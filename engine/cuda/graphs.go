@@ -78,8 +78,22 @@ const (
 	mvNOut  = 20
 	mvFlags = 21
 	mvGLU   = 22
-	mvArgs  = 23
+	mvW3    = 23 // the fourth (after the rest: W3, Y3, nr3, bias3)
+	mvArgs  = 27
+	mvMats  = 4 // the most matrices one launch takes
 )
+
+// mvKey is the first argument (W) of matrix i of a one-token product; its
+// output, row count and bias follow.
+func mvKey(i int) int {
+	switch i {
+	case 0:
+		return mvW
+	case 3:
+		return mvW3
+	}
+	return mvW1 + 4*(i-1)
+}
 
 // k_rmsnorm's arguments.
 const (

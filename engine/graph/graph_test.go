@@ -116,7 +116,7 @@ func TestDescriptions(t *testing.T) {
 		{"qwen3-tiny-F16", 0, cat([]string{"RMSNorm", "MatMuls++", "RMSNorm", "RMSNorm", "Rope/neox", "Rope/neox"}, attnTail, dense)},
 		{"qwen3moe-tiny-Q8_0", 0, cat([]string{"RMSNorm", "MatMuls++", "RMSNorm", "RMSNorm", "Rope/neox", "Rope/neox"}, attnTail,
 			[]string{"MatMul", "Softmax", "TopK", "MatMulID", "MatMulID", "SwiGLU", "MatMulID", "WeightedSum", "Add"})},
-		{"qwen35-tiny-F32", 0, cat([]string{"RMSNorm", "MatMuls+++", "Sigmoid", "SoftplusMul", "Conv", "SiLU", "L2Norm", "L2Norm",
+		{"qwen35-tiny-F32", 0, cat([]string{"RMSNorm", "MatMuls+++", "Sigmoid", "SoftplusMul", "Conv", "SiLU", "L2Norm",
 			"DeltaRule", "GatedNorm", "MatMul", "Add", "RMSNorm"}, dense)},
 		{"qwen35-tiny-F32", 3, cat([]string{"RMSNorm", "MatMuls++", "Deinterleave", "RMSNorm", "RMSNorm", "Rope/imrope", "Rope/imrope",
 			"Store", "Attend", "MulSigmoid", "MatMul", "Add", "RMSNorm"}, dense)},

@@ -381,8 +381,9 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
 // One launch serves what a decode step does with one X (backend.go, fuse),
 // each the same float arithmetic the separate kernels do, so that results
 // do not change:
-//   - up to three matrices of one type and width (MatMuls: q, k, v; gate,
-//     up), W1/W2 with their own outputs and row counts (nr1 = 0: none);
+//   - up to four matrices of one type and width (MatMuls: q, k, v; gate,
+//     up; qwen35's qkv, z, beta, alpha), W1/W2/W3 with their own outputs
+//     and row counts (nr1 = 0: none);
 //   - bias (AddVec: y += bias[r]) per matrix, and res (Add: res[r] += y)
 //     for a single matrix;
 //   - the RMSNorm that produced X (nflags & 1): X is then the norm's input
@@ -439,7 +440,7 @@ template <class T>
 __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, float *Y, int nrows,
                         int tpr, const float *bias, float *res, const u8 *W1, float *Y1, int nr1, const float *bias1,
                         const u8 *W2, float *Y2, int nr2, const float *bias2, const float *nw, float eps, float *nout,
-                        int nflags, float *glu) {
+                        int nflags, float *glu, const u8 *W3, float *Y3, int nr3, const float *bias3) {
   __shared__ __align__(16) float xs[MV_TILE * MV_XS];
   __shared__ float xsum[MV_TILE];
   __shared__ float nws[MV_TILE * 32];
@@ -453,6 +454,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
   // blockIdx.x + gridDim.x, …; when x fits one tile (nchunk ≤ MV_TILE) it
   // is staged once for all of them.
   int b0 = (nrows + rpbG - 1) / rpbG, b1 = glu ? 0 : (nr1 + rpbG - 1) / rpbG, b2 = glu ? 0 : (nr2 + rpbG - 1) / rpbG;
+  int b3 = glu ? 0 : (nr3 + rpbG - 1) / rpbG;
   int ntiles = (nchunk + MV_TILE - 1) / MV_TILE;
   bool norm = nflags & 1, staged = false;
   // The slot's rows of weights into L2, then wait for the kernel before
@@ -461,7 +463,9 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
   auto slotRows = [&](int slot, const u8 *&Wm, float *&Ym, const float *&bm, int &nm) {
     int b = slot;
     Wm = W, Ym = Y, bm = bias, nm = nrows;
-    if (b >= b0 + b1) {
+    if (b >= b0 + b1 + b2) {
+      b -= b0 + b1 + b2, Wm = W3, Ym = Y3, bm = bias3, nm = nr3;
+    } else if (b >= b0 + b1) {
       b -= b0 + b1, Wm = W2, Ym = Y2, bm = bias2, nm = nr2;
     } else if (b >= b0) {
       b -= b0, Wm = W1, Ym = Y1, bm = bias1, nm = nr1;
@@ -478,7 +482,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
     prefetch_l2(Wm + (long long)r0 * rowBytes, (long long)n * rowBytes);
     if (glu) prefetch_l2(W1 + (long long)r0 * rowBytes, (long long)n * rowBytes);
   };
-  if (blockIdx.x < b0 + b1 + b2) prefetch(blockIdx.x);
+  if (blockIdx.x < b0 + b1 + b2 + b3) prefetch(blockIdx.x);
   pdl();
   // The norm (nflags & 1): its scale is k_rmsnorm's to the bit (the sum of
   // squares in double, each thread its columns threadIdx.x + 128·k in
@@ -493,7 +497,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
     float mean = (float)(q / cols);
     scale = 1.f / sqrtf(mean + eps);
   }
-  for (int slot = blockIdx.x; slot < b0 + b1 + b2; slot += gridDim.x) {
+  for (int slot = blockIdx.x; slot < b0 + b1 + b2 + b3; slot += gridDim.x) {
     const u8 *Wm;
     float *Ym;
     const float *bm;
@@ -664,9 +668,9 @@ __device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, int co
       mv_##N(const u8 *W, long long rb, int nc, int cols, const float *X, float *Y, int nr, int tpr,          \
              const float *bias, float *res, const u8 *W1, float *Y1, int nr1, const float *bias1, const u8 *W2,    \
              float *Y2, int nr2, const float *bias2, const float *nw, float eps, float *nout, int nflags,          \
-             float *glu) {                                                                                     \
+             float *glu, const u8 *W3, float *Y3, int nr3, const float *bias3) {                               \
     mv_body<N>(W, rb, nc, cols, X, Y, nr, tpr, bias, res, W1, Y1, nr1, bias1, W2, Y2, nr2, bias2, nw, eps, nout, \
-               nflags, glu);                                                                                   \
+               nflags, glu, W3, Y3, nr3, bias3);                                                               \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(128, MM_MINB)                                                   \
       mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt,  \

@@ -103,7 +103,7 @@ static void launchMV(const Shape &s, const u8 *w, int tpr, int G, int cap, float
   s.fn<<<blocks, 128, 0, st>>>(w, rb, nc, s.cols, x, y, s.rows[0], tpr, s.norm && !s.glu ? bias : nullptr,
                                s.res ? res : nullptr, w1, y1, s.nmat > 1 ? s.rows[1] : 0, nullptr, w2, y2,
                                s.nmat > 2 ? s.rows[2] : 0, nullptr, s.norm ? nw : nullptr, 1e-6f, s.norm ? nout : nullptr,
-                               (G << 4) | (s.norm ? 1 : 0), s.glu ? glu : nullptr);
+                               (G << 4) | (s.norm ? 1 : 0), s.glu ? glu : nullptr, nullptr, nullptr, 0, nullptr);
 }
 
 int main(int argc, char **argv) {
