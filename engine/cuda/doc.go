@@ -20,7 +20,9 @@
 // launch) and each waits for the one before it (apr.cu's pdl) before it
 // touches memory. Some ops have more
 // than one kernel, chosen by shape, each tested against the op's math:
-// attention (k_attn for a decode row, k_flash1/2/4 for a prompt's rows,
-// k_attend for heads wider than k_attn's) and the delta rule (k_deltaw2/4/8
+// attention (k_attg1/2/4/8 for a decode row, a block per KV group and
+// split; k_attn with APR_CUDA_ATTG=0, past k_attg's limits, and for prompt
+// rows of heads wider than 128; k_flash1/2/4 for a prompt's rows; k_attend
+// for heads wider than k_attn's) and the delta rule (k_deltaw2/4/8
 // by key-head width, k_delta past 256).
 package cuda
