@@ -53,20 +53,21 @@ type backend struct {
 	// the host data they read (ids, positions, weights) to stage; flush
 	// copies stage to stageDev and runs the tape on stream, as a CUDA
 	// graph when the same tape ran before.
-	stream    cu.Stream
-	tape      []tapeOp
-	stage     []byte
-	stageDev  devArea
-	pending   []cu.Ptr // frees that wait for the tape that may still read them
-	graphs    *graphCache
-	prof      *profiler     // APR_CUDA_PROFILE=1
-	steps     *stepProfiler // APR_CUDA_PROFILE=steps
-	noFuse    bool          // APR_CUDA_FUSE=0
-	noAttg    bool          // APR_CUDA_ATTG=0: decode rows take k_attn
-	early     bool          // launch a tape's kernels early (PDL; APR_CUDA_EARLY=0: off)
-	ropeTheta ropeTheta     // Rope's thetaScale for the last base and rotated width
-	earlyN    int           // kernels launched early (directly or into a captured graph)
-	fused     int           // ops folded into a product (fuseBias, fuseResidual)
+	stream     cu.Stream
+	tape       []tapeOp
+	stage      []byte
+	stageDev   devArea
+	pending    []cu.Ptr // frees that wait for the tape that may still read them
+	graphs     *graphCache
+	prof       *profiler     // APR_CUDA_PROFILE=1
+	steps      *stepProfiler // APR_CUDA_PROFILE=steps
+	noFuse     bool          // APR_CUDA_FUSE=0
+	noAttg     bool          // APR_CUDA_ATTG=0: decode rows take k_attn
+	noAttgRope bool          // APR_CUDA_ATTG=norope: k_attg leaves the rotation and store to k_rope
+	early      bool          // launch a tape's kernels early (PDL; APR_CUDA_EARLY=0: off)
+	ropeTheta  ropeTheta     // Rope's thetaScale for the last base and rotated width
+	earlyN     int           // kernels launched early (directly or into a captured graph)
+	fused      int           // ops folded into a product (fuseBias, fuseResidual)
 }
 
 // devArea is a growable device allocation.
@@ -1427,6 +1428,37 @@ func (be *backend) fuseStore(c *kvCache, kb, vb *buf, pos0 int) bool {
 	return true
 }
 
+// foldRope takes off the tape the k_rope launch just before a decode
+// row's grouped attention when k_attgr can do its work (apr.cu, attg_body):
+// it rotated this attention's query row and, as its second buffer, the
+// row's keys, stored keys and values into this cache at pos0 (fuseRope,
+// fuseStore), with hk as its head width, and out overlaps none of what it
+// read. It returns what k_attgr takes after k_attg's arguments: the keys,
+// the values, then k_rope's parameters but the head width; inside do.
+func (be *backend) foldRope(ob, qb *buf, c *kvCache, pos0 int) ([16]uint64, bool) {
+	var r [16]uint64
+	if !be.fusing() || be.noAttgRope || len(be.tape) == 0 {
+		return r, false
+	}
+	op := &be.tape[len(be.tape)-1]
+	a, i32 := c.a, func(k int) int { return int(int32(op.args[k])) }
+	if op.kind != kindRope || op.pos != pos0 || i32(ropeRows) != 1 || cu.Ptr(op.args[ropeX]) != qb.p || i32(ropeCols) != qb.cols ||
+		i32(ropeHeadDim) != a.HK || op.args[ropeX2] == 0 || i32(ropeCols2) != a.NKV*a.HK ||
+		cu.Ptr(op.args[ropeKc]) != c.k.p || cu.Ptr(op.args[ropeVc]) != c.v.p || i32(ropeVDim) != a.NKV*a.HV {
+		return r, false
+	}
+	for _, in := range [][2]uint64{{op.args[ropeX], op.args[ropeCols]}, {op.args[ropeX2], op.args[ropeCols2]}, {op.args[ropeV], op.args[ropeVDim]}} {
+		if overlap(cu.Ptr(in[0]), int(int32(in[1])), ob.p, ob.cols) {
+			return r, false
+		}
+	}
+	r[0], r[1], r[2], r[3] = op.args[ropeX2], op.args[ropeV], op.args[ropeParams], op.args[ropeNRot]
+	copy(r[4:], op.args[ropeHeadDim+1:ropeX2])
+	be.tape = be.tape[:len(be.tape)-1]
+	be.fused++
+	return r, true
+}
+
 // ---- attention ------------------------------------------------------------------------------
 
 // kvCache is one layer's F32 cache on the device: K [maxCtx][NKV·HK], V
@@ -1559,7 +1591,15 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 			if err := be.ensureZero(&be.attnCnt, uint64(4*max(a.NKV, n*a.NHead))); err != nil {
 				return err
 			}
-			return be.launch(name, cu.Dim{X: uint32(a.NKV), Y: uint32(nsplit)}, cu.Dim{X: attgThreads}, 0, ob.p, qb.p,
+			grid := cu.Dim{X: uint32(a.NKV), Y: uint32(nsplit)}
+			if rope, ok := be.foldRope(ob, qb, c, pos0); ok {
+				// The row's rotation and KV store come along (k_attgr).
+				return be.launch("k_attgr"+name[len("k_attg"):], grid, cu.Dim{X: attgThreads}, 0, ob.p, qb.p,
+					c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnP.p+cu.Ptr(pa), be.attnP.p, be.attnCnt.p,
+					rope[0], rope[1], rope[2], rope[3], rope[4], rope[5], rope[6], rope[7], rope[8], rope[9], rope[10],
+					rope[11], rope[12], rope[13], rope[14], rope[15])
+			}
+			return be.launch(name, grid, cu.Dim{X: attgThreads}, 0, ob.p, qb.p,
 				c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnP.p+cu.Ptr(pa), be.attnP.p, be.attnCnt.p)
 		}
 		if a.HV <= attnMaxHV {

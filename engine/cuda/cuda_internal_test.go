@@ -546,6 +546,110 @@ func testAttend(t *testing.T, be *backend, rng *rand.Rand, a graph.Attn, ctx int
 	})
 }
 
+// TestAttendRope: a decode row's rotation of q and k, the store of k and v
+// and the grouped attention folded into one launch (k_attgr) give what
+// k_rope and k_attg give on their own (APR_CUDA_ATTG=norope), to the bit:
+// the output, the rotated q and k rows and the cache's row pos0. Groups of
+// 7 with whole heads rotated (neox), of 8 with half of each head rotated
+// (adjacent pairs; the rest copied), and IMROPE sections with YaRN mixing;
+// pos0 in the first split (one block of the group writes out), the third
+// and the 130th (the last block combines).
+func TestAttendRope(t *testing.T) {
+	be := testBackend(t)
+	for _, c := range []struct {
+		a graph.Attn
+		r graph.Rope
+	}{
+		{graph.Attn{NHead: 14, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, graph.Rope{Mode: model.RopeNeox, NRot: 64, HeadDim: 64, Base: 1e6, FreqScale: 1, AttnFactor: 1}},
+		{graph.Attn{NHead: 16, NKV: 2, HK: 128, HV: 128, Scale: 0.088}, graph.Rope{Mode: model.RopeNorm, NRot: 64, HeadDim: 128, Base: 1e4, FreqScale: 1, AttnFactor: 1}},
+		{graph.Attn{NHead: 8, NKV: 2, HK: 64, HV: 32, Scale: 0.1}, graph.Rope{Mode: model.RopeIMRope, NRot: 64, HeadDim: 64, Base: 1e7, FreqScale: 0.5, ExtFactor: 1, AttnFactor: 1,
+			BetaFast: 32, BetaSlow: 1, OrigCtx: 4096, Sections: [4]int{11, 11, 10, 0}}},
+	} {
+		for _, pos0 := range []int{20, 150, 8299} {
+			name, ok := be.attgKernel(1, c.a, (pos0+256)&^255)
+			if !ok {
+				t.Fatalf("%+v: no k_attg instance", c.a)
+			}
+			t.Run(fmt.Sprintf("heads%d-%d/rope%d-%d/pos%d/%s", c.a.NHead, c.a.NKV, c.r.Mode, c.r.NRot, pos0, name), func(t *testing.T) {
+				var got [2][][]float32
+				for i, fold := range []bool{false, true} {
+					be.noAttgRope = !fold
+					var folded int
+					got[i], folded = attendRope(t, be, rand.New(rand.NewSource(int64(pos0))), c.a, &c.r, pos0)
+					if want := 2 + i; folded != want {
+						t.Fatalf("fold %v: %d ops folded, want %d", fold, folded, want)
+					}
+				}
+				be.noAttgRope = false
+				for j, what := range []string{"out", "q", "k", "the cache's keys", "the cache's values"} {
+					for i := range got[0][j] {
+						if math.Float32bits(got[0][j][i]) != math.Float32bits(got[1][j][i]) {
+							t.Fatalf("%s[%d]: k_rope and k_attg give %g, k_attgr %g", what, i, got[0][j][i], got[1][j][i])
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// attendRope is one TestAttendRope run: pos0 random cached positions, then
+// a decode row's Rope(q), Rope(k), Store and Attend inside one held
+// evaluation (so that they may fold). It returns out, q, k and the cache's
+// row pos0 (keys, values) afterwards, and how many ops folded.
+func attendRope(t *testing.T, be *backend, rng *rand.Rand, a graph.Attn, r *graph.Rope, pos0 int) ([][]float32, int) {
+	t.Helper()
+	kv, err := be.NewKV(pos0+1, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.FreeKV(kv)
+	kd, vd := a.NKV*a.HK, a.NKV*a.HV
+	_, kb := uploadRandom(be, pos0, kd, rng.NormFloat64)
+	_, vb := uploadRandom(be, pos0, vd, rng.NormFloat64)
+	_, qb := uploadRandom(be, 1, a.NHead*a.HK, rng.NormFloat64)
+	_, k1 := uploadRandom(be, 1, kd, rng.NormFloat64)
+	_, v1 := uploadRandom(be, 1, vd, rng.NormFloat64)
+	ob := be.Work(1, a.NHead*a.HV).(*buf)
+	bufs := []*buf{kb, vb, qb, k1, v1, ob}
+	defer func() {
+		for _, b := range bufs {
+			be.Release(b)
+		}
+	}()
+	if err := be.Store(kv, kb, vb, 0); err != nil {
+		t.Fatal(err)
+	}
+	release, err := be.d.Hold()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fused := be.fused
+	be.held = true
+	be.Rope(qb, pos0, r)
+	be.Rope(k1, pos0, r)
+	err = be.Store(kv, k1, v1, pos0)
+	if err == nil {
+		err = be.Attend(ob, qb, kv, pos0)
+	}
+	if err == nil {
+		err = be.do(be.flush)
+	}
+	be.held = false
+	release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := asKV(kv)
+	kc := &buf{p: c.k.p + cu.Ptr(4*pos0*kd), rows: 1, cols: kd, stride: kd}
+	vc := &buf{p: c.v.p + cu.Ptr(4*pos0*vd), rows: 1, cols: vd, stride: vd}
+	out := [][]float32{be.readAll(ob), be.readAll(qb), be.readAll(k1), be.readAll(kc), be.readAll(vc)}
+	if be.err != nil {
+		t.Fatal(be.err)
+	}
+	return out, be.fused - fused
+}
+
 // TestDeltaRuleKernels: the gated delta rule over 7 tokens from a non-zero
 // state, by the register kernels (k_deltaw2 and 4; 20 value rows leave the
 // last block's rows partly empty, 48 and 100 key values their lanes'

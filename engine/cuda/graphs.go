@@ -23,8 +23,11 @@ const EnvFuse = "APR_CUDA_FUSE"
 const EnvEarly = "APR_CUDA_EARLY"
 
 // EnvAttg set to "0" sends a decode row's attention to the per-head split
-// kernel (k_attn) instead of the per-group one (k_attg): for bisecting and
-// for measuring one against the other (TestAttendKernels checks both).
+// kernel (k_attn) instead of the per-group one (k_attg); set to "norope",
+// k_attg leaves the row's rotation and KV store to their own kernel
+// (k_rope) instead of doing them too (k_attgr): for bisecting and for
+// measuring one against the other (TestAttendKernels and TestAttendRope
+// check each; results must not change).
 const EnvAttg = "APR_CUDA_ATTG"
 
 // maxKernelArgs is the most arguments a kernel of apr.cu takes (k_rope: 28).

@@ -1334,9 +1334,28 @@ __device__ __forceinline__ float4 ld_l2x4(const float *p) {
   return v;
 #endif
 }
-template <int HVC> // 32·HVC ≥ hv: each lane's value columns
-__device__ void attg_body(float *out, const float *q, const float *K, const float *V, const int *pos0p, int nhead,
-                          int nkv, int hk, int hv, float scale, float *PM, float *PA, unsigned *cnt) {
+// What k_attgr takes of the decode row's rotation and store (k_rope's
+// arguments; its head width is hk): the keys kx and values vx of the row.
+struct AttgRope {
+  float *kx;
+  const float *vx;
+  int mode, nrot;
+  float thetaScale, freqScale, extFactor, attnFactor, corr0, corr1;
+  const float *ff;
+  int imrope, sec0, sec1, sec2, sec3;
+};
+// ROPE (k_attgr): the block also does what the k_rope launch before it
+// would (backend.go, foldRope), each value as k_rope computes it: the block
+// whose split holds pos0 rotates its group's key of the row (rope_pair,
+// into kx and the cache), copies the unrotated key columns and the values
+// into the cache, before the barrier after which it reads them (no other
+// block reads row pos0 of this group); every block rotates its copy of the
+// group's queries in shared memory; the block that writes out (the only
+// one, or the combining last) writes the rotated queries back to q, after
+// every block of the group has read them.
+template <int HVC, bool ROPE> // 32·HVC ≥ hv: each lane's value columns
+__device__ void attg_body(float *out, float *q, float *K, float *V, const int *pos0p, int nhead, int nkv, int hk,
+                          int hv, float scale, float *PM, float *PA, unsigned *cnt, const AttgRope &rp) {
   pdl();
   __shared__ __align__(16) float qs[AG_QS];
   __shared__ float sc[AG_MAXG][AG_L];
@@ -1352,8 +1371,26 @@ __device__ void attg_body(float *out, const float *q, const float *K, const floa
   int n = np - j0 < AG_L ? np - j0 : AG_L;
   int kdim = nkv * hk, vdim = nkv * hv;
   int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  if constexpr (ROPE) {
+    if (pos0 < j0 + AG_L) {
+      float *Kr = K + (long long)pos0 * kdim;
+      for (int p = tid; p < rp.nrot / 2; p += AG_T)
+        rope_pair(rp.kx, 0, hk, 0, g, p, pos0, rp.mode, rp.nrot, rp.thetaScale, rp.freqScale, rp.extFactor,
+                  rp.attnFactor, rp.corr0, rp.corr1, rp.ff, rp.imrope, rp.sec0, rp.sec1, rp.sec2, rp.sec3, Kr);
+      for (int c = rp.nrot + tid; c < hk; c += AG_T) Kr[(long long)g * hk + c] = rp.kx[(long long)g * hk + c];
+      for (int c = tid; c < hv; c += AG_T)
+        V[(long long)pos0 * vdim + (long long)g * hv + c] = rp.vx[(long long)g * hv + c];
+    }
+  }
   for (int i = tid; i < G * hk; i += AG_T) qs[i] = q[(long long)h0 * hk + i];
   __syncthreads();
+  if constexpr (ROPE) {
+    int pairs = rp.nrot / 2;
+    for (int i = tid; i < G * pairs; i += AG_T)
+      rope_pair(qs, 0, hk, 0, i / pairs, i % pairs, pos0, rp.mode, rp.nrot, rp.thetaScale, rp.freqScale, rp.extFactor,
+                rp.attnFactor, rp.corr0, rp.corr1, rp.ff, rp.imrope, rp.sec0, rp.sec1, rp.sec2, rp.sec3, nullptr);
+    __syncthreads();
+  }
   // Scores: thread (p, sub) takes float4s sub, sub + 4, … of key p.
   {
     int p = tid >> 2, sub = tid & 3, h4 = hk >> 2;
@@ -1446,7 +1483,11 @@ __device__ void attg_body(float *out, const float *q, const float *K, const floa
     else
       PA[(rec + h) * hv + c] = acc;
   }
-  if (nsplit == 1) return;
+  if (nsplit == 1) {
+    if constexpr (ROPE)
+      for (int i = tid; i < G * hk; i += AG_T) q[(long long)h0 * hk + i] = qs[i];
+    return;
+  }
   if (tid < G) PM[2 * (rec + tid)] = hm[tid], PM[2 * (rec + tid) + 1] = (float)hl[tid];
   __threadfence();
   __syncthreads();
@@ -1503,13 +1544,24 @@ __device__ void attg_body(float *out, const float *q, const float *K, const floa
     float *o = out + (long long)h0 * hv + 4 * f;
     o[0] = acc.x * inv, o[1] = acc.y * inv, o[2] = acc.z * inv, o[3] = acc.w * inv;
   }
+  if constexpr (ROPE)
+    for (int i = tid; i < G * hk; i += AG_T) q[(long long)h0 * hk + i] = qs[i];
   if (tid == 0) cnt[g] = 0;
 }
 #define ATTG(HC)                                                                                               \
   extern "C" __global__ void __launch_bounds__(AG_T)                                                          \
-      k_attg##HC(float *out, const float *q, const float *K, const float *V, const int *pos0p, int nhead, int nkv, \
-                 int hk, int hv, float scale, float *PM, float *PA, unsigned *cnt) {                           \
-    attg_body<HC>(out, q, K, V, pos0p, nhead, nkv, hk, hv, scale, PM, PA, cnt);                               \
+      k_attg##HC(float *out, float *q, float *K, float *V, const int *pos0p, int nhead, int nkv, int hk, int hv, \
+                 float scale, float *PM, float *PA, unsigned *cnt) {                                           \
+    attg_body<HC, false>(out, q, K, V, pos0p, nhead, nkv, hk, hv, scale, PM, PA, cnt, AttgRope{});            \
+  }                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(AG_T)                                                          \
+      k_attgr##HC(float *out, float *q, float *K, float *V, const int *pos0p, int nhead, int nkv, int hk, int hv, \
+                  float scale, float *PM, float *PA, unsigned *cnt, float *kx, const float *vx, int mode, int nrot,  \
+                  float thetaScale, float freqScale, float extFactor, float attnFactor, float corr0, float corr1,   \
+                  const float *ff, int imrope, int sec0, int sec1, int sec2, int sec3) {                         \
+    attg_body<HC, true>(out, q, K, V, pos0p, nhead, nkv, hk, hv, scale, PM, PA, cnt,                           \
+                        AttgRope{kx, vx, mode, nrot, thetaScale, freqScale, extFactor, attnFactor, corr0, corr1,  \
+                                 ff, imrope, sec0, sec1, sec2, sec3});                                          \
   }
 ATTG(1)
 ATTG(2)
