@@ -21,7 +21,8 @@
 // touches memory. Some ops have more
 // than one kernel, chosen by shape, each tested against the op's math:
 // attention (k_attg1/2/4/8 for a decode row, a block per KV group and
-// split; k_attn with APR_CUDA_ATTG=0, past k_attg's limits, and for prompt
+// split, k_attgr1/2/4/8 when the row's rotation and KV store fold into it;
+// k_attn with APR_CUDA_ATTG=0, past k_attg's limits, and for prompt
 // rows of heads wider than 128; k_flash1/2/4 for a prompt's rows; k_attend
 // for heads wider than k_attn's) and the delta rule (k_deltaw2/4/8
 // by key-head width, k_delta past 256).
