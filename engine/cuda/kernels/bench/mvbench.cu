@@ -35,7 +35,7 @@ __global__ void fill(u32 *p, long long n, u32 seed, u32 scaleMask) {
 
 typedef void (*MV)(const u8 *, long long, int, int, const float *, float *, int, int, const float *, float *, const u8 *,
                    float *, int, const float *, const u8 *, float *, int, const float *, const float *, float, float *, int,
-                   float *);
+                   float *, const u8 *, float *, int, const float *);
 
 struct Shape {
   const char *name;
@@ -125,6 +125,12 @@ int main(int argc, char **argv) {
       {"lm Q8_0", mv_Q8_0, 32, 34, {151936, 0, 0}, 1, 896, true, false, false},
       {"gate/up F16", mv_F16, 32, 64, {4864, 4864, 0}, 2, 896, true, true, false},
       {"down F16", mv_F16, 32, 64, {896, 0, 0}, 1, 4864, false, false, true},
+      // qwen3.5-0.8b (hidden 1024, ffn 3584, vocabulary 248320) at Q4_K:
+      // a Gated DeltaNet layer's qkv, z and beta; gate/up; down; the output.
+      {"q35 qkvz Q4_K", mv_Q4_K, 256, 144, {6144, 2048, 16}, 3, 1024, true, false, false},
+      {"q35 g/u Q4_K", mv_Q4_K, 256, 144, {3584, 3584, 0}, 2, 1024, true, true, false},
+      {"q35 down Q4_K", mv_Q4_K, 256, 144, {1024, 0, 0}, 1, 3584, false, false, true},
+      {"q35 lm Q4_K", mv_Q4_K, 256, 144, {248320, 0, 0}, 1, 1024, true, false, false},
   };
   int cfg[][2] = {{32, 1}, {32, 2}, {32, 4}, {64, 1}, {64, 2}, {128, 1}, {128, 2}, {128, 4}};
   int caps[] = {0, 4, 8, 16}; // blocks per multiprocessor at most (0: one block per slot)
