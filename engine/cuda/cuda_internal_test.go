@@ -731,3 +731,23 @@ func uploadRandom(be *backend, rows, cols int, f func() float64) ([]float32, *bu
 	be.do(func() error { return be.d.HtoD(b.p, unsafePtr(x), uint64(4*len(x))) })
 	return x, b
 }
+
+// TestSwitchesRefused: a developer switch set to a value it does not take
+// is refused by New, naming the switch, before any device is touched; the
+// values it takes pass.
+func TestSwitchesRefused(t *testing.T) {
+	for _, sw := range switches {
+		for _, v := range sw.vals {
+			t.Setenv(sw.env, v)
+			if err := checkSwitches(); err != nil {
+				t.Errorf("%s=%s: %v", sw.env, v, err)
+			}
+		}
+		t.Setenv(sw.env, "")
+	}
+	t.Setenv(EnvAttg, "nrope")
+	_, err := New(nil, nil, Options{})
+	if err == nil || !strings.Contains(err.Error(), `APR_CUDA_ATTG="nrope" is not one of 0, 1, norope`) {
+		t.Fatalf("New with APR_CUDA_ATTG=nrope: %v, want it refused by name", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -123,6 +124,9 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if err := checkSwitches(); err != nil {
+		return nil, refuse.New(ByBackend, "backend %q: %v", Name, err)
+	}
 	d, err := cu.Load()
 	if err != nil {
 		return nil, refuse.New(ByBackend, "backend %q cannot run here: CUDA is unavailable: %v", Name, err)
@@ -149,6 +153,32 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 	o.Log.Debug("cuda engine ready", "arch", spec.Arch, "layers", spec.NLayer, "device", info.Name,
 		"weights_bytes", need-workspaceBytes, "kernels", origin)
 	return &Engine{f: f, spec: spec, be: be, m: m, info: info}, nil
+}
+
+// switches are the engine's developer switches and the values each takes
+// ("" is unset: the default).
+var switches = []struct {
+	env  string
+	vals []string
+}{
+	{EnvGraphs, []string{"0", "1"}},
+	{EnvFuse, []string{"0", "1"}},
+	{EnvEarly, []string{"0", "1"}},
+	{EnvAttg, []string{"0", "1", "norope"}},
+	{EnvProfile, []string{"0", "1", ProfileSteps}},
+}
+
+// checkSwitches refuses a switch set to a value it does not take: a typo
+// must not run the default and pass for the variant asked for.
+func checkSwitches() error {
+	for _, sw := range switches {
+		v, ok := os.LookupEnv(sw.env)
+		if !ok || v == "" || slices.Contains(sw.vals, v) {
+			continue
+		}
+		return fmt.Errorf("%s=%q is not one of %s", sw.env, v, strings.Join(sw.vals, ", "))
+	}
+	return nil
 }
 
 // newBackend loads the kernel image, looks up every kernel and creates the
