@@ -816,15 +816,23 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 
 // mvRowsPerSlot is how many rows each row slot of a one-token product
 // takes (G in apr.cu's mv_body: 4, 2 or 1): the most that still leaves
-// four slots per multiprocessor, so that a decode step's small products
-// spread over every multiprocessor and its large ones (the output
-// projection) stage x for more rows and keep more loads in flight. On the
-// H200 (mvbench) that rule picked the fastest G for each product of
-// qwen2.5-0.5b's decode step: q/k/v and o 1, gate/up 2, ffn_down 1, the
-// output projection 4.
+// mvSlotsPerSM slots per multiprocessor, so that a decode step's small
+// products spread over every multiprocessor and its large ones (the output
+// projection) stage x for more rows and keep more loads in flight. At four
+// (the H200's mvbench picked the fastest G for each product of
+// qwen2.5-0.5b's step with it) qwen3.5-0.8b's gate/up (3,584 rows) and
+// DeltaNet in-projection (8,224) took G 1 and 2: more blocks than stay
+// resident (mv: 4 per multiprocessor), a second wave. At three they take
+// 2 and 4, and qwen2.5-0.5b's choices do not change
+// H100, apr bench tg128 -r 5, session 9: at two slots (which also gave
+// qwen2.5-0.5b's gate/up G 4) qwen3.5-0.8b Q4_K went 680 -> 777 tok/s and
+// qwen2.5-0.5b 949 -> 909; three keeps the first and not the second. G
+// does not change results (apr.cu).
+const mvSlotsPerSM = 3
+
 func (be *backend) mvRowsPerSlot(rows, rpb int) int {
 	for _, g := range []int{4, 2} {
-		if (rows+rpb*g-1)/(rpb*g) >= 4*max(be.sms, 1) {
+		if (rows+rpb*g-1)/(rpb*g) >= mvSlotsPerSM*max(be.sms, 1) {
 			return g
 		}
 	}

@@ -41,6 +41,30 @@ func TestGridsHeader(t *testing.T) {
 	}
 }
 
+// TestKernelMacros keeps the host's copies of apr.cu's sizes equal to the
+// kernels' macros: the host sizes mv's shared memory and grids from them.
+func TestKernelMacros(t *testing.T) {
+	src, err := os.ReadFile("kernels/apr.cu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"MV_TILE": mvTile, "MV_G": 4} {
+		var got int
+		found := false
+		for _, line := range strings.Split(string(src), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == "#define" && f[1] == name {
+				if _, err := fmt.Sscanf(f[2], "%d", &got); err != nil {
+					t.Fatalf("apr.cu: #define %s %s: %v", name, f[2], err)
+				}
+				found = true
+			}
+		}
+		if !found || got != want {
+			t.Errorf("apr.cu's %s is %d (found %v), the host's %d", name, got, found, want)
+		}
+	}
+}
+
 // TestKernelsPTXCurrent fails when a kernel source changed and kernels.ptx
 // was not rebuilt from it (make kernels on a CUDA machine).
 func TestKernelsPTXCurrent(t *testing.T) {
