@@ -823,15 +823,18 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 // qwen2.5-0.5b's step with it) qwen3.5-0.8b's gate/up (3,584 rows) and
 // DeltaNet in-projection (8,224) took G 1 and 2: more blocks than stay
 // resident (mv: 4 per multiprocessor), a second wave. At three they take
-// 2 and 4, and qwen2.5-0.5b's choices do not change
-// H100, apr bench tg128 -r 5, session 9: at two slots (which also gave
+// 2 and 4, and qwen2.5-0.5b's choices do not change. Measured (H100, apr
+// bench tg128 -r 5, session 9) at two slots (which also gave
 // qwen2.5-0.5b's gate/up G 4) qwen3.5-0.8b Q4_K went 680 -> 777 tok/s and
 // qwen2.5-0.5b 949 -> 909; three keeps the first and not the second. G
 // does not change results (apr.cu).
 const mvSlotsPerSM = 3
 
+// mvMaxG is apr.cu's MV_G: the most rows a row slot takes.
+const mvMaxG = 4
+
 func (be *backend) mvRowsPerSlot(rows, rpb int) int {
-	for _, g := range []int{4, 2} {
+	for g := mvMaxG; g > 1; g /= 2 {
 		if (rows+rpb*g-1)/(rpb*g) >= mvSlotsPerSM*max(be.sms, 1) {
 			return g
 		}

@@ -42,13 +42,13 @@ func TestGridsHeader(t *testing.T) {
 }
 
 // TestKernelMacros keeps the host's copies of apr.cu's sizes equal to the
-// kernels' macros: the host sizes mv's shared memory and grids from them.
+// kernels' macros: the host sizes mv's grids and rows per slot from them.
 func TestKernelMacros(t *testing.T) {
 	src, err := os.ReadFile("kernels/apr.cu")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]int{"MV_TILE": mvTile, "MV_G": 4} {
+	for name, want := range map[string]int{"MV_TILE": mvTile, "MV_G": mvMaxG} {
 		var got int
 		found := false
 		for _, line := range strings.Split(string(src), "\n") {

@@ -168,6 +168,15 @@ var switches = []struct {
 	{EnvProfile, []string{"0", "1", ProfileSteps}},
 }
 
+// SwitchNames lists the developer switches' variables, in order.
+func SwitchNames() []string {
+	names := make([]string, len(switches))
+	for i, sw := range switches {
+		names[i] = sw.env
+	}
+	return names
+}
+
 // checkSwitches refuses a switch set to a value it does not take: a typo
 // must not run the default and pass for the variant asked for.
 func checkSwitches() error {

@@ -80,7 +80,7 @@ func Devices() DevicesReport {
 		r.CPU.Features = []string{}
 	}
 	var overrides []string
-	for _, k := range []string{cuda.EnvLibrary, cuda.EnvPTX, cuda.EnvPlant, cuda.EnvGraphs, cuda.EnvFuse, cuda.EnvEarly, cuda.EnvAttg, cuda.EnvProfile} {
+	for _, k := range append([]string{cuda.EnvLibrary, cuda.EnvPTX, cuda.EnvPlant}, cuda.SwitchNames()...) {
 		if v := os.Getenv(k); v != "" {
 			overrides = append(overrides, k+"="+v)
 		}
