@@ -27,6 +27,7 @@ import (
 	"github.com/aprqa/apr/internal/buildinfo"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/refuse"
+	"github.com/aprqa/apr/schema"
 	"github.com/aprqa/apr/verdict"
 )
 
@@ -88,6 +89,8 @@ type F2Options struct {
 	// Logits on Reference); a test replaces it to make the reference
 	// unavailable.
 	RefLogits func(ctx context.Context, model, backend string, tokens []int32) ([][]float32, error)
+
+	early *f2Early // the reference's answer started beside the load (F2Run.Prepare)
 }
 
 // F2Result is F2's verdict with what it measured.
@@ -110,6 +113,10 @@ type F2Result struct {
 	SetupMS     float64 `json:"setup_ms"`
 	ReferenceMS float64 `json:"reference_ms"`
 	ProbeMS     float64 `json:"probe_ms"`
+	// ReferenceEarlyMS is the reference's own time when it was started
+	// beside the load and h2d stages (F2Run.Prepare); ReferenceMS is then
+	// only what F2 still waited for it.
+	ReferenceEarlyMS float64 `json:"reference_early_ms,omitempty"`
 }
 
 // Err is nil for a pass, ErrF2Failed (wrapped with the reason) for a fail
@@ -225,44 +232,24 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 	if o.Reference == "" {
 		o.Reference = "ref"
 	}
-	if o.Identity == "" || o.ModelSHA256 == "" {
-		return refused("no reference binary identity or model sha256 to key the reference's answer by")
+	pl, reason := f2PlanOf(o)
+	res.Falsifier, res.ProbeTokens = pl.id, len(pl.probe)
+	if reason != "" {
+		return refused("%s", reason)
 	}
-	set := o.Contracts
-	if set == nil {
-		var err error
-		if set, err = contracts.Embedded(); err != nil {
-			return refused("contracts: %v", err)
-		}
-	}
-	f, err := gguf.Open(o.Model)
-	if err != nil {
-		return refused("%v", err)
-	}
-	arch := f.Architecture()
-	f.Close()
-	id := arch + ".f2"
-	fz, ok := set.Falsifier(id)
-	if !ok {
-		return refused("the contracts have no %s falsifier to take F2's tier and probe from", id)
-	}
-	res.Falsifier = id
-	n := paramNumber(fz.Params["f2_tokens"])
-	if n < 2 {
-		return refused("%s gives no params.f2_tokens of at least 2 (a prefill and a decode step)", id)
-	}
-	probe := o.Tokens
-	if len(probe) > int(n) {
-		probe = probe[:int(n)]
-	}
-	res.ProbeTokens = len(probe)
-	if len(probe) < 2 {
-		return refused("the prompt has %d token(s); F2 needs at least 2 (the prompt's first tokens and one decode step)", len(probe))
-	}
+	fz, probe := pl.fz, pl.probe
 
 	t := time.Now()
 	res.SetupMS = ms(t.Sub(start))
-	want, cached, err := f2Reference(ctx, o, probe)
+	var want [][]float32
+	var cached bool
+	var err error
+	if e := o.early.answer(ctx, o, probe); e != nil {
+		want, cached, err = e.want, e.cached, e.err
+		res.ReferenceEarlyMS = e.ms
+	} else {
+		want, cached, err = f2Reference(ctx, o, probe)
+	}
 	res.ReferenceMS = ms(time.Since(t))
 	if err != nil {
 		return refused("the reference (%s) cannot answer: %v", o.Reference, err)
@@ -297,16 +284,63 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 		v, ok := measured[name]
 		if !ok {
 			// A threshold F2 does not measure cannot be held: never a pass.
-			return refused("%s has a threshold on %s, which F2 does not measure (it measures min_cosine, mean_cosine, argmax_mismatches)", id, name)
+			return refused("%s has a threshold on %s, which F2 does not measure (it measures min_cosine, mean_cosine, argmax_mismatches)", pl.id, name)
 		}
 		if !th.Holds(v) {
 			res.Verdict = verdict.Fail
-			res.Reason = fmt.Sprintf("%s %.9g (want %s, %s's tier) — worst position %d of %d", name, v, verdict.FormatThreshold(th), id, rep.Worst, len(probe))
+			res.Reason = fmt.Sprintf("%s %.9g (want %s, %s's tier) — worst position %d of %d", name, v, verdict.FormatThreshold(th), pl.id, rep.Worst, len(probe))
 			return res
 		}
 	}
 	res.Verdict = verdict.Pass
 	return res
+}
+
+// f2Plan is what F2 checks before it runs anything: the contract
+// falsifier whose tier and probe length apply, and the probe itself.
+type f2Plan struct {
+	id    string
+	fz    schema.Falsifier
+	probe []int32
+}
+
+// f2PlanOf reads o's plan, or the reason F2 must be refused.
+func f2PlanOf(o F2Options) (f2Plan, string) {
+	var pl f2Plan
+	if o.Identity == "" || o.ModelSHA256 == "" {
+		return pl, "no reference binary identity or model sha256 to key the reference's answer by"
+	}
+	set := o.Contracts
+	if set == nil {
+		var err error
+		if set, err = contracts.Embedded(); err != nil {
+			return pl, fmt.Sprintf("contracts: %v", err)
+		}
+	}
+	f, err := gguf.Open(o.Model)
+	if err != nil {
+		return pl, err.Error()
+	}
+	arch := f.Architecture()
+	f.Close()
+	pl.id = arch + ".f2"
+	fz, ok := set.Falsifier(pl.id)
+	if !ok {
+		return pl, fmt.Sprintf("the contracts have no %s falsifier to take F2's tier and probe from", pl.id)
+	}
+	pl.fz = fz
+	n := paramNumber(fz.Params["f2_tokens"])
+	if n < 2 {
+		return pl, fmt.Sprintf("%s gives no params.f2_tokens of at least 2 (a prefill and a decode step)", pl.id)
+	}
+	pl.probe = o.Tokens
+	if len(pl.probe) > int(n) {
+		pl.probe = pl.probe[:int(n)]
+	}
+	if len(pl.probe) < 2 {
+		return pl, fmt.Sprintf("the prompt has %d token(s); F2 needs at least 2 (the prompt's first tokens and one decode step)", len(pl.probe))
+	}
+	return pl, ""
 }
 
 // f2Probe feeds all but the last probe token as one batch and the last as
@@ -494,34 +528,129 @@ func F2Warm() {
 	go contracts.Embedded()
 }
 
+// F2Run is F2 for one generation (apr run): Prepare (generate.Options.
+// Prepare) starts the reference's answer for the prompt's probe — read from
+// the cache or computed by the reference engine, from its own mapping of
+// the file — as soon as the prompt's tokens are known, so that it runs
+// beside the device's set-up and upload; Validate (generate.Options.
+// Validate) is F2Validate's, and waits for that answer instead of
+// computing it after the upload. An answer started for another model,
+// binary or probe is never used: Validate then computes its own, exactly
+// as without Prepare.
+type F2Run struct {
+	path      string
+	log       *slog.Logger
+	early     *f2Early
+	refLogits func(ctx context.Context, model, backend string, tokens []int32) ([][]float32, error) // tests: F2Options.RefLogits
+	cacheDir  string                                                                                // tests: F2Options.CacheDir
+}
+
+// NewF2Run returns the F2 of one run of the model at path.
+func NewF2Run(path string, log *slog.Logger) *F2Run { return &F2Run{path: path, log: log} }
+
+// f2EarlyMinCPU: Prepare starts nothing on fewer cores, where the reference
+// would compete with the load for them (F2Warm's rule; a test lowers it).
+var f2EarlyMinCPU = 3
+
+// Prepare is generate.Options.Prepare: it starts the reference's answer
+// for tokens' probe in the background and returns at once.
+func (f *F2Run) Prepare(ctx context.Context, sha func() (string, error), tokens []int32) {
+	if runtime.NumCPU() < f2EarlyMinCPU {
+		return
+	}
+	e := &f2Early{done: make(chan struct{})}
+	f.early = e
+	go func() {
+		defer close(e.done)
+		t := time.Now()
+		defer func() { e.ms = float64(time.Since(t).Nanoseconds()) / 1e6 }()
+		id := buildinfo.Current()
+		if id.SHA256 == "" {
+			return // Validate refuses, naming why
+		}
+		sum, err := sha()
+		if err != nil {
+			return // the load fails on it
+		}
+		o := f.options(sum, tokens, id.Short()+" sha256 "+id.SHA256)
+		pl, reason := f2PlanOf(o)
+		if reason != "" {
+			return // Validate refuses, naming why
+		}
+		e.o, e.probe = o, pl.probe
+		e.want, e.cached, e.err = f2Reference(ctx, o, pl.probe)
+		e.started = true
+	}()
+}
+
+// options are the F2Options of this run's F2.
+func (f *F2Run) options(sha string, tokens []int32, identity string) F2Options {
+	return F2Options{Model: f.path, ModelSHA256: sha, Tokens: tokens, Identity: identity, Reference: "ref", RefLogits: f.refLogits, CacheDir: f.cacheDir, early: f.early}
+}
+
+// f2Early is the reference's answer that F2Run.Prepare started.
+type f2Early struct {
+	done    chan struct{}
+	started bool      // it ran f2Reference (set before done closes)
+	o       F2Options // what it ran with
+	probe   []int32
+	want    [][]float32
+	cached  bool
+	err     error
+	ms      float64
+}
+
+// answer waits for the early answer and returns it when it was computed
+// for exactly o's model, binary, cache and probe; nil otherwise (F2 then
+// computes its own). A nil e has none.
+func (e *f2Early) answer(ctx context.Context, o F2Options, probe []int32) *f2Early {
+	if e == nil {
+		return nil
+	}
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		return nil // f2Reference then reports the cancellation
+	}
+	if !e.started || e.o.Model != o.Model || e.o.ModelSHA256 != o.ModelSHA256 || e.o.Identity != o.Identity ||
+		e.o.CacheDir != o.CacheDir || e.o.Reference != o.Reference || !slices.Equal(e.probe, probe) {
+		return nil
+	}
+	return e
+}
+
+// Validate is generate.Options.Validate (F2Validate's check), with the
+// reference's answer Prepare started.
+func (f *F2Run) Validate(ctx context.Context, eng model.Engine, sha string, tokens []int32) (string, error) {
+	if _, device := eng.(model.Uploader); !device {
+		return generate.F2NotRequired, nil
+	}
+	id := buildinfo.Current()
+	if id.SHA256 == "" {
+		return string(verdict.Refused), refuse.New(F2By, "F2: this executable's sha256 could not be measured (%s): the reference's answer has no identity to be kept under", id.Error)
+	}
+	identity := id.Short() + " sha256 " + id.SHA256
+	r := RunF2(ctx, eng, f.options(sha, tokens, identity))
+	device := eng.Backend()
+	if d, ok := eng.(interface{ Identity() string }); ok {
+		device = d.Identity()
+	}
+	receipt, werr := WriteF2Receipt("", F2Receipt{Identity: identity, ModelSHA256: sha, Device: device, Result: r})
+	if f.log != nil {
+		f.log.Info("F2", "backend", eng.Backend(), "verdict", r.Verdict, "probe_tokens", r.ProbeTokens,
+			"min_cosine", r.MinCosine, "reference_cached", r.RefCached, "ms", r.MS, "setup_ms", r.SetupMS, "reference_ms", r.ReferenceMS, "probe_ms", r.ProbeMS,
+			"reference_early_ms", r.ReferenceEarlyMS, "receipt", receipt, "receipt_error", werr)
+	}
+	return string(r.Verdict), r.Err()
+}
+
 // F2Validate is generate.Options.Validate for the model at path: F2 on a
 // device engine (one that uploads its weights: cuda) keyed by this
 // binary's identity, before the prompt is evaluated; engines on the host
 // are not gated by it (generate.F2NotRequired). apr run and the ladder's
 // run cells use it.
 func F2Validate(path string, log *slog.Logger) func(ctx context.Context, eng model.Engine, sha string, tokens []int32) (string, error) {
-	return func(ctx context.Context, eng model.Engine, sha string, tokens []int32) (string, error) {
-		if _, device := eng.(model.Uploader); !device {
-			return generate.F2NotRequired, nil
-		}
-		id := buildinfo.Current()
-		if id.SHA256 == "" {
-			return string(verdict.Refused), refuse.New(F2By, "F2: this executable's sha256 could not be measured (%s): the reference's answer has no identity to be kept under", id.Error)
-		}
-		identity := id.Short() + " sha256 " + id.SHA256
-		r := RunF2(ctx, eng, F2Options{Model: path, ModelSHA256: sha, Tokens: tokens, Identity: identity})
-		device := eng.Backend()
-		if d, ok := eng.(interface{ Identity() string }); ok {
-			device = d.Identity()
-		}
-		receipt, werr := WriteF2Receipt("", F2Receipt{Identity: identity, ModelSHA256: sha, Device: device, Result: r})
-		if log != nil {
-			log.Info("F2", "backend", eng.Backend(), "verdict", r.Verdict, "probe_tokens", r.ProbeTokens,
-				"min_cosine", r.MinCosine, "reference_cached", r.RefCached, "ms", r.MS, "setup_ms", r.SetupMS, "reference_ms", r.ReferenceMS, "probe_ms", r.ProbeMS,
-				"receipt", receipt, "receipt_error", werr)
-		}
-		return string(r.Verdict), r.Err()
-	}
+	return NewF2Run(path, log).Validate
 }
 
 // F2Receipt records one F2: keyed by the binary's identity, the model's

@@ -8,8 +8,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/engine/gguf"
@@ -232,4 +235,88 @@ func TestF2Receipt(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil || back.Device != "H200 sm_90 driver 13000 kernels x" || back.Result.Verdict != verdict.Pass {
 		t.Fatalf("receipt read back as %+v (%v)", back, err)
 	}
+}
+
+// uploading makes an engine look like a device engine (model.Uploader), the
+// only kind F2Run.Validate checks.
+type uploading struct{ model.Engine }
+
+func (uploading) Upload() error { return nil }
+
+// TestF2Early: the reference's answer Prepare starts before the engine is
+// up is the one Validate judges with — computed once, before Validate was
+// called — and an answer started for another probe or model is never used
+// (planted: were it used, the probe of other tokens would fail F2). On too
+// few cores Prepare starts nothing and Validate computes the answer itself.
+func TestF2Early(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir()) // the receipts
+	path, sha, eng := f2Model(t)
+	dev := uploading{eng}
+	ctx := context.Background()
+	tokens := []int32{1, 20, 30, 40, 50, 60, 70, 80, 90, 100}
+	other := []int32{1, 200, 210, 220, 230, 240, 250, 260, 270}
+	shaOf := func(s string) func() (string, error) { return func() (string, error) { return s, nil } }
+	type call struct {
+		at     time.Time
+		tokens []int32
+	}
+	var mu sync.Mutex
+	var calls []call
+	counting := func(ctx context.Context, m, backend string, toks []int32) ([][]float32, error) {
+		mu.Lock()
+		calls = append(calls, call{time.Now(), toks})
+		mu.Unlock()
+		return realLogitsOf(ctx, m, backend, toks)
+	}
+	run := func(t *testing.T, minCPU int, prepTokens []int32, prepSHA string) (verdictS string, err error, validateAt time.Time) {
+		t.Helper()
+		defer falsify.SetF2EarlyMinCPU(minCPU)()
+		mu.Lock()
+		calls = nil
+		mu.Unlock()
+		f := falsify.NewF2Run(path, nil).WithReference(counting, "-")
+		f.Prepare(ctx, shaOf(prepSHA), prepTokens)
+		// The device's load and upload: until the early reference has
+		// started (it first hashes this executable), or 100 ms.
+		wait := 100 * time.Millisecond
+		if minCPU <= 1 {
+			wait = 10 * time.Second
+		}
+		started := func() bool { mu.Lock(); defer mu.Unlock(); return len(calls) > 0 }
+		for t0 := time.Now(); time.Since(t0) < wait && !started(); time.Sleep(time.Millisecond) {
+		}
+		validateAt = time.Now()
+		v, err := f.Validate(ctx, dev, sha, tokens)
+		return v, err, validateAt
+	}
+	t.Run("used", func(t *testing.T) {
+		v, err, at := run(t, 1, tokens, sha)
+		if v != "pass" || err != nil {
+			t.Fatalf("F2 with the early answer: %s %v; want pass", v, err)
+		}
+		if len(calls) != 1 || !calls[0].at.Before(at) || len(calls[0].tokens) != 8 {
+			t.Fatalf("reference calls %v (Validate at %v); want one, for the 8-token probe, before Validate", calls, at)
+		}
+	})
+	for _, tc := range []struct {
+		name   string
+		tokens []int32
+		sha    string
+	}{{"another probe", other, sha}, {"another model", tokens, strings.Repeat("0", 64)}} {
+		t.Run(tc.name+" is not used", func(t *testing.T) {
+			v, err, at := run(t, 1, tc.tokens, tc.sha)
+			if v != "pass" || err != nil {
+				t.Fatalf("F2 after an early answer for %s: %s %v; want pass (judged by its own answer)", tc.name, v, err)
+			}
+			if len(calls) != 2 || !calls[1].at.After(at) || !slices.Equal(calls[1].tokens, tokens[:8]) {
+				t.Fatalf("reference calls %v; want the early one and Validate's own for the probe", calls)
+			}
+		})
+	}
+	t.Run("too few cores", func(t *testing.T) {
+		v, err, at := run(t, 1<<20, tokens, sha)
+		if v != "pass" || err != nil || len(calls) != 1 || !calls[0].at.After(at) {
+			t.Fatalf("F2 where Prepare starts nothing: %s %v, calls %v; want pass, the reference computed by Validate", v, err, calls)
+		}
+	})
 }

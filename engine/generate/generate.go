@@ -92,6 +92,16 @@ type Options struct {
 	// is evaluated.
 	Validate func(ctx context.Context, eng model.Engine, modelSHA256 string, tokens []int32) (verdict string, err error)
 
+	// Prepare, when set, is called once the prompt's tokens are known —
+	// the file's header, tokenizer and template read, before the backend
+	// is set up and uploads its weights — so that work Validate needs and
+	// no engine does (F2's reference answer) runs beside the load and h2d
+	// stages. sha waits for the file's sha256 (hashed beside the load). It
+	// must not block; ctx ends when Run returns. Tokenizing there moves
+	// no time between stages: it is taken out of load and counted in
+	// prefill, as without Prepare.
+	Prepare func(ctx context.Context, sha func() (string, error), tokens []int32)
+
 	// OnText, when set, receives the completion's bytes as they are
 	// generated (complete UTF-8 characters; end-of-generation tokens are
 	// not written).
@@ -174,13 +184,32 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, err
 	}
 
+	lo := LoadOptions{Model: o.Model, Loaded: o.Loaded, Backend: o.Backend, Threads: o.Threads, Numerics: o.Numerics, NoTemplate: o.Raw, Log: o.Log}
+	var early []int32   // the prompt's tokens, when Prepare took them during the load
+	var earlyMS float64 // the time that took, counted in prefill
+	if o.Prepare != nil {
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		lo.opened = func(m *Model, sha func() (string, error)) {
+			if !o.Raw && m.Tmpl == nil {
+				return // the load fails on the template below, as without Prepare
+			}
+			t := time.Now()
+			p, err := promptTokens(ctx, &o, m)
+			earlyMS = ms(time.Since(t))
+			if err == nil {
+				early = p
+				o.Prepare(pctx, sha, p)
+			}
+		}
+	}
 	st := o.begin(StageLoad)
-	m, err := Load(ctx, LoadOptions{Model: o.Model, Loaded: o.Loaded, Backend: o.Backend, Threads: o.Threads, Numerics: o.Numerics, NoTemplate: o.Raw, Log: o.Log})
+	m, err := Load(ctx, lo)
 	if err == nil && !o.Raw && m.Tmpl == nil {
 		m.Close()
 		err = m.TmplErr
 	}
-	res.LoadMS = st.end()
+	res.LoadMS = st.end() - earlyMS
 	if err != nil {
 		return failed(err)
 	}
@@ -203,8 +232,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	// prompt, then evaluating it (a planted prefill delay sleeps once, in the
 	// second).
 	t0 := time.Now()
-	prompt, err := promptTokens(ctx, &o, m)
-	prefillMS := ms(time.Since(t0))
+	prompt, err := early, error(nil)
+	if prompt == nil {
+		prompt, err = promptTokens(ctx, &o, m)
+	}
+	prefillMS := earlyMS + ms(time.Since(t0))
 	if err != nil {
 		res.PrefillMS = prefillMS
 		return failed(err)

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aprqa/apr/engine/model"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/refuse"
 )
@@ -195,5 +197,44 @@ func TestFailedRunReportsItsWallTime(t *testing.T) {
 	sum := r.LoadMS + r.H2DMS + r.F2MS + r.PrefillMS + r.DecodeMS
 	if r.F2MS < 50 || r.WallMS < sum || r.WallMS > sum+20 {
 		t.Fatalf("failed run: wall_ms %.3f, stages %.3f (f2 %.3f); want the wall time, the stages' sum within it", r.WallMS, sum, r.F2MS)
+	}
+}
+
+// TestPrepare: Prepare receives the prompt's tokens — the ones Validate then
+// gets — and the file's sha256 before the engine exists, and tokenizing
+// there moves no time out of prefill: the stages still sum to the wall time.
+// A prompt that cannot be tokenized never reaches Prepare and fails as
+// without it.
+func TestPrepare(t *testing.T) {
+	var prepared, validated []int32
+	var sha string
+	var preparedFirst bool
+	o := generate.Options{Model: stories(t), Backend: "ref", Prompt: "Once upon a time", Raw: true, MaxTokens: 3,
+		Prepare: func(ctx context.Context, s func() (string, error), tokens []int32) {
+			prepared = tokens
+			var err error
+			if sha, err = s(); err != nil {
+				t.Errorf("Prepare's sha: %v", err)
+			}
+		},
+		Validate: func(_ context.Context, eng model.Engine, _ string, tokens []int32) (string, error) {
+			validated = tokens
+			preparedFirst = prepared != nil && eng != nil
+			return "pass", nil
+		}}
+	r, err := generate.Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prepared) == 0 || !slices.Equal(prepared, validated) || sha != r.ModelSHA256 || !preparedFirst {
+		t.Fatalf("Prepare got %v and sha %.12s; Validate %v, the run's sha %.12s; want the same tokens and sha, Prepare first", prepared, sha, validated, r.ModelSHA256)
+	}
+	sum := r.LoadMS + r.H2DMS + r.F2MS + r.PrefillMS + r.DecodeMS
+	if r.WallMS < sum || r.WallMS > sum+20 || r.PrefillMS <= 0 {
+		t.Fatalf("wall_ms %.3f, stages %.3f (prefill %.3f); want the stages' sum within the wall time", r.WallMS, sum, r.PrefillMS)
+	}
+	o.MaxTokens, prepared = 1<<20, nil
+	if _, err := generate.Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "context_length") || prepared != nil {
+		t.Fatalf("a prompt past the context: %v, Prepare got %v; want the context refusal and no Prepare", err, prepared)
 	}
 }

@@ -47,6 +47,10 @@ type LoadOptions struct {
 	// Loaded, when set, is Model already opened (engine/loaded): its file,
 	// sha256, spec and tokenizer are used, and Close leaves it open.
 	Loaded *loaded.Model
+	// opened, when set, is called after the header, tokenizer and
+	// template are read and before the backend is set up (Run's Prepare);
+	// sha waits for the file's sha256.
+	opened func(m *Model, sha func() (string, error))
 }
 
 // ErrNoTemplate is wrapped by TmplErr when the template was not asked for.
@@ -95,6 +99,9 @@ func Load(ctx context.Context, o LoadOptions) (*Model, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(err)
+	}
+	if o.opened != nil {
+		o.opened(m, func() (string, error) { s, _, err := h.SHA256(); return s, err })
 	}
 	eng, err := model.OpenBackend(o.Backend, f, m.Spec, model.OpenOptions{Log: o.Log, Threads: o.Threads, Numerics: o.Numerics})
 	if err != nil {
