@@ -42,9 +42,11 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-# The CUDA kernels: engine/cuda/kernels/*.cu → engine/cuda/kernels.ptx with
-# nvcc (sm_90 PTX), recording the sources' sha256; refused (exit 3) without
-# nvcc. Run it on a CUDA machine and commit kernels.ptx.
+# The CUDA kernels: engine/cuda/kernels/*.cu → engine/cuda/kernels.fatbin
+# (sm_90 code and PTX) with nvcc, recording the sources' sha256 in
+# kernels.fatbin.sum, and the PTX as text in kernels.ptx (not committed);
+# refused (exit 3) without nvcc. Run it on a CUDA machine and commit
+# kernels.fatbin and kernels.fatbin.sum.
 kernels:
 	bash engine/cuda/kernels/build.sh
 
@@ -63,11 +65,11 @@ kernels-check:
 # carries cuda.test.xz and fixtures.tar.xz) and `gpu.sh apps` (apr devices,
 # run, qa and bench; carries apr.xz, the kernels the first call built and
 # stories260K). CUDA_BUNDLE_EXCLUDE leaves out fixture models (patterns,
-# space-separated) so that `gpu.sh all` fits one call: with the kernels of
-# 2026-12-02, '*-F32.gguf *-F16.gguf' (the F32 and F16 fixture models, ~25 MB
-# that barely compress) keeps the carry under 64 MiB; since the 7.5 MB PTX of
-# the tensor-core kernels, only with the fixtures at xz -9e (25.4 MB; -6 left
-# the carry 170 KB over).
+# space-separated) so that `gpu.sh all` fits one call: with
+# '*-F32.gguf *-F16.gguf' (the F32 and F16 fixture models, ~25 MB that barely
+# compress) the carry was 60 MB on 2026-12-06 (the tree 11.7, apr.xz 12.2,
+# cuda.test.xz 9.6, fixtures.tar.xz 25.5 at xz -9e, stories260K 1.2), since
+# the kernels' PTX text (9 MB) is neither committed nor embedded.
 CUDA_BUNDLE_EXCLUDE ?= /none/
 cuda-bundle:
 	mkdir -p .dev

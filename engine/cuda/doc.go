@@ -6,8 +6,9 @@
 // refused with the reason).
 //
 // The kernels are CUDA C under kernels/, compiled by `make kernels` (nvcc
-// on a CUDA machine) into kernels.ptx, which is embedded and records the
-// sha256 of the sources it came from; a test fails when they disagree.
+// on a CUDA machine) into kernels.fatbin (sm_90 code and PTX), which is
+// embedded; kernels.fatbin.sum records the sha256 of the sources it came
+// from, a test fails when they disagree, and the engine refuses it.
 //
 // # Conventions
 //

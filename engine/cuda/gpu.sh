@@ -5,9 +5,9 @@
 # tool carries at most 64 MiB a call, so it runs in two phases:
 #
 #   gpu.sh tests  (carry .dev/cuda.test.xz .dev/fixtures.tar.xz)
-#     1. make kernels (nvcc) → $OUT/kernels.ptx, kernels.fatbin and
-#        kernels.fatbin.sum, recording the sources' sha256: copy them to
-#        engine/cuda/ and commit them
+#     1. make kernels (nvcc) → $OUT/kernels.fatbin and kernels.fatbin.sum,
+#        recording the sources' sha256 (copy them to engine/cuda/ and commit
+#        them), and $OUT/kernels.ptx, the same PTX as text (not committed)
 #     2. engine/cuda's tests on the device: every format bit-exact, the
 #        products, parity and greedy on every fixture model, the planted
 #        defect named by the bisect and failed by F2

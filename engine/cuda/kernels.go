@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -14,16 +13,20 @@ import (
 	"github.com/aprqa/apr/engine/cuda/internal/cu"
 )
 
-// The kernel sources and what `make kernels` built from them: the PTX (the
-// readable image, checked by the tests) and a fatbin with sm_90 machine
-// code beside the same PTX, whose sources' sha256 kernels.fatbin.sum records.
+// The kernel sources and what `make kernels` built from them: a fatbin with
+// sm_90 machine code beside the PTX of the same build (compute_90, which the
+// driver compiles for other devices), whose sources' sha256
+// kernels.fatbin.sum records. The PTX text build.sh also writes
+// (kernels.ptx) is for reading and for APR_CUDA_PTX; it is not committed or
+// embedded: the fatbin holds the same PTX, and the 9 MB text doubled what
+// every build and every device run carried.
 //
-//go:embed kernels/*.cu kernels/*.cuh kernels.ptx kernels.fatbin kernels.fatbin.sum
+//go:embed kernels/*.cu kernels/*.cuh kernels.fatbin kernels.fatbin.sum
 var kernelFS embed.FS
 
-// ptxHeader starts the first line of kernels.ptx; the sha256 of the
-// sources follows it.
-const ptxHeader = "// apr-kernels sources-sha256 "
+// sumHeader starts kernels.fatbin.sum (and the first line of the PTX text
+// build.sh writes, after "// "); the sha256 of the sources follows it.
+const sumHeader = "apr-kernels sources-sha256 "
 
 // SourcesSHA256 is the sha256 of the kernel sources: for each file of
 // kernels/ in name order, its name, a newline and its bytes (what
@@ -50,35 +53,24 @@ func SourcesSHA256(fsys fs.FS) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// PTXSourcesSHA256 returns the sources' sha256 that the first line of a
-// PTX image records ("" when it records none).
-func PTXSourcesSHA256(ptx []byte) string {
-	line, _, _ := bytes.Cut(ptx, []byte("\n"))
-	s, ok := strings.CutPrefix(string(line), ptxHeader)
-	if !ok {
-		return ""
-	}
-	return strings.TrimSpace(s)
-}
-
-// NotBuilt is what the placeholder kernels.ptx records instead of a sum:
-// the kernels have never been built on a CUDA machine.
+// NotBuilt is what a placeholder kernels.fatbin.sum records instead of a
+// sum: the kernels have never been built on a CUDA machine.
 const NotBuilt = "not-built"
 
 // EnvLibrary names a driver library to load instead of libcuda.so.1 (the
 // host emulator, kernels/emu.cpp, in apr's tests).
 const EnvLibrary = cu.EnvLibrary
 
-// EnvPTX names a PTX file that replaces the embedded kernels (kernel
-// development on the GPU machine: `make kernels` output tried before it is
-// committed). The module's sha256 is part of the engine's identity either
-// way.
+// EnvPTX names a PTX or fatbin file that replaces the embedded kernels
+// (kernel development on the GPU machine: `make kernels` output tried
+// before it is committed). The module's sha256 is part of the engine's
+// identity either way.
 const EnvPTX = "APR_CUDA_PTX"
 
 // fatbinSourcesSHA256 returns the sources' sha256 that kernels.fatbin.sum
 // records ("" when it records none).
 func fatbinSourcesSHA256(sum []byte) string {
-	s, ok := strings.CutPrefix(strings.TrimSpace(string(sum)), strings.TrimPrefix(ptxHeader, "// "))
+	s, ok := strings.CutPrefix(strings.TrimSpace(string(sum)), sumHeader)
 	if !ok {
 		return ""
 	}
@@ -86,10 +78,10 @@ func fatbinSourcesSHA256(sum []byte) string {
 }
 
 // kernelImage returns the image to load and where it came from: the
-// embedded fatbin (sm_90 code, no PTX compilation at load) when it was
-// built, else the embedded PTX. Each must record the embedded sources'
-// sha256: one built from other sources is refused (run make kernels).
-func kernelImage() (ptx []byte, origin string, err error) {
+// embedded fatbin (sm_90 code, loaded without the driver compiling PTX),
+// which must record the embedded sources' sha256: one built from other
+// sources, or never built, is refused (run make kernels).
+func kernelImage() (image []byte, origin string, err error) {
 	if p := os.Getenv(EnvPTX); p != "" {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -97,20 +89,9 @@ func kernelImage() (ptx []byte, origin string, err error) {
 		}
 		return b, p, nil
 	}
-	b, err := kernelFS.ReadFile("kernels.ptx")
-	if err != nil {
-		return nil, "", err
-	}
 	want, err := SourcesSHA256(kernelFS)
 	if err != nil {
 		return nil, "", err
-	}
-	got := PTXSourcesSHA256(b)
-	if got == NotBuilt {
-		return nil, "", fmt.Errorf("kernels.ptx has never been built: run make kernels on a CUDA machine (nvcc) and commit it")
-	}
-	if got != want {
-		return nil, "", fmt.Errorf("the embedded kernels.ptx was built from sources %q, not the embedded sources %s: run make kernels on a CUDA machine", got, want)
 	}
 	fat, err := kernelFS.ReadFile("kernels.fatbin")
 	if err != nil {
@@ -120,11 +101,11 @@ func kernelImage() (ptx []byte, origin string, err error) {
 	if err != nil {
 		return nil, "", err
 	}
-	switch fs := fatbinSourcesSHA256(sum); {
-	case fs == NotBuilt && len(fat) == 0:
-		return b, "embedded PTX", nil
-	case fs != want || len(fat) == 0:
-		return nil, "", fmt.Errorf("the embedded kernels.fatbin was built from sources %q, not the embedded sources %s: run make kernels on a CUDA machine", fs, want)
+	switch got := fatbinSourcesSHA256(sum); {
+	case got == NotBuilt:
+		return nil, "", fmt.Errorf("kernels.fatbin has never been built: run make kernels on a CUDA machine (nvcc) and commit it")
+	case got != want || len(fat) == 0:
+		return nil, "", fmt.Errorf("the embedded kernels.fatbin (%d bytes) was built from sources %q, not the embedded sources %s: run make kernels on a CUDA machine", len(fat), got, want)
 	}
 	return fat, "embedded fatbin (sm_90)", nil
 }

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds engine/cuda/kernels.ptx and engine/cuda/kernels.fatbin from the
-# sources beside this script with nvcc (the `make kernels` target; needs the
-# CUDA toolkit). The first line of kernels.ptx, and kernels.fatbin.sum,
-# record the sources' sha256 as engine/cuda.SourcesSHA256 computes it: for
-# each kernels/*.cu and *.cuh in name order, its name, a newline and its
-# bytes. The fatbin holds sm_90 machine code (loaded without the driver's
-# PTX compilation, which costs a few hundred milliseconds per process) and
-# the same PTX for other devices.
+# Builds engine/cuda/kernels.fatbin (committed and embedded) and
+# engine/cuda/kernels.ptx (the same PTX as text, for reading and for
+# APR_CUDA_PTX; git-ignored) from the sources beside this script with nvcc
+# (the `make kernels` target; needs the CUDA toolkit). kernels.fatbin.sum,
+# and the first line of kernels.ptx, record the sources' sha256 as
+# engine/cuda.SourcesSHA256 computes it: for each kernels/*.cu and *.cuh in
+# name order, its name, a newline and its bytes. The fatbin holds sm_90
+# machine code (loaded without the driver's PTX compilation, which costs a
+# few hundred milliseconds per process) and the same PTX for other devices.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-$here/../kernels.ptx}"
