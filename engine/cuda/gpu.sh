@@ -27,7 +27,9 @@
 #
 # Every step runs even when an earlier one failed, under its own time limit;
 # the exit code is the first failure's (the planted step inverts: it must
-# fail). Logs and the summary go to ${OUT:-/tmp/apr-gpu}.
+# fail). The summary, the kernels and logs.tar.xz (the full log and the
+# profiles) go to ${OUT:-/tmp/apr-gpu}: five files, because the device tool
+# returns only a few (a run of 23 lost the kernels).
 set -u
 phase="${1:-}"
 out="${OUT:-/tmp/apr-gpu}"
@@ -163,4 +165,10 @@ all)
 esac
 rm -f "$out/step.txt"
 echo "== first failure's exit code: $rc" | tee -a "$out/summary.txt"
+# The device tool brings back only a few files from $OUT: the full log and
+# the profiles travel as one archive beside the summary and the kernels.
+logs=$(cd "$out" && ls log.txt ncu* 2>/dev/null)
+if [ -n "$logs" ]; then
+	(cd "$out" && tar -cJf logs.tar.xz $logs && rm -f $logs)
+fi
 exit $rc
