@@ -9,7 +9,7 @@ PKG      := github.com/aprqa/apr/internal/buildinfo
 LDFLAGS  := -X $(PKG).revision=$(REV) -X $(PKG).dirty=$(DIRTY)
 FUZZTIME ?= 10m
 
-.PHONY: all build demo test test-noasm fuzz bench clean kernels kernels-check cuda-bundle
+.PHONY: all build demo test test-noasm fuzz bench clean kernels kernels-check cuda-bundle llama-bundle
 
 all: build
 
@@ -79,6 +79,23 @@ cuda-bundle:
 	tar -C .. $(foreach p,$(CUDA_BUNDLE_EXCLUDE),--exclude='$(p)') -cf - shared/fixtures/models shared/fixtures/expect shared/fixtures/dequant | xz -T2 -9e > .dev/fixtures.tar.xz
 	cp ../shared/fixtures/models/stories260K.gguf .dev/
 	@du -sh .dev/*
+
+# What engine/cuda/vsllama.sh (apr and llama.cpp-CUDA side by side on a GPU
+# machine) needs, under .dev/: apr cross-compiled, and llama.cpp's sources at
+# LLAMA_COMMIT (the commit our fixtures came from) from LLAMA_REPO, a git
+# directory holding it (a clone or a fetched mirror; never vendored), less
+# its docs, models, tests and web UI: ~4 MB. Carry .dev and run
+# `bash engine/cuda/vsllama.sh` there.
+LLAMA_REPO ?=
+LLAMA_COMMIT ?= 81ff7abe
+llama-bundle:
+	@test -n "$(LLAMA_REPO)" || { echo "make llama-bundle: refused: name LLAMA_REPO=DIR, a git directory holding llama.cpp $(LLAMA_COMMIT)" >&2; exit 3; }
+	mkdir -p .dev
+	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o .dev/apr ./cmd/apr
+	xz -f -T2 .dev/apr
+	git -C "$(LLAMA_REPO)" archive --format=tar $(LLAMA_COMMIT) -- ggml src common include cmake vendor tools CMakeLists.txt LICENSE \
+		':(exclude)tools/ui' ':(exclude)tools/server' | xz -T2 -6 > .dev/llama-src.tar.xz
+	@du -sh .dev/apr.xz .dev/llama-src.tar.xz
 
 clean:
 	rm -rf bin tiny.gguf
