@@ -1,6 +1,7 @@
 package falsify
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/aprqa/apr/contracts"
@@ -232,6 +235,9 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 	if o.Reference == "" {
 		o.Reference = "ref"
 	}
+	if o.Identity == "" || o.ModelSHA256 == "" {
+		return refused("no reference binary identity or model sha256 to key the reference's answer by")
+	}
 	pl, reason := f2PlanOf(o)
 	res.Falsifier, res.ProbeTokens = pl.id, len(pl.probe)
 	if reason != "" {
@@ -304,12 +310,10 @@ type f2Plan struct {
 	probe []int32
 }
 
-// f2PlanOf reads o's plan, or the reason F2 must be refused.
+// f2PlanOf reads o's plan, or the reason F2 must be refused. It needs
+// neither the model's sha256 nor the binary's identity.
 func f2PlanOf(o F2Options) (f2Plan, string) {
 	var pl f2Plan
-	if o.Identity == "" || o.ModelSHA256 == "" {
-		return pl, "no reference binary identity or model sha256 to key the reference's answer by"
-	}
 	set := o.Contracts
 	if set == nil {
 		var err error
@@ -367,35 +371,70 @@ func f2Probe(eng model.Engine, probe []int32) ([][]float32, error) {
 // f2Reference returns the reference's logits for probe, from the cache
 // when it holds them for this exact key.
 func f2Reference(ctx context.Context, o F2Options, probe []int32) ([][]float32, bool, error) {
+	dir, err := f2CacheDir(o)
+	if err != nil {
+		return nil, false, err
+	}
+	path := f2CachePath(dir, o, probe)
+	if logits, hit, err := f2CacheRead(path, o, probe); hit || err != nil {
+		return logits, hit, err
+	}
+	logits, err := f2Compute(ctx, o, probe)
+	if err != nil {
+		return nil, false, err
+	}
+	f2CacheWrite(dir, path, o, probe, logits)
+	return logits, false, nil
+}
+
+// f2CacheDir is o's cache directory: the user cache's apr/f2 for "", "-"
+// for none.
+func f2CacheDir(o F2Options) (string, error) {
+	if o.CacheDir != "" {
+		return o.CacheDir, nil
+	}
+	return f2Dir()
+}
+
+// f2CachePath is the file of o's answer for probe in dir ("" without a
+// cache).
+func f2CachePath(dir string, o F2Options, probe []int32) string {
+	if dir == "-" {
+		return ""
+	}
+	return filepath.Join(dir, F2CacheKey(o.ModelSHA256, probe, o.Identity)+F2CacheExt)
+}
+
+// f2CacheRead reads the answer at path; a missing file is a miss, an entry
+// that is not this key's answer an error.
+func f2CacheRead(path string, o F2Options, probe []int32) ([][]float32, bool, error) {
+	if path == "" {
+		return nil, false, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false, nil
+	}
+	c, err := readF2Cache(b)
+	if err != nil {
+		return nil, false, fmt.Errorf("cache entry %s is unreadable: %v", path, err)
+	}
 	key := F2CacheKey(o.ModelSHA256, probe, o.Identity)
-	dir := o.CacheDir
-	if dir == "" {
-		var err error
-		if dir, err = f2Dir(); err != nil {
-			return nil, false, err
-		}
+	if c.Key != key || c.Identity != o.Identity || c.ModelSHA256 != o.ModelSHA256 || !slices.Equal(c.Tokens, probe) {
+		return nil, false, fmt.Errorf("cache entry %s was written for another binary, model or probe (identity %q, model %.12s): it is not this reference's answer", path, c.Identity, c.ModelSHA256)
 	}
-	path := ""
-	if dir != "-" {
-		path = filepath.Join(dir, key+F2CacheExt)
-		if b, err := os.ReadFile(path); err == nil {
-			c, err := readF2Cache(b)
-			if err != nil {
-				return nil, false, fmt.Errorf("cache entry %s is unreadable: %v", path, err)
-			}
-			if c.Key != key || c.Identity != o.Identity || c.ModelSHA256 != o.ModelSHA256 || !slices.Equal(c.Tokens, probe) {
-				return nil, false, fmt.Errorf("cache entry %s was written for another binary, model or probe (identity %q, model %.12s): it is not this reference's answer", path, c.Identity, c.ModelSHA256)
-			}
-			if c.Rows != len(probe) {
-				return nil, false, fmt.Errorf("cache entry %s holds %d rows for %d probe tokens", path, c.Rows, len(probe))
-			}
-			logits, err := unpackRows(c.LogitsF32LE, c.Rows, c.Cols)
-			if err != nil {
-				return nil, false, fmt.Errorf("cache entry %s: %v", path, err)
-			}
-			return logits, true, nil
-		}
+	if c.Rows != len(probe) {
+		return nil, false, fmt.Errorf("cache entry %s holds %d rows for %d probe tokens", path, c.Rows, len(probe))
 	}
+	logits, err := unpackRows(c.LogitsF32LE, c.Rows, c.Cols)
+	if err != nil {
+		return nil, false, fmt.Errorf("cache entry %s: %v", path, err)
+	}
+	return logits, true, nil
+}
+
+// f2Compute runs the reference over probe.
+func f2Compute(ctx context.Context, o F2Options, probe []int32) ([][]float32, error) {
 	eval := o.RefLogits
 	if eval == nil {
 		eval = func(ctx context.Context, m, backend string, tokens []int32) ([][]float32, error) {
@@ -405,20 +444,59 @@ func f2Reference(ctx context.Context, o F2Options, probe []int32) ([][]float32, 
 	}
 	logits, err := eval(ctx, o.Model, o.Reference, probe)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if len(logits) != len(probe) {
-		return nil, false, fmt.Errorf("%d logits rows for %d tokens", len(logits), len(probe))
+		return nil, fmt.Errorf("%d logits rows for %d tokens", len(logits), len(probe))
 	}
-	if path != "" {
-		packed, cols := packRows(logits)
-		b, err := f2Cache{Key: key, ModelSHA256: o.ModelSHA256, Tokens: probe, Identity: o.Identity,
-			Rows: len(logits), Cols: cols, LogitsF32LE: packed}.encode()
-		if err == nil && os.MkdirAll(dir, 0o755) == nil {
-			_ = atomicfile.WriteFile(path, b) // a cache that cannot be written costs the next run a forward pass, nothing else
+	return logits, nil
+}
+
+// f2CacheWrite keeps logits at path; a cache that cannot be written costs
+// the next run a forward pass, nothing else.
+func f2CacheWrite(dir, path string, o F2Options, probe []int32, logits [][]float32) {
+	if path == "" {
+		return
+	}
+	packed, cols := packRows(logits)
+	b, err := f2Cache{Key: F2CacheKey(o.ModelSHA256, probe, o.Identity), ModelSHA256: o.ModelSHA256, Tokens: probe, Identity: o.Identity,
+		Rows: len(logits), Cols: cols, LogitsF32LE: packed}.encode()
+	if err == nil && os.MkdirAll(dir, 0o755) == nil {
+		_ = atomicfile.WriteFile(path, b)
+	}
+}
+
+// f2CacheMayHold reports whether dir may hold an answer for identity and
+// probe, of any model: false only when no entry there was written for
+// both, so that the answer must be computed whatever the model's sha256.
+// An entry or directory it cannot read counts as a maybe.
+func f2CacheMayHold(dir, identity string, probe []int32) bool {
+	if dir == "-" {
+		return false
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return !errors.Is(err, fs.ErrNotExist)
+	}
+	for _, ent := range ents {
+		if !strings.HasSuffix(ent.Name(), F2CacheExt) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, ent.Name()))
+		if err != nil {
+			return true
+		}
+		head, err := bufio.NewReader(f).ReadSlice('\n')
+		f.Close()
+		var c f2Cache
+		if err != nil || json.Unmarshal(head, &c) != nil {
+			return true
+		}
+		if c.Identity == identity && slices.Equal(c.Tokens, probe) {
+			return true
 		}
 	}
-	return logits, false, nil
+	return false
 }
 
 // paramNumber reads a numeric contract parameter (0 when absent or not a
@@ -532,9 +610,11 @@ func F2Warm() {
 // Prepare) starts the reference's answer for the prompt's probe — read from
 // the cache or computed by the reference engine, from its own mapping of
 // the file — as soon as the prompt's tokens are known, so that it runs
-// beside the device's set-up and upload; Validate (generate.Options.
-// Validate) is F2Validate's, and waits for that answer instead of
-// computing it after the upload. An answer started for another model,
+// beside the device's set-up and upload. A forward pass starts at once when
+// the cache holds no entry for this binary and probe (of any model); else
+// Prepare first waits for the file's sha256, the cache's key. Validate
+// (generate.Options.Validate) is F2Validate's, and waits for that answer
+// instead of computing it after the upload. An answer started for another model,
 // binary or probe is never used: Validate then computes its own, exactly
 // as without Prepare.
 type F2Run struct {
@@ -568,17 +648,36 @@ func (f *F2Run) Prepare(ctx context.Context, sha func() (string, error), tokens 
 		if id.SHA256 == "" {
 			return // Validate refuses, naming why
 		}
-		sum, err := sha()
-		if err != nil {
-			return // the load fails on it
-		}
-		o := f.options(sum, tokens, id.Short()+" sha256 "+id.SHA256)
+		o := f.options("", tokens, id.Short()+" sha256 "+id.SHA256)
 		pl, reason := f2PlanOf(o)
 		if reason != "" {
 			return // Validate refuses, naming why
 		}
+		dir, err := f2CacheDir(o)
+		if err != nil {
+			return // Validate refuses, naming why
+		}
+		// The file's sha256 (the cache's key) is still being hashed: when no
+		// entry was written for this binary and probe, the answer must be
+		// computed whatever it is, so the forward pass starts now.
+		var logits [][]float32
+		var cerr error
+		computed := !f2CacheMayHold(dir, o.Identity, pl.probe)
+		if computed {
+			logits, cerr = f2Compute(ctx, o, pl.probe)
+		}
+		if o.ModelSHA256, err = sha(); err != nil {
+			return // the load fails on it
+		}
 		e.o, e.probe = o, pl.probe
-		e.want, e.cached, e.err = f2Reference(ctx, o, pl.probe)
+		if computed {
+			if cerr == nil {
+				f2CacheWrite(dir, f2CachePath(dir, o, pl.probe), o, pl.probe, logits)
+			}
+			e.want, e.err = logits, cerr
+		} else {
+			e.want, e.cached, e.err = f2Reference(ctx, o, pl.probe)
+		}
 		e.started = true
 	}()
 }

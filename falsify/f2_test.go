@@ -268,6 +268,7 @@ func TestF2Early(t *testing.T) {
 		mu.Unlock()
 		return realLogitsOf(ctx, m, backend, toks)
 	}
+	ncalls := func() int { mu.Lock(); defer mu.Unlock(); return len(calls) }
 	run := func(t *testing.T, minCPU int, prepTokens []int32, prepSHA string) (verdictS string, err error, validateAt time.Time) {
 		t.Helper()
 		defer falsify.SetF2EarlyMinCPU(minCPU)()
@@ -282,8 +283,7 @@ func TestF2Early(t *testing.T) {
 		if minCPU <= 1 {
 			wait = 10 * time.Second
 		}
-		started := func() bool { mu.Lock(); defer mu.Unlock(); return len(calls) > 0 }
-		for t0 := time.Now(); time.Since(t0) < wait && !started(); time.Sleep(time.Millisecond) {
+		for t0 := time.Now(); time.Since(t0) < wait && ncalls() == 0; time.Sleep(time.Millisecond) {
 		}
 		validateAt = time.Now()
 		v, err := f.Validate(ctx, dev, sha, tokens)
@@ -313,6 +313,51 @@ func TestF2Early(t *testing.T) {
 			}
 		})
 	}
+	// The file's hash (the cache's key) takes a while: with no cache entry
+	// for this binary and probe the forward pass starts before it is done;
+	// with one, Prepare waits for the hash and reads the answer.
+	dir := t.TempDir()
+	hashing := func() (func() (string, error), func()) {
+		done := make(chan struct{})
+		return func() (string, error) { <-done; return sha, nil }, func() { close(done) }
+	}
+	t.Run("a cache miss is computed before the hash", func(t *testing.T) {
+		defer falsify.SetF2EarlyMinCPU(1)()
+		mu.Lock()
+		calls = nil
+		mu.Unlock()
+		shaFn, hashed := hashing()
+		f := falsify.NewF2Run(path, nil).WithReference(counting, dir)
+		f.Prepare(ctx, shaFn, tokens)
+		for t0 := time.Now(); time.Since(t0) < 10*time.Second && ncalls() == 0; time.Sleep(time.Millisecond) {
+		}
+		n := ncalls()
+		hashed()
+		if n != 1 {
+			t.Fatalf("reference calls before the hash: %d; want the forward pass started", n)
+		}
+		if v, err := f.Validate(ctx, dev, sha, tokens); v != "pass" || err != nil || ncalls() != 1 {
+			t.Fatalf("F2: %s %v, reference calls %d; want pass from the early answer", v, err, ncalls())
+		}
+		if ents, _ := filepath.Glob(filepath.Join(dir, "*"+falsify.F2CacheExt)); len(ents) != 1 {
+			t.Fatalf("cache entries %v; want the early answer kept", ents)
+		}
+	})
+	t.Run("a possible hit waits for the hash", func(t *testing.T) {
+		defer falsify.SetF2EarlyMinCPU(1)()
+		mu.Lock()
+		calls = nil
+		mu.Unlock()
+		shaFn, hashed := hashing()
+		f := falsify.NewF2Run(path, nil).WithReference(counting, dir)
+		f.Prepare(ctx, shaFn, tokens)
+		time.Sleep(100 * time.Millisecond)
+		n := ncalls()
+		hashed()
+		if v, err := f.Validate(ctx, dev, sha, tokens); v != "pass" || err != nil || n != 0 || ncalls() != 0 {
+			t.Fatalf("F2: %s %v, reference calls %d before the hash, %d in all; want pass from the cache, no forward pass", v, err, n, ncalls())
+		}
+	})
 	t.Run("too few cores", func(t *testing.T) {
 		v, err, at := run(t, 1<<20, tokens, sha)
 		if v != "pass" || err != nil || len(calls) != 1 || !calls[0].at.After(at) {
