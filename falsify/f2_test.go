@@ -317,18 +317,20 @@ func TestF2Early(t *testing.T) {
 	// for this binary and probe the forward pass starts before it is done;
 	// with one, Prepare waits for the hash and reads the answer.
 	dir := t.TempDir()
-	hashing := func() (func() (string, error), func()) {
-		done := make(chan struct{})
-		return func() (string, error) { <-done; return sha, nil }, func() { close(done) }
-	}
-	t.Run("a cache miss is computed before the hash", func(t *testing.T) {
-		defer falsify.SetF2EarlyMinCPU(1)()
+	// prepareUnhashed starts Prepare while the file is still being hashed;
+	// hashed finishes the hash.
+	prepareUnhashed := func(t *testing.T) (f *falsify.F2Run, hashed func()) {
+		t.Cleanup(falsify.SetF2EarlyMinCPU(1))
 		mu.Lock()
 		calls = nil
 		mu.Unlock()
-		shaFn, hashed := hashing()
-		f := falsify.NewF2Run(path, nil).WithReference(counting, dir)
-		f.Prepare(ctx, shaFn, tokens)
+		done := make(chan struct{})
+		f = falsify.NewF2Run(path, nil).WithReference(counting, dir)
+		f.Prepare(ctx, func() (string, error) { <-done; return sha, nil }, tokens)
+		return f, func() { close(done) }
+	}
+	t.Run("a cache miss is computed before the hash", func(t *testing.T) {
+		f, hashed := prepareUnhashed(t)
 		for t0 := time.Now(); time.Since(t0) < 10*time.Second && ncalls() == 0; time.Sleep(time.Millisecond) {
 		}
 		n := ncalls()
@@ -344,13 +346,7 @@ func TestF2Early(t *testing.T) {
 		}
 	})
 	t.Run("a possible hit waits for the hash", func(t *testing.T) {
-		defer falsify.SetF2EarlyMinCPU(1)()
-		mu.Lock()
-		calls = nil
-		mu.Unlock()
-		shaFn, hashed := hashing()
-		f := falsify.NewF2Run(path, nil).WithReference(counting, dir)
-		f.Prepare(ctx, shaFn, tokens)
+		f, hashed := prepareUnhashed(t)
 		time.Sleep(100 * time.Millisecond)
 		n := ncalls()
 		hashed()
