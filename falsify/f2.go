@@ -614,9 +614,9 @@ func F2Warm() {
 // the cache holds no entry for this binary and probe (of any model); else
 // Prepare first waits for the file's sha256, the cache's key. Validate
 // (generate.Options.Validate) is F2Validate's, and waits for that answer
-// instead of computing it after the upload. An answer started for another model,
-// binary or probe is never used: Validate then computes its own, exactly
-// as without Prepare.
+// instead of computing it after the upload. An answer started for another
+// model, binary or probe is never used: Validate then computes its own,
+// exactly as without Prepare.
 type F2Run struct {
 	path      string
 	log       *slog.Logger
@@ -690,7 +690,7 @@ func (f *F2Run) options(sha string, tokens []int32, identity string) F2Options {
 // f2Early is the reference's answer that F2Run.Prepare started.
 type f2Early struct {
 	done    chan struct{}
-	started bool      // it ran f2Reference (set before done closes)
+	started bool      // it has an answer, read or computed (set before done closes)
 	o       F2Options // what it ran with
 	probe   []int32
 	want    [][]float32
