@@ -211,6 +211,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	res.LoadMS = st.end() - earlyMS
 	if err != nil {
+		res.PrefillMS = earlyMS // the prompt's tokenizing, done during the load
 		return failed(err)
 	}
 	defer m.Close()
