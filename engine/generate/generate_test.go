@@ -233,6 +233,14 @@ func TestPrepare(t *testing.T) {
 	if r.WallMS < sum || r.WallMS > sum+20 || r.PrefillMS <= 0 {
 		t.Fatalf("wall_ms %.3f, stages %.3f (prefill %.3f); want the stages' sum within the wall time", r.WallMS, sum, r.PrefillMS)
 	}
+	// A load that fails after Prepare (a backend this build lacks): the
+	// tokenizing done during it is prefill's, and the stages sum to the wall.
+	bad := o
+	bad.Backend, prepared = "no-such-backend", nil
+	r, err = generate.Run(context.Background(), bad)
+	if err == nil || prepared == nil || r.PrefillMS <= 0 || r.WallMS < r.LoadMS+r.PrefillMS || r.WallMS > r.LoadMS+r.PrefillMS+20 {
+		t.Fatalf("a failed load after Prepare: %v, Prepare got %v, load %.3f + prefill %.3f of wall %.3f ms; want a refusal, Prepare called, the stages summing to the wall", err, prepared, r.LoadMS, r.PrefillMS, r.WallMS)
+	}
 	o.MaxTokens, prepared = 1<<20, nil
 	if _, err := generate.Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "context_length") || prepared != nil {
 		t.Fatalf("a prompt past the context: %v, Prepare got %v; want the context refusal and no Prepare", err, prepared)
