@@ -116,9 +116,9 @@ type F2Result struct {
 	SetupMS     float64 `json:"setup_ms"`
 	ReferenceMS float64 `json:"reference_ms"`
 	ProbeMS     float64 `json:"probe_ms"`
-	// ReferenceEarlyMS is the reference's own time when it was started
-	// beside the load and h2d stages (F2Run.Prepare); ReferenceMS is then
-	// only what F2 still waited for it.
+	// ReferenceEarlyMS is how long the answer started beside the load and
+	// h2d stages (F2Run.Prepare) took from its start, waiting for the file's
+	// sha256 included; ReferenceMS is then only what F2 still waited for it.
 	ReferenceEarlyMS float64 `json:"reference_early_ms,omitempty"`
 }
 
@@ -599,7 +599,7 @@ func f2Applies(c *Check) (bool, string) {
 // compete with the load (measured on a 2-core box: F2 0.6 → 0.13 s, load
 // 0.4 → 1.1 s).
 func F2Warm() {
-	if runtime.NumCPU() <= 2 {
+	if !besideLoad() {
 		return
 	}
 	go buildinfo.Current()
@@ -628,14 +628,29 @@ type F2Run struct {
 // NewF2Run returns the F2 of one run of the model at path.
 func NewF2Run(path string, log *slog.Logger) *F2Run { return &F2Run{path: path, log: log} }
 
-// f2EarlyMinCPU: Prepare starts nothing on fewer cores, where the reference
-// would compete with the load for them (F2Warm's rule; a test lowers it).
+// f2EarlyMinCPU is the fewest cores on which F2's work runs beside the
+// model's load (F2Warm, F2Run.Prepare); on fewer it would only compete with
+// the load for them. A test lowers it.
 var f2EarlyMinCPU = 3
+
+// besideLoad reports whether F2's work may run beside the load here.
+func besideLoad() bool { return runtime.NumCPU() >= f2EarlyMinCPU }
+
+// f2Identity is the reference binary's identity that keys F2's answers:
+// this executable's build and sha256, or a refusal saying why there is
+// none.
+func f2Identity() (string, error) {
+	id := buildinfo.Current()
+	if id.SHA256 == "" {
+		return "", refuse.New(F2By, "F2: this executable's sha256 could not be measured (%s): the reference's answer has no identity to be kept under", id.Error)
+	}
+	return id.Short() + " sha256 " + id.SHA256, nil
+}
 
 // Prepare is generate.Options.Prepare: it starts the reference's answer
 // for tokens' probe in the background and returns at once.
 func (f *F2Run) Prepare(ctx context.Context, sha func() (string, error), tokens []int32) {
-	if runtime.NumCPU() < f2EarlyMinCPU {
+	if !besideLoad() {
 		return
 	}
 	e := &f2Early{done: make(chan struct{})}
@@ -644,11 +659,11 @@ func (f *F2Run) Prepare(ctx context.Context, sha func() (string, error), tokens 
 		defer close(e.done)
 		t := time.Now()
 		defer func() { e.ms = float64(time.Since(t).Nanoseconds()) / 1e6 }()
-		id := buildinfo.Current()
-		if id.SHA256 == "" {
+		identity, err := f2Identity()
+		if err != nil {
 			return // Validate refuses, naming why
 		}
-		o := f.options("", tokens, id.Short()+" sha256 "+id.SHA256)
+		o := f.options("", tokens, identity)
 		pl, reason := f2PlanOf(o)
 		if reason != "" {
 			return // Validate refuses, naming why
@@ -724,11 +739,10 @@ func (f *F2Run) Validate(ctx context.Context, eng model.Engine, sha string, toke
 	if _, device := eng.(model.Uploader); !device {
 		return generate.F2NotRequired, nil
 	}
-	id := buildinfo.Current()
-	if id.SHA256 == "" {
-		return string(verdict.Refused), refuse.New(F2By, "F2: this executable's sha256 could not be measured (%s): the reference's answer has no identity to be kept under", id.Error)
+	identity, err := f2Identity()
+	if err != nil {
+		return string(verdict.Refused), err
 	}
-	identity := id.Short() + " sha256 " + id.SHA256
 	r := RunF2(ctx, eng, f.options(sha, tokens, identity))
 	device := eng.Backend()
 	if d, ok := eng.(interface{ Identity() string }); ok {
