@@ -201,14 +201,14 @@ func TestFailedRunReportsItsWallTime(t *testing.T) {
 }
 
 // TestPrepare: Prepare receives the prompt's tokens — the ones Validate then
-// gets — and the file's sha256 before the engine exists, and tokenizing
-// there moves no time out of prefill: the stages still sum to the wall time.
+// gets — and the file's sha256, before Validate runs, and tokenizing there
+// moves no time out of prefill: the stages still sum to the wall time.
 // A prompt that cannot be tokenized never reaches Prepare and fails as
 // without it.
 func TestPrepare(t *testing.T) {
 	var prepared, validated []int32
 	var sha string
-	var preparedFirst bool
+	var preparedFirst bool // Prepare had run when Validate ran
 	o := generate.Options{Model: stories(t), Backend: "ref", Prompt: "Once upon a time", Raw: true, MaxTokens: 3,
 		Prepare: func(ctx context.Context, s func() (string, error), tokens []int32) {
 			prepared = tokens
@@ -217,9 +217,9 @@ func TestPrepare(t *testing.T) {
 				t.Errorf("Prepare's sha: %v", err)
 			}
 		},
-		Validate: func(_ context.Context, eng model.Engine, _ string, tokens []int32) (string, error) {
+		Validate: func(_ context.Context, _ model.Engine, _ string, tokens []int32) (string, error) {
 			validated = tokens
-			preparedFirst = prepared != nil && eng != nil
+			preparedFirst = prepared != nil
 			return "pass", nil
 		}}
 	r, err := generate.Run(context.Background(), o)
