@@ -65,7 +65,7 @@ tests() {
 	export APR_CUDA_PTX="$out/kernels.ptx"
 	if command -v cuobjdump >/dev/null && [ -s "$out/kernels.fatbin" ] && [ -z "$emu" ]; then
 		# registers, shared memory and spills of the hot kernels
-		cuobjdump -res-usage "$out/kernels.fatbin" 2>&1 | grep -A1 -E 'Function (mv_|mm_)(Q4_K|Q5_0|Q8_0|F16)|Function k_attn' | grep -v '^--' >>"$out/summary.txt"
+		cuobjdump -res-usage "$out/kernels.fatbin" 2>&1 | grep -A1 -E 'Function (mv_|mm_)(Q4_K|Q5_0|Q8_0|F16)|Function k_att' | grep -v '^--' >>"$out/summary.txt"
 	fi
 	root="$(pwd)"
 	mkdir -p /tmp/apr-shared && tar -C /tmp/apr-shared -xJf .dev/fixtures.tar.xz

@@ -436,6 +436,13 @@ __device__ __forceinline__ void prefetch_l2(const u8 *p, long long n) {
 #endif
 }
 
+// prefetch_line(p): p's 128-byte line into L2, by the calling thread.
+__device__ __forceinline__ void prefetch_line(const void *p) {
+#ifndef APR_HOST
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
 template <class T>
 __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, float *Y, int nrows,
                         int tpr, const float *bias, float *res, const u8 *W1, float *Y1, int nr1, const float *bias1,
@@ -1356,6 +1363,22 @@ struct AttgRope {
 template <int HVC, bool ROPE> // 32·HVC ≥ hv: each lane's value columns
 __device__ void attg_body(float *out, float *q, float *K, float *V, const int *pos0p, int nhead, int nkv, int hk,
                           int hv, float scale, float *PM, float *PA, unsigned *cnt, const AttgRope &rp) {
+  // The split's cached keys and values into L2 before waiting for the
+  // kernel before (pdl): the rows below pos0 were written by earlier
+  // steps, whose kernels have all finished once this one runs (every
+  // kernel waits for its predecessor before it lets the next one start);
+  // pos0 is staged before the tape's first kernel. (H100, q2.5-0.5b Q4_K
+  // tg128 at depth 4096: 656 -> 682 tok/s.)
+  {
+    int np = *pos0p + 1, j0 = blockIdx.y * AG_L, n = np - j0 < AG_L ? np - j0 : AG_L;
+    int kdim = nkv * hk, vdim = nkv * hv, lk = (hk * 4 + 127) / 128, lv = (hv * 4 + 127) / 128;
+    for (int i = threadIdx.x; i < n * (lk + lv); i += AG_T) {
+      int p = i / (lk + lv), l = i % (lk + lv);
+      const float *r = l < lk ? K + (long long)(j0 + p) * kdim + (long long)blockIdx.x * hk + 32 * l
+                              : V + (long long)(j0 + p) * vdim + (long long)blockIdx.x * hv + 32 * (l - lk);
+      prefetch_line(r);
+    }
+  }
   pdl();
   __shared__ __align__(16) float qs[AG_QS];
   __shared__ float sc[AG_MAXG][AG_L];
