@@ -50,18 +50,24 @@ type backend struct {
 	held bool
 
 	// The launch path (see flush): ops append their kernels to tape and
-	// the host data they read (ids, positions, weights) to stage; flush
-	// copies stage to stageDev and runs the tape on stream, as a CUDA
-	// graph when the same tape ran before.
+	// the host data they read (ids, positions, weights) to stage, pinned
+	// host memory as large as stageDev; flush queues the copy of what
+	// stage gained since the last flush to stageDev and runs the tape on
+	// stream, as a CUDA graph when the same tape ran before. Offsets only
+	// grow until the stream is known to have passed every copy (resetStage):
+	// a queued copy still reads stage.
 	stream     cu.Stream
 	tape       []tapeOp
-	stage      []byte
+	stage      []byte // len: staged bytes; cap: stageDev.cap
+	stageSent  int    // stage[:stageSent] is queued for copying
 	stageDev   devArea
+	chunkAt    int      // a held Eval's tape runs in part at this length (push)
 	pending    []cu.Ptr // frees that wait for the tape that may still read them
 	graphs     *graphCache
 	prof       *profiler     // APR_CUDA_PROFILE=1
 	steps      *stepProfiler // APR_CUDA_PROFILE=steps
 	noFuse     bool          // APR_CUDA_FUSE=0
+	noChunk    bool          // APR_CUDA_CHUNK=0
 	noAttg     bool          // APR_CUDA_ATTG=0: decode rows take k_attn
 	noAttgRope bool          // APR_CUDA_ATTG=norope: k_attg leaves the rotation and store to k_rope
 	early      bool          // launch a tape's kernels early (PDL; APR_CUDA_EARLY=0: off)
@@ -188,10 +194,17 @@ func (be *backend) do(fn func() error) error {
 		err = be.d.Do(run)
 	}
 	if err != nil {
-		be.tape, be.stage = be.tape[:0], be.stage[:0]
+		be.dropTape()
 		be.err = err
 	}
 	return be.err
+}
+
+// dropTape forgets the kernels on the tape and the staged bytes not yet
+// queued for copying (a failed op or Eval): what was queued may still be
+// read by the stream, so its bytes stay.
+func (be *backend) dropTape() {
+	be.tape, be.stage = be.tape[:0], be.stage[:be.stageSent]
 }
 
 // u32 packs a kernel's int argument as cu.Pack does (the low half of its
@@ -227,30 +240,86 @@ func (be *backend) launch(name string, grid, block cu.Dim, shared uint32, args .
 		}
 		op.args[i] = v
 	}
+	return be.push(op)
+}
+
+// A held Eval's tape (a decode step: a hundred kernels and more) runs in
+// parts as it is recorded, so that the device starts on its first kernels
+// while the host records the rest, instead of idling until the Eval's
+// first read: push runs the tape but its last chunkKeep ops once it holds
+// chunkAt ops, chunkFirst at first, twice as many each time after. The
+// ops kept are the ones a later op may still fold into (fuseBias looks
+// back the furthest, four); each part is a tape of its own for the graph
+// cache, the same parts at every step. Only with the graph cache: it is
+// what makes launching the parts cheap.
+const chunkFirst, chunkKeep = 16, 8
+
+// push appends op to the tape, first running the tape's earlier part
+// when it is long enough; inside do.
+func (be *backend) push(op tapeOp) error {
+	if be.held && be.graphs != nil && !be.noChunk && len(be.tape) >= be.chunkAt+chunkKeep {
+		if err := be.run(len(be.tape) - chunkKeep); err != nil {
+			return err
+		}
+		be.chunkAt *= 2
+	}
 	be.tape = append(be.tape, op)
 	return nil
 }
 
 // stageBytes appends n bytes at src to the host data of the tape and
 // returns the device address the tape's kernels read them at (valid once
-// flush has copied them); inside do.
+// flush has queued their copy); inside do.
 func (be *backend) stageBytes(src unsafe.Pointer, n int) (cu.Ptr, error) {
 	off := (len(be.stage) + 15) &^ 15
-	if uint64(off+n) > be.stageDev.cap {
-		// The queued kernels read the current area: run them first.
+	if off+n > cap(be.stage) {
+		// The queued kernels and copies read the current areas: run them
+		// and wait for them, then start again at offset 0, in larger
+		// areas if n needs them.
 		if err := be.flush(); err != nil {
 			return 0, err
 		}
-		off = 0
-		if err := be.ensure(&be.stageDev, max(uint64(2*n), 256<<10)); err != nil {
+		if err := be.d.Sync(); err != nil {
 			return 0, err
 		}
+		be.resetStage()
+		off = 0
+		if uint64(n) > be.stageDev.cap || be.stage == nil {
+			if err := be.growStage(max(uint64(2*n), 256<<10)); err != nil {
+				return 0, err
+			}
+		}
 	}
-	for len(be.stage) < off {
-		be.stage = append(be.stage, 0)
-	}
-	be.stage = append(be.stage, unsafe.Slice((*byte)(src), n)...)
+	be.stage = be.stage[:off+n]
+	copy(be.stage[off:], unsafe.Slice((*byte)(src), n))
 	return be.stageDev.p + cu.Ptr(off), nil
+}
+
+// growStage replaces the staging areas with ones of n bytes; inside do,
+// with nothing queued that reads them.
+func (be *backend) growStage(n uint64) error {
+	if be.stage != nil {
+		if err := be.d.FreeHost(unsafe.Pointer(unsafe.SliceData(be.stage))); err != nil {
+			return err
+		}
+		be.stage = nil
+	}
+	if err := be.ensure(&be.stageDev, n); err != nil {
+		return err
+	}
+	h, err := be.d.AllocHost(be.stageDev.cap)
+	if err != nil {
+		return err
+	}
+	be.stage = unsafe.Slice((*byte)(h), be.stageDev.cap)[:0]
+	return nil
+}
+
+// resetStage starts the staging areas again at offset 0, once the stream
+// has passed every copy queued from them and every kernel that read them
+// (after a synchronous read or a Sync).
+func (be *backend) resetStage() {
+	be.stage, be.stageSent = be.stage[:0], 0
 }
 
 // putInts stages ids; inside do.
@@ -287,31 +356,14 @@ func (be *backend) free(p cu.Ptr) error {
 // graph cache (a tape seen before replays as one CUDA graph launch),
 // otherwise one launch per kernel. Pending frees follow. Inside do.
 func (be *backend) flush() error {
-	if be.steps != nil && be.held {
-		defer be.steps.flushing()()
-	}
-	tape, stage := be.tape, be.stage
-	be.tape, be.stage = be.tape[:0], be.stage[:0]
-	if len(stage) > 0 {
-		if err := be.d.HtoD(be.stageDev.p, unsafe.Pointer(&stage[0]), uint64(len(stage))); err != nil {
-			return err
-		}
-	}
-	if len(tape) > 0 {
-		var err error
-		if be.held && be.graphs != nil {
-			err = be.graphs.run(be, tape)
-		} else {
-			err = be.direct(tape)
-		}
-		if err != nil {
-			return err
-		}
+	if err := be.run(len(be.tape)); err != nil {
+		return err
 	}
 	if len(be.pending) > 0 {
 		if err := be.d.Sync(); err != nil {
 			return err
 		}
+		be.resetStage()
 		for _, p := range be.pending {
 			if err := be.d.Free(p); err != nil {
 				return err
@@ -320,6 +372,31 @@ func (be *backend) flush() error {
 		be.pending = be.pending[:0]
 	}
 	return nil
+}
+
+// run queues the copy of the bytes staged since the last run, then the
+// tape's first n kernels, which leave the tape; inside do.
+func (be *backend) run(n int) error {
+	if be.steps != nil && be.held {
+		defer be.steps.flushing()()
+	}
+	if s := be.stageSent; len(be.stage) > s {
+		if err := be.d.HtoDAsync(be.stageDev.p+cu.Ptr(s), unsafe.Pointer(&be.stage[s]), uint64(len(be.stage)-s), be.stream); err != nil {
+			return err
+		}
+		be.stageSent = len(be.stage)
+	}
+	if n == 0 {
+		return nil
+	}
+	var err error
+	if be.held && be.graphs != nil {
+		err = be.graphs.run(be, be.tape[:n])
+	} else {
+		err = be.direct(be.tape[:n])
+	}
+	be.tape = be.tape[:copy(be.tape, be.tape[n:])]
+	return err
 }
 
 // direct launches every kernel of tape on the stream.
@@ -466,7 +543,12 @@ func (be *backend) Read(g graph.Buf, r int, dst []float32) {
 		if be.steps != nil && be.held {
 			defer func(t time.Time) { be.steps.read(time.Since(t)) }(time.Now())
 		}
-		return be.d.DtoH(unsafe.Pointer(&dst[0]), b.p+cu.Ptr(4*r*b.stride), uint64(4*len(dst)))
+		if err := be.d.DtoH(unsafe.Pointer(&dst[0]), b.p+cu.Ptr(4*r*b.stride), uint64(4*len(dst))); err != nil {
+			return err
+		}
+		// The synchronous copy waited for everything queued before it.
+		be.resetStage()
+		return nil
 	})
 	if err != nil {
 		for i := range dst {
@@ -802,7 +884,9 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 			blocks += (mi.rows + rpb*g - 1) / (rpb * g)
 		}
 		op.grid = cu.Dim{X: uint32(be.mvGrid(blocks, nc))}
-		be.tape = append(be.tape, op)
+		if err := be.push(op); err != nil {
+			return err
+		}
 		be.fuseNorm()
 		return nil
 	})
@@ -1720,6 +1804,10 @@ func (be *backend) close() {
 		for _, v := range be.vecs {
 			_ = be.d.Free(v.p)
 			v.p = 0
+		}
+		if be.stage != nil {
+			_ = be.d.FreeHost(unsafe.Pointer(unsafe.SliceData(be.stage)))
+			be.stage = nil
 		}
 		for _, a := range []*devArea{&be.stageDev, &be.scores, &be.attnP, &be.attnCnt, &be.mmP} {
 			_ = be.d.Free(a.p)

@@ -164,6 +164,7 @@ var switches = []struct {
 	{EnvGraphs, []string{"0", "1"}},
 	{EnvFuse, []string{"0", "1"}},
 	{EnvEarly, []string{"0", "1"}},
+	{EnvChunk, []string{"0", "1"}},
 	{EnvAttg, []string{"0", "1", "norope"}},
 	{EnvProfile, []string{"0", "1", ProfileSteps}},
 }
@@ -194,7 +195,7 @@ func checkSwitches() error {
 // stream the backend queues its work on.
 func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backend, cu.Info, error) {
 	be := &backend{d: d, fn: map[string]cu.Func{}, used: map[string]int{}, plant: plant, graphs: newGraphCache(),
-		noFuse: os.Getenv(EnvFuse) == "0", noAttg: os.Getenv(EnvAttg) == "0", noAttgRope: os.Getenv(EnvAttg) == "norope"}
+		noFuse: os.Getenv(EnvFuse) == "0", noChunk: os.Getenv(EnvChunk) == "0", noAttg: os.Getenv(EnvAttg) == "0", noAttgRope: os.Getenv(EnvAttg) == "norope"}
 	var info cu.Info
 	err := d.Do(func() error {
 		var err error
@@ -336,7 +337,7 @@ func (s *session) held(eval func() error) error {
 	if err != nil {
 		return fmt.Errorf("cuda: %w", err)
 	}
-	s.be.held = true
+	s.be.held, s.be.chunkAt = true, chunkFirst
 	err = eval()
 	if err == nil {
 		// An Eval without logits (a prompt chunk) ends with kernels still
@@ -346,7 +347,7 @@ func (s *session) held(eval func() error) error {
 			err = s.be.do(func() error { return s.be.steps.collect(s.be, time.Since(t0)) })
 		}
 	} else {
-		s.be.tape, s.be.stage = s.be.tape[:0], s.be.stage[:0]
+		s.be.dropTape()
 	}
 	s.be.held = false
 	release()

@@ -22,6 +22,12 @@ const EnvFuse = "APR_CUDA_FUSE"
 // (TestEarlyLaunch runs both).
 const EnvEarly = "APR_CUDA_EARLY"
 
+// EnvChunk set to "0" runs a held Eval's tape only at its first read or
+// its end, in one part, instead of in parts as it is recorded (push): for
+// measuring what starting the device early gains and for bisecting;
+// results must not change (TestChunks runs both).
+const EnvChunk = "APR_CUDA_CHUNK"
+
 // EnvAttg set to "0" sends a decode row's attention to the per-head split
 // kernel (k_attn) instead of the per-group one (k_attg); set to "norope",
 // k_attg leaves the row's rotation and KV store to their own kernel

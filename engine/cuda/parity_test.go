@@ -261,7 +261,7 @@ func TestEmulated(t *testing.T) {
 	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion|TestAttendKernels|TestDeltaRuleKernels|TestEvalLast|TestProfileSteps)$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion|TestChunks|TestAttendKernels|TestDeltaRuleKernels|TestEvalLast|TestProfileSteps)$", "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
 		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
 		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
@@ -378,6 +378,36 @@ func TestEarlyLaunch(t *testing.T) {
 				t.Fatalf("no kernel launched early on %s (sm_%d%d)", d.Name, d.Major, d.Minor)
 			}
 			t.Logf("8 decode steps bit-identical with and without early launch (%d kernels launched early)", n)
+		})
+	}
+}
+
+// TestChunks: a decode step's tape run in parts as it is recorded gives
+// logits bit-identical to running it whole at the step's read
+// (APR_CUDA_CHUNK=0), folds as many ops (the parts keep every op a later
+// one may fold into), and does run in parts: more graphs replayed than
+// steps. qwen3.5's step is long enough for parts; qwen2-tiny's is not
+// (nothing changes there, checked too).
+func TestChunks(t *testing.T) {
+	if _, err := cuda.Available(); err != nil {
+		t.Skipf("SKIP (not a pass): no CUDA device: %v", err)
+	}
+	for _, c := range []struct {
+		name  string
+		parts bool
+	}{{"qwen35-tiny-Q8_0", true}, {"qwen2-tiny-Q8_0", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			const steps = 8
+			on, off, _ := decodeWithout(t, filepath.Join(testutil.Fixtures(t), "models", "synth", c.name+".gguf"), cuda.EnvChunk, []int32{1, 5, 9}, steps)
+			_, _, rOn := on.GraphStats()
+			_, _, rOff := off.GraphStats()
+			if on.Fused() != off.Fused() {
+				t.Fatalf("folded %d ops in parts, %d whole", on.Fused(), off.Fused())
+			}
+			if c.parts && rOn <= rOff || !c.parts && rOn != rOff || rOff == 0 {
+				t.Fatalf("graphs replayed: %d in parts, %d whole (parts expected: %v)", rOn, rOff, c.parts)
+			}
+			t.Logf("%d decode steps bit-identical in parts and whole; graphs replayed %d and %d, %d ops folded", steps, rOn, rOff, on.Fused())
 		})
 	}
 }

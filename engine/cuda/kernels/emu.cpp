@@ -481,6 +481,44 @@ CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) {
   memcpy(dst, (void *)(uintptr_t)src, n);
   return 0;
 }
+// Page-locked host memory is ordinary memory here; the asynchronous copy
+// runs at once, like every queued operation of the emulator. A copy from
+// memory that cuMemAllocHost did not return is refused: the engine must
+// stage what it copies asynchronously in pinned memory (a pageable source
+// would make the driver wait for the stream).
+static std::map<uintptr_t, size_t> pinned;
+CUresult cuMemAllocHost_v2(void **p, size_t n) {
+  CHECK_STICKY();
+  *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
+  if (!*p) return 2;
+  pinned[(uintptr_t)*p] = n;
+  return 0;
+}
+CUresult cuMemFreeHost(void *p) {
+  auto it = pinned.find((uintptr_t)p);
+  if (it == pinned.end()) return 1;
+  pinned.erase(it);
+  free(p);
+  return 0;
+}
+static bool isPinned(const void *p, size_t n) {
+  auto it = pinned.upper_bound((uintptr_t)p);
+  if (it == pinned.begin()) return false;
+  --it;
+  return (uintptr_t)p >= it->first && (uintptr_t)p + n <= it->first + it->second;
+}
+CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t n, void *) {
+  CHECK_STICKY();
+  if (capturingGraph()) return 900;
+  if (!inside(dst, n)) return badCopy("cuMemcpyHtoDAsync", dst, n);
+  if (!isPinned(src, n)) {
+    fprintf(stderr, "emu: cuMemcpyHtoDAsync of %zu bytes from host memory cuMemAllocHost did not return\n", n);
+    return 1;
+  }
+  Op op("cuMemcpyHtoDAsync", false);
+  memcpy((void *)(uintptr_t)dst, src, n);
+  return 0;
+}
 CUresult cuMemcpyDtoD_v2(uint64_t dst, uint64_t src, size_t n) {
   CHECK_STICKY();
   if (!inside(dst, n)) return badCopy("cuMemcpyDtoD (destination)", dst, n);

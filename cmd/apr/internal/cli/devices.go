@@ -42,7 +42,7 @@ type DeviceCUDA struct {
 	KernelModule string `json:"kernel_module_sha256,omitempty"` // the kernel image (fatbin or PTX) this build loads
 	// Overrides are the environment variables that change what the CUDA
 	// engine runs (APR_LIBCUDA, APR_CUDA_PTX, APR_CUDA_PLANT) or how
-	// (APR_CUDA_GRAPHS, APR_CUDA_FUSE, APR_CUDA_EARLY, APR_CUDA_ATTG, APR_CUDA_PROFILE), as NAME=VALUE.
+	// (APR_CUDA_GRAPHS, APR_CUDA_FUSE, APR_CUDA_EARLY, APR_CUDA_CHUNK, APR_CUDA_ATTG, APR_CUDA_PROFILE), as NAME=VALUE.
 	Overrides []string `json:"overrides"`
 }
 

@@ -104,7 +104,8 @@ var symbols = []string{
 	"cuInit", "cuDriverGetVersion", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName",
 	"cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuCtxSynchronize",
 	"cuMemGetInfo_v2", "cuModuleLoadData", "cuModuleGetFunction", "cuMemAlloc_v2", "cuMemFree_v2",
-	"cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuLaunchKernel", "cuGetErrorName",
+	"cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuMemcpyHtoDAsync_v2", "cuMemAllocHost_v2", "cuMemFreeHost",
+	"cuLaunchKernel", "cuGetErrorName",
 	"cuStreamCreate", "cuStreamSynchronize", "cuStreamBeginCapture_v2", "cuStreamEndCapture",
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
 }
@@ -358,6 +359,40 @@ func (d *Driver) HtoD(dst Ptr, src unsafe.Pointer, n uint64) error {
 		return nil
 	}
 	return d.call("cuMemcpyHtoD_v2", uintptr(dst), uintptr(src), uintptr(n))
+}
+
+// AllocHost allocates n bytes of page-locked host memory, which the device
+// reads by DMA: an asynchronous copy from it (HtoDAsync) returns at once.
+func (d *Driver) AllocHost(n uint64) (unsafe.Pointer, error) {
+	// The driver writes the address into p: memory outside Go's heap,
+	// which the collector leaves alone.
+	var p unsafe.Pointer
+	if err := d.call("cuMemAllocHost_v2", uintptr(unsafe.Pointer(&p)), uintptr(n)); err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, fmt.Errorf("cuda: cuMemAllocHost_v2 of %d bytes succeeded with the address 0", n)
+	}
+	return p, nil
+}
+
+// FreeHost releases memory from AllocHost.
+func (d *Driver) FreeHost(p unsafe.Pointer) error {
+	if p == nil {
+		return nil
+	}
+	return d.call("cuMemFreeHost", uintptr(p))
+}
+
+// HtoDAsync queues a copy of n bytes at src (memory from AllocHost) to
+// device address dst on s, after the work queued on s before it. It
+// returns before the copy runs: src must stay unchanged until s has
+// passed it.
+func (d *Driver) HtoDAsync(dst Ptr, src unsafe.Pointer, n uint64, s Stream) error {
+	if n == 0 {
+		return nil
+	}
+	return d.call("cuMemcpyHtoDAsync_v2", uintptr(dst), uintptr(src), uintptr(n), uintptr(s))
 }
 
 // DtoH copies n bytes from device address src to dst; it waits for the
