@@ -16,7 +16,9 @@
 // 32-value chunk of a weight row in registers and multiply it with F32
 // activations (a prompt's on the tensor cores in 3xTF32, F32's accuracy);
 // element-wise ops follow engine/graph's definitions. Every op is queued
-// on the default stream in order; Read waits for it. On sm_90 a tape's
+// on the backend's stream in order; Read waits for it. Inside an Eval the
+// queued kernels run in parts as they are recorded (backend.go, push),
+// each part a CUDA graph once seen before. On sm_90 a tape's
 // kernels after its first are launched early (programmatic dependent
 // launch) and each waits for the one before it (apr.cu's pdl) before it
 // touches memory. Some ops have more
