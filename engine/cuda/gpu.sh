@@ -19,8 +19,8 @@
 #        qwen3.5-0.8b at Q4_K and Q8_0; tg128 at depth 4096 (Q4_K, both
 #        shapes); time to first token on a ~512-token prompt; Q4_K with the
 #        graph cache and fusion off
-#     5. apr qa --backend cuda on qwen2.5-0.5b at Q8_0 and Q4_K, and with a
-#        planted wrong kernel (must fail)
+#     5. apr qa --backend cuda on qwen2.5-0.5b and qwen3.5-0.8b at Q8_0 and
+#        Q4_K, and with a planted wrong kernel (must fail)
 #
 #   gpu.sh all    both in one call, when what they carry fits in 64 MiB
 #                 (make cuda-bundle CUDA_BUNDLE_EXCLUDE='*-F32.gguf *-F16.gguf')
@@ -77,11 +77,16 @@ tests() {
 	(cd engine/cuda && step 120 /tmp/cuda.test -test.v -test.run '^(TestParity|TestGraphReplay)$')
 }
 
-# qa_steps: apr qa --backend cuda on the 0.5b shapes, and a planted wrong
+# qa_steps: apr qa --backend cuda on the 0.5b and 0.8b shapes (qwen3.5's
+# Q8_0 failed gpu_cpu on 2026-12-06: on apr synth's weights the cpu engine
+# that the gate holds cuda to drifts past the tier, from noise its layers
+# amplify; cuda agreed with the reference), and a planted wrong
 # kernel that F2 must fail (skipped with APR_GPU_NO_QA=1 in a speed round).
 qa_steps() {
 	step 150 /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda
 	step 150 /tmp/apr qa /tmp/q25-Q4_K.gguf --backend cuda
+	step 150 /tmp/apr qa /tmp/q35-Q4_K.gguf --backend cuda
+	step 150 /tmp/apr qa /tmp/q35-Q8_0.gguf --backend cuda
 	# The planted wrong kernel must fail F2 (exit 1): a pass here is the failure.
 	before=$rc
 	APR_CUDA_PLANT=blk.3.ffn_down.weight:7:1.5 step 120 /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda --gate f2
