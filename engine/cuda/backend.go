@@ -17,7 +17,7 @@ import (
 )
 
 // backend is the CUDA implementation of graph.Backend. Every buffer lives
-// in device memory; ops queue kernels on the default stream, in order, and
+// in device memory; ops queue kernels on the backend's stream, in order, and
 // Read copies a row back (waiting for the work before it). Weights are
 // described when prepared and copied to the device by upload (the engine's
 // Upload, timed as the h2d stage).
@@ -284,7 +284,7 @@ func (be *backend) stageBytes(src unsafe.Pointer, n int) (cu.Ptr, error) {
 		}
 		be.resetStage()
 		off = 0
-		if uint64(n) > be.stageDev.cap || be.stage == nil {
+		if n > cap(be.stage) {
 			if err := be.growStage(max(uint64(2*n), 256<<10)); err != nil {
 				return 0, err
 			}
@@ -350,11 +350,11 @@ func (be *backend) free(p cu.Ptr) error {
 	return be.d.Free(p)
 }
 
-// flush runs the tape: the staged host data is copied to the device (a
-// synchronous copy, ordered after the work already queued), then the
-// kernels are launched on the stream — inside a held Eval through the
-// graph cache (a tape seen before replays as one CUDA graph launch),
-// otherwise one launch per kernel. Pending frees follow. Inside do.
+// flush runs what is left of the tape (run): the staged bytes not yet
+// copied are queued for copying on the stream, then the kernels —
+// inside a held Eval through the graph cache (a tape seen before replays
+// as one CUDA graph launch), otherwise one launch per kernel. Pending
+// frees follow, after a Sync. Inside do.
 func (be *backend) flush() error {
 	if err := be.run(len(be.tape)); err != nil {
 		return err
