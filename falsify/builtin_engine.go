@@ -101,13 +101,13 @@ func RegisterEngineCodes(r *Registry, e Engines) {
 		AppliesWhen(TierApplies), VetWith(VetTier),
 		Doc("a backend's greedy output equals the reviewed golden (or the reference's, in the numerics params.numerics names for the backend) at every step whose judge margin reaches twice the contract's numerical noise for the model's weight tier (params.logit_noise); a backend further than that noise from the reference fails"))
 	r.Register(CodeEngineParity, KindCosine, codes[CodeEngineParity], Needs(NeedModel), Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
-		Params("tier", "argmax_margin", ParamNearTieEps, ParamRouterNoise), Refs("reference engine", "reference engine router"),
+		Params("tier", "argmax_margin", ParamNearTieEps, ParamRouterNoise, ParamNoiseFloor), Refs("reference engine", "reference engine router"),
 		AppliesWhen(TierApplies), VetWith(VetTier),
-		Doc("a backend's logits against the reference engine's (in the numerics params.numerics names for the backend: plain, or ggml's activation rounding) at every position of a probe prompt, at the thresholds of the model's weight tier; a mixture of experts' router near-ties (on the reference) excluded and reported"))
+		Doc("a backend's logits against the reference engine's (in the numerics params.numerics names for the backend: plain, or ggml's activation rounding) at every position of a probe prompt, at the thresholds of the model's weight tier, counting only distance beyond params.noise_floor times the model's own (the reference against its jittered twin) where the judge rounds activations; a mixture of experts' router near-ties (on the reference) excluded and reported"))
 	r.Register(CodeGPUCPU, KindCosine, codes[CodeGPUCPU], Needs(NeedModel), Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
-		Params("tier", "backend", "against", "numerics", "argmax_margin", ParamNearTieEps, ParamRouterNoise), Refs("reference engine", "reference engine router"),
+		Params("tier", "backend", "against", "numerics", "argmax_margin", ParamNearTieEps, ParamRouterNoise, ParamNoiseFloor), Refs("reference engine", "reference engine router"),
 		AppliesWhen(gpuCPUApplies), VetWith(VetTier),
-		Doc("a device backend's logits (params.backend) against another engine's (params.against) at every position of a probe prompt, at the thresholds of the model's weight tier; where params.numerics gives the two engines different numerics, judged beyond the gap the reference shows between those numerics on the same positions (a position's distance counts only past the references' own, an argmax mismatch only where the references agree); the judge's router near-ties excluded and reported"))
+		Doc("a device backend's logits (params.backend) against another engine's (params.against) at every position of a probe prompt, at the thresholds of the model's weight tier; where params.numerics gives the two engines different numerics, judged beyond the gap the reference shows between those numerics on the same positions (a position's distance counts only past the references' own, an argmax mismatch only where the references agree) and beyond params.noise_floor times the model's own noise (the reference in the rounding side's numerics against its jittered twin); the judge's router near-ties excluded and reported"))
 }
 
 // gpuCPUApplies: gpu_cpu applies to models of its tier when its device
@@ -221,6 +221,23 @@ func RefNumerics(fz schema.Falsifier, backend string) string {
 		return ""
 	}
 	return n
+}
+
+// ParamNoiseFloor names the cosine gates' parameter: how many times the
+// model's noise floor (the reference against its jittered twin,
+// oracle.ParityReport.AtFloor) the gate allows; absent or 0, none is
+// measured.
+const ParamNoiseFloor = "noise_floor"
+
+// jitterTwin is the numerics whose distance from n is the model's noise
+// floor (engine/ref's NumericsGGMLJitter for "ggml"), or "" where n has
+// none: the plain reference rounds no activation, so there is no step for
+// an ulp to cross.
+func jitterTwin(n string) string {
+	if n == "ggml" {
+		return "ggml-jitter"
+	}
+	return ""
 }
 
 // numericsName names a RefNumerics value for people ("" is plain).
@@ -351,15 +368,76 @@ func parityWith(ctx context.Context, c *Check, m *engineModel, backend string, s
 			return verdict.Failed(nil, "backend %s vs %s: %v", backend, judge, err)
 		}
 	}
+	// On a model that amplifies rounding, two correct engines in ggml's
+	// numerics are apart by the model's own noise: the gate judges what
+	// exceeds params.noise_floor times the reference's distance from its
+	// jittered twin (oracle's AtFloor), in the numerics of the side that
+	// rounds activations.
+	var floorNumerics string
+	var floorFrom oracle.ParityReport // rep before AtFloor
+	if _, ok := fz.Params[ParamNoiseFloor]; ok {
+		kf, ok := toFloat(fz.Params[ParamNoiseFloor])
+		if !ok || math.IsNaN(kf) || kf < 0 {
+			return verdict.RefusedBy(verdict.CodeNoContract, c.By(), nil, "params.%s %v: want a number ≥ 0 (how many times the model's noise floor the gate allows)", ParamNoiseFloor, fz.Params[ParamNoiseFloor])
+		}
+		n := nj
+		if jitterTwin(n) == "" {
+			n = nb
+		}
+		if twin := jitterTwin(n); twin != "" && kf > 0 {
+			var floor oracle.ParityReport
+			err := c.CallRef("reference engine", func() error {
+				var rows [2][][]float32
+				for i, m2 := range []string{n, twin} {
+					r, err := m.refLogits(ctx, m2, toks)
+					if err == nil {
+						err = usable(r, len(toks))
+					}
+					if err != nil {
+						return err
+					}
+					rows[i] = r.Logits
+				}
+				var err error
+				floor, err = oracle.Parity{Margin: margin, Ties: ties}.Judge(rows[1], rows[0])
+				return err
+			})
+			switch {
+			case err != nil && sloppy:
+				// the planted defect goes on without the floor, too
+			case err != nil:
+				return verdict.RefusedBy(RefusalReference, c.By(), nil, "the noise floor needs the reference %s in %s numerics and its jittered twin, which gave no usable logits: %v", m.reference, numericsName(n), err)
+			default:
+				floorFrom = rep
+				if rep, err = rep.AtFloor(floor.SeqReport, wantRows, kf); err != nil {
+					return verdict.Failed(nil, "backend %s vs %s: %v", backend, judge, err)
+				}
+				floorNumerics = n
+			}
+		}
+	}
 	mismatches := rep.MismatchNotes("reference")
 	k := verdict.NewJudge(fz.ID, fz.Thresholds)
 	for _, x := range rep.Metrics() {
 		k.HoldIf(x.Name, x.Value, x.Unit)
 	}
 	k.Note("positions", float64(len(toks)), "positions")
+	if f := rep.Floor; f != nil {
+		// what the judgement subtracted, for the record: the floor, and the
+		// engines' distance before it was counted beyond it
+		k.Note("noise_floor_min_cosine", f.MinCosine, "")
+		k.Note("noise_floor_mean_cosine", f.MeanCosine, "")
+		k.Note("noise_floor_max_abs", f.MaxAbs, "logits")
+		k.Note("measured_min_cosine", floorFrom.MinCosine, "")
+		k.Note("measured_mean_cosine", floorFrom.MeanCosine, "")
+		k.Note("measured_argmax_mismatches", float64(len(floorFrom.ArgmaxMismatches)), "count")
+	}
 	o := k.Outcome(verdict.FirstN(mismatches))
 	o.Details = append(mismatches, rep.TieNotes(paramFloatOr(fz, ParamNearTieEps, math.NaN()))...)
 	if note := rep.GapNote(numericsName(nb), numericsName(nj)); note != "" {
+		o.Details = append(o.Details, note)
+	}
+	if note := rep.FloorNote(numericsName(floorNumerics)); note != "" {
 		o.Details = append(o.Details, note)
 	}
 	if o.Verdict == verdict.Fail {

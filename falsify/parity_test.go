@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aprqa/apr/contracts"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/oracle"
@@ -211,4 +212,48 @@ func readSHA(tb testing.TB, path string) string {
 	rest := string(b[i+len(`"sha256"`):])
 	j := strings.Index(rest, `"`)
 	return rest[j+1 : j+65]
+}
+
+// TestNoiseFloor runs qwen35's engine_parity_quantized (the cpu engine
+// against the reference in ggml numerics) on qwen35-tiny-Q8_0, where the
+// reference's jittered twin flips an activation's rounding (its floor is
+// below 1): the gate measures the floor and reports it with the distance
+// it judged; a contract whose noise_floor is not a number ≥ 0 is refused;
+// noise_floor 0 measures none.
+func TestNoiseFloor(t *testing.T) {
+	fixtures := testutil.Fixtures(t)
+	model := filepath.Join(fixtures, "models", "synth", "qwen35-tiny-Q8_0.gguf")
+	const id = "qwen35.engine_parity_quantized"
+	r := runOne(t, fullRegistry(), embedded(t), id, model, fixtures)
+	if r.Verdict != verdict.Pass {
+		t.Fatalf("%s: %s (%s)", id, r.Verdict, r.Reason)
+	}
+	if f := r.Measured["noise_floor_min_cosine"]; !(f < 1 && f > 0.99) {
+		t.Errorf("noise_floor_min_cosine %v, want the twin's flip measured (0.99 < floor < 1)", f)
+	}
+	if _, ok := r.Measured["measured_min_cosine"]; !ok || !strings.Contains(details(r), "noise floor") {
+		t.Errorf("the distance before the floor or the floor's note is missing: %v\n%s", r.Measured, details(r))
+	}
+	for _, c := range []struct {
+		value   string
+		verdict verdict.Verdict
+	}{{"-1", verdict.Refused}, {`"two"`, verdict.Refused}, {"0", verdict.Pass}} {
+		dir := contractsDir(t, func(files map[string]string) {
+			files["common.cue"] = mustReplace(t, files["common.cue"], "qwen35: 2, qwen3moe: 0", "qwen35: "+c.value+", qwen3moe: 0")
+		})
+		set, err := contracts.LoadDir(dir)
+		if err != nil {
+			t.Fatalf("noise_floor %s: LoadDir: %v", c.value, err)
+		}
+		r := runOne(t, fullRegistry(), set, id, model, fixtures)
+		if r.Verdict != c.verdict {
+			t.Errorf("noise_floor %s: %s (%s), want %s", c.value, r.Verdict, r.Reason, c.verdict)
+		}
+		if _, ok := r.Measured["noise_floor_min_cosine"]; ok {
+			t.Errorf("noise_floor %s: a floor was measured", c.value)
+		}
+		if c.verdict == verdict.Refused && !strings.Contains(r.Reason, "noise_floor") {
+			t.Errorf("noise_floor %s: reason %q does not name params.noise_floor", c.value, r.Reason)
+		}
+	}
 }

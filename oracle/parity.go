@@ -30,6 +30,11 @@ type ParityReport struct {
 	// Gap is the references' comparison in the two engines' numerics when
 	// the report was judged Beyond it; nil otherwise.
 	Gap *SeqReport
+	// Floor is the noise floor the report was judged AtFloor of (the
+	// judge against its jittered twin), and FloorK the multiple of it the
+	// judgement allowed; nil and 0 otherwise.
+	Floor  *SeqReport
+	FloorK float64
 }
 
 // Judge compares got with want position by position (CompareSeqWith) under
@@ -180,4 +185,52 @@ func (r ParityReport) GapNote(gotNumerics, wantNumerics string) string {
 	}
 	return fmt.Sprintf("judged beyond the numerics' own gap: the reference in %s numerics against the reference in %s numerics measured min cosine %.9f (position %d), mean %.9f, %d argmax mismatches, which this comparison does not count",
 		gotNumerics, wantNumerics, r.Gap.MinCosine, r.Gap.Worst, r.Gap.MeanCosine, len(r.Gap.ArgmaxMismatches))
+}
+
+// AtFloor judges r by what separates the engines beyond k times the model's
+// own noise. floor compares the judge with its twin (engine/ref's
+// NumericsGGMLJitter: the reference in the judge's numerics with every
+// activation moved a few float32 ulps before it is rounded, as another
+// correct engine's float32 arithmetic would move it) over the same
+// positions. On a model that amplifies rounding (a quantization step
+// crossed by an ulp reaches the logits) two correct engines are that far
+// apart; on one that does not, floor's cosines are 1 to rounding and its
+// logit differences ~0, and the report is unchanged. The sequence's
+// distances count only beyond k times the floor's, aggregate for
+// aggregate: min_cosine becomes 1 − max(0, (1 − min) − k·(1 − floor's
+// min)), mean_cosine likewise with the means; and an argmax mismatch counts
+// only where the judge's top-1 margin (want's rows) is at least k times
+// the largest logit difference the floor measured, as well as r.Margin.
+// The positions' Stats stay as measured; Floor and FloorK keep the floor.
+// The floor is the reference's alone, so a broken engine cannot widen it.
+func (r ParityReport) AtFloor(floor SeqReport, want [][]float32, k float64) (ParityReport, error) {
+	if len(floor.Positions) != len(r.Positions) || len(want) != len(r.Positions) {
+		return ParityReport{}, fmt.Errorf("%w: the noise floor has %d positions, the judge %d rows, the comparison %d", ErrLength, len(floor.Positions), len(want), len(r.Positions))
+	}
+	if math.IsNaN(k) || k < 0 {
+		return ParityReport{}, fmt.Errorf("the noise floor's multiple %v: want a number ≥ 0", k)
+	}
+	out := r
+	out.Floor, out.FloorK = &floor, k
+	out.MinCosine = 1 - math.Max(0, (1-r.MinCosine)-k*(1-floor.MinCosine))
+	out.MeanCosine = 1 - math.Max(0, (1-r.MeanCosine)-k*(1-floor.MeanCosine))
+	margin := math.Max(r.Margin, k*floor.MaxAbs)
+	out.ArgmaxMismatches = []int{}
+	for _, p := range r.ArgmaxMismatches {
+		if _, m, _ := TopMargin(want[p]); m >= margin {
+			out.ArgmaxMismatches = append(out.ArgmaxMismatches, p)
+		}
+	}
+	return out, nil
+}
+
+// FloorNote describes the noise floor AtFloor judged by (empty without
+// one); numerics names the judge's.
+func (r ParityReport) FloorNote(numerics string) string {
+	if r.Floor == nil {
+		return ""
+	}
+	f := r.Floor
+	return fmt.Sprintf("judged beyond %g× the model's noise floor: the reference in %s numerics against its jittered twin (every activation moved a few float32 ulps, as another correct engine rounds) measured min cosine %.9f (position %d), mean %.9f, largest logit difference %.4g, %d argmax mismatches; an argmax mismatch counts where the judge's margin is at least %.4g",
+		r.FloorK, numerics, f.MinCosine, f.Worst, f.MeanCosine, f.MaxAbs, len(f.ArgmaxMismatches), math.Max(r.Margin, r.FloorK*f.MaxAbs))
 }

@@ -1,10 +1,12 @@
 package oracle_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/aprqa/apr/oracle"
 )
@@ -118,5 +120,64 @@ func TestParityBeyond(t *testing.T) {
 	})
 	if _, err := (oracle.ParityReport{SeqReport: oracle.SeqReport{Positions: make([]oracle.Stats, 2)}}).Beyond(gap); err == nil {
 		t.Error("Beyond with a gap of another length: no error")
+	}
+}
+
+// TestAtFloor: a report judged at a noise floor counts only the distance
+// beyond k times the floor's (aggregate for aggregate) and only the argmax
+// mismatches where the judge's margin reaches k times the floor's largest
+// logit difference; a floor of 1s and 0 differences, or k = 0, leaves it as
+// it was; bad lengths and a negative k are errors.
+func TestAtFloor(t *testing.T) {
+	// the judge's rows: top-1 margins 0.5, 2 and 1.0
+	want := [][]float32{{1.5, 1, 0}, {3, 1, 0}, {0, 2, 1}}
+	r := oracle.ParityReport{Margin: 0.2, SeqReport: oracle.SeqReport{
+		Positions: make([]oracle.Stats, 3), Compared: 3, MinCosine: 0.99, MeanCosine: 0.995, Worst: 1,
+		ArgmaxMismatches: []int{0, 2}}}
+	floor := oracle.SeqReport{Positions: make([]oracle.Stats, 3), MinCosine: 0.996, MeanCosine: 0.998, MaxAbs: 0.3,
+		ArgmaxMismatches: []int{}}
+	got, err := r.AtFloor(floor, want, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1 − max(0, 0.01 − 2·0.004), 1 − max(0, 0.005 − 2·0.002); margin 0.6
+	if diff := cmp.Diff([]float64{0.998, 0.999}, []float64{got.MinCosine, got.MeanCosine}, cmpopts.EquateApprox(0, 1e-12)); diff != "" {
+		t.Errorf("cosines at the floor (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{2}, got.ArgmaxMismatches); diff != "" {
+		t.Errorf("argmax mismatches at the floor (-want +got):\n%s", diff)
+	}
+	if got.Floor == nil || got.FloorK != 2 || got.Worst != 1 {
+		t.Errorf("Floor %v, FloorK %v, Worst %d: want the floor, 2 and the measured worst 1", got.Floor, got.FloorK, got.Worst)
+	}
+	if !strings.Contains(got.FloorNote("ggml"), "min cosine 0.996") {
+		t.Errorf("FloorNote = %q, want the floor's min cosine", got.FloorNote("ggml"))
+	}
+	// a floor well beyond the distance: everything is within the noise
+	if got, _ := r.AtFloor(oracle.SeqReport{Positions: make([]oracle.Stats, 3), MinCosine: 0.9, MeanCosine: 0.9, MaxAbs: 5}, want, 2); got.MinCosine != 1 || got.MeanCosine != 1 || len(got.ArgmaxMismatches) != 0 {
+		t.Errorf("within a wide floor: min %v, mean %v, mismatches %v; want 1, 1, none", got.MinCosine, got.MeanCosine, got.ArgmaxMismatches)
+	}
+	// no noise, or k = 0: unchanged
+	quiet := oracle.SeqReport{Positions: make([]oracle.Stats, 3), MinCosine: 1, MeanCosine: 1}
+	for _, c := range []struct {
+		floor oracle.SeqReport
+		k     float64
+	}{{quiet, 2}, {floor, 0}} {
+		got, err := r.AtFloor(c.floor, want, c.k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.MinCosine != r.MinCosine || got.MeanCosine != r.MeanCosine || !cmp.Equal(got.ArgmaxMismatches, r.ArgmaxMismatches) {
+			t.Errorf("k %v, floor min %v: %v %v %v, want the report unchanged", c.k, c.floor.MinCosine, got.MinCosine, got.MeanCosine, got.ArgmaxMismatches)
+		}
+	}
+	if _, err := r.AtFloor(oracle.SeqReport{Positions: make([]oracle.Stats, 2)}, want, 2); !errors.Is(err, oracle.ErrLength) {
+		t.Errorf("a floor of 2 positions: %v, want ErrLength", err)
+	}
+	if _, err := r.AtFloor(floor, want, -1); err == nil {
+		t.Error("k = -1: no error")
+	}
+	if got := r.FloorNote("ggml"); got != "" {
+		t.Errorf("FloorNote without a floor = %q, want empty", got)
 	}
 }

@@ -43,14 +43,23 @@ const (
 	// itself stays Σ dequant(w)·dequant(act(x)) in float64, the kernel
 	// contracts' reference; nothing is taken from the optimized engines.
 	NumericsGGML = "ggml"
+	// NumericsGGMLJitter is NumericsGGML with every activation moved by
+	// one float32 ulp, up or down by a fixed hash of (tensor, token,
+	// element), before it is rounded: the reference as another correct
+	// engine in ggml numerics would compute it, one that rounds its float32
+	// arithmetic differently (another summation order). Its distance from
+	// NumericsGGML is the model's own sensitivity to that rounding — how
+	// far two correct engines can be apart on it — which the cosine gates
+	// measure as their noise floor (params.noise_floor).
+	NumericsGGMLJitter = "ggml-jitter"
 )
 
 // Options configure an Engine.
 type Options struct {
 	Threads int          // goroutines for matrix rows; 0: GOMAXPROCS
 	Log     *slog.Logger // nil: discard
-	// Numerics is NumericsPlain (or "") or NumericsGGML; anything else is
-	// refused by name.
+	// Numerics is NumericsPlain (or ""), NumericsGGML or
+	// NumericsGGMLJitter; anything else is refused by name.
 	Numerics string
 }
 
@@ -62,7 +71,8 @@ type Engine struct {
 	spec    *model.Spec
 	threads int
 	log     *slog.Logger
-	ggml    bool // Options.Numerics is NumericsGGML
+	ggml    bool // Options.Numerics is NumericsGGML or NumericsGGMLJitter
+	jitter  bool // Options.Numerics is NumericsGGMLJitter
 
 	vecMu sync.Mutex
 	vecs  map[string][]float32
@@ -88,8 +98,10 @@ func New(f *gguf.File, spec *model.Spec, o Options) (*Engine, error) {
 	case "", NumericsPlain:
 	case NumericsGGML:
 		e.ggml = true
+	case NumericsGGMLJitter:
+		e.ggml, e.jitter = true, true
 	default:
-		return nil, refuse.New(By, "numerics %q is not one the reference computes in (known: %s, %s)", o.Numerics, NumericsPlain, NumericsGGML)
+		return nil, refuse.New(By, "numerics %q is not one the reference computes in (known: %s, %s, %s)", o.Numerics, NumericsPlain, NumericsGGML, NumericsGGMLJitter)
 	}
 	for _, t := range spec.AllTensors() {
 		if err := checkDequant(t); err != nil {
@@ -138,9 +150,12 @@ func (e *Engine) Spec() *model.Spec { return e.spec }
 // Backend returns "ref".
 func (e *Engine) Backend() string { return "ref" }
 
-// Numerics returns the numerics the engine computes in (NumericsPlain or
-// NumericsGGML).
+// Numerics returns the numerics the engine computes in (NumericsPlain,
+// NumericsGGML or NumericsGGMLJitter).
 func (e *Engine) Numerics() string {
+	if e.jitter {
+		return NumericsGGMLJitter
+	}
 	if e.ggml {
 		return NumericsGGML
 	}

@@ -2,6 +2,8 @@ package ref
 
 import (
 	"fmt"
+	"hash/fnv"
+	"math"
 	"sync"
 
 	"github.com/aprqa/apr/engine/model"
@@ -93,13 +95,23 @@ func (e *Engine) roundActs(w *model.Tensor, x [][]float32) ([][]float32, [][]flo
 	out := make([][]float32, len(x))
 	var corr [][]float64
 	var scratch []byte
+	var h0 uint64
+	if e.jitter {
+		f := fnv.New64a()
+		f.Write([]byte(w.Name))
+		h0 = f.Sum64()
+	}
 	for t := range x {
 		out[t] = make([]float32, len(x[t]))
-		var err error
-		if scratch, err = quant.RoundActivations(w.Type, x[t], out[t], scratch); err != nil {
-			panic(fmt.Sprintf("ref: %s: numerics %s: %v", w.Name, NumericsGGML, err))
+		xt := x[t]
+		if e.jitter {
+			xt = jitter(xt, h0^uint64(t)*0x9e3779b97f4a7c15)
 		}
-		c, err := quant.MinSumCorrections(w.Type, x[t])
+		var err error
+		if scratch, err = quant.RoundActivations(w.Type, xt, out[t], scratch); err != nil {
+			panic(fmt.Sprintf("ref: %s: numerics %s: %v", w.Name, e.Numerics(), err))
+		}
+		c, err := quant.MinSumCorrections(w.Type, xt)
 		if err != nil {
 			panic(fmt.Sprintf("ref: %s: numerics %s: %v", w.Name, NumericsGGML, err))
 		}
@@ -108,6 +120,43 @@ func (e *Engine) roundActs(w *model.Tensor, x [][]float32) ([][]float32, [][]flo
 		}
 	}
 	return out, corr
+}
+
+// jitterULP is how far NumericsGGMLJitter moves each activation, in
+// float32 ulps: 4 ulps is 2.4e-7 to 4.8e-7 of the value, the size of the
+// cpu engine's distance from the reference before any activation's
+// rounding flips (apr diff on apr synth's qwen3.5-0.8b Q8_0: layer 0's
+// ssm_norm at 1 − cos 8.6e-14, ~4e-7 relative). On that model 1, 4 and 16
+// ulps put the twin at min cosine 0.99689, 0.99490 and 0.98843 from the
+// reference; the cpu engine is at 0.99402.
+const jitterULP = 4
+
+// jitter returns a copy of x with every finite nonzero value moved
+// jitterULP float32 ulps away from or toward zero, by bit i%64 of a
+// splitmix64 stream from seed (NumericsGGMLJitter).
+func jitter(x []float32, seed uint64) []float32 {
+	out := make([]float32, len(x))
+	var bits uint64
+	for i, v := range x {
+		if i%64 == 0 {
+			seed += 0x9e3779b97f4a7c15
+			z := seed
+			z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+			z = (z ^ z>>27) * 0x94d049bb133111eb
+			bits = z ^ z>>31
+		}
+		out[i] = v
+		a := math.Float32bits(v) &^ (1 << 31)
+		if a == 0 || a >= 0x7f800000-jitterULP || a <= jitterULP {
+			continue // zero, Inf, NaN, or too close to them to move
+		}
+		if bits>>(i%64)&1 == 1 {
+			out[i] = math.Float32frombits(math.Float32bits(v) + jitterULP)
+		} else {
+			out[i] = math.Float32frombits(math.Float32bits(v) - jitterULP)
+		}
+	}
+	return out
 }
 
 // matVec is linear for one vector: y = W·x (+ bias).

@@ -1,6 +1,7 @@
 package ref_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -52,6 +53,73 @@ func TestNumericsGGML(t *testing.T) {
 		}
 		if _, err := ref.New(f, spec, ref.Options{Numerics: "fp8"}); err == nil || !strings.Contains(err.Error(), `numerics "fp8"`) {
 			t.Errorf("numerics fp8: %v, want a refusal naming it", err)
+		}
+	}
+}
+
+// TestNumericsGGMLJitter: the jittered twin of the ggml numerics moves each
+// activation a few ulps before it is rounded, so on a quantized model its
+// logits differ from ggml's (an activation's rounding flips somewhere: on
+// qwen35-tiny at Q8_0 within these 16 tokens) while staying within the
+// deployed tier's distance of them; it is deterministic (the
+// same logits twice, on one goroutine or many), and on an F32 model, where
+// no activation is rounded, it is the plain reference's numerics moved by
+// ulps only.
+func TestNumericsGGMLJitter(t *testing.T) {
+	dir := testutil.Fixtures(t)
+	toks := []int32{1, 40, 300, 7, 99, 250, 13, 77, 5, 180, 64, 3, 220, 31, 150, 8}
+	eval := func(e *ref.Engine) [][]float32 {
+		s, err := e.NewSession(len(toks))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := s.Eval(toks, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	cosine := func(a, b []float32) float64 {
+		var ab, aa, bb float64
+		for i := range a {
+			ab += float64(a[i]) * float64(b[i])
+			aa += float64(a[i]) * float64(a[i])
+			bb += float64(b[i]) * float64(b[i])
+		}
+		return ab / math.Sqrt(aa*bb)
+	}
+	for _, c := range []struct {
+		name    string
+		minCos  float64 // the twin against ggml, at every position
+		differs bool
+	}{{"qwen35-tiny-Q8_0.gguf", 0.999, true}, {"stories260K.gguf", 0.999999, true}} {
+		f, spec, _ := openRef(t, modelPath(dir, c.name))
+		open := func(n string, threads int) *ref.Engine {
+			e, err := ref.New(f, spec, ref.Options{Numerics: n, Threads: threads})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e
+		}
+		twin := open(ref.NumericsGGMLJitter, 1)
+		if twin.Numerics() != ref.NumericsGGMLJitter {
+			t.Errorf("Numerics() = %q, want %q", twin.Numerics(), ref.NumericsGGMLJitter)
+		}
+		g, j, j4 := eval(open(ref.NumericsGGML, 0)), eval(twin), eval(open(ref.NumericsGGMLJitter, 4))
+		differs := false
+		for p := range g {
+			if cs := cosine(g[p], j[p]); cs < c.minCos {
+				t.Errorf("%s position %d: twin against ggml cosine %v, want ≥ %v", c.name, p, cs, c.minCos)
+			}
+			for i := range g[p] {
+				differs = differs || g[p][i] != j[p][i]
+				if j[p][i] != j4[p][i] {
+					t.Fatalf("%s position %d: the twin on 1 and on 4 goroutines differ at %d (%v, %v)", c.name, p, i, j[p][i], j4[p][i])
+				}
+			}
+		}
+		if differs != c.differs {
+			t.Errorf("%s: twin differs from ggml: %v, want %v", c.name, differs, c.differs)
 		}
 	}
 }

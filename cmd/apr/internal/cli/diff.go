@@ -57,7 +57,7 @@ the logits' comparison and the counts of records only one side reported.`,
 	}
 	c.Flags().StringVar(&opts.Backend, "backend", "cpu", "backend under test")
 	c.Flags().StringVar(&opts.Against, "against", "ref", "backend that judges it")
-	c.Flags().StringVar(&opts.Numerics, "numerics", "", `the judge's numerics when it is the reference: "plain" (its default) or "ggml" (activations rounded as ggml-cpu's kernels round them; what apr qa's engine gates judge by)`)
+	c.Flags().StringVar(&opts.Numerics, "numerics", "", `the judge's numerics when it is the reference: "plain" (its default), "ggml" (activations rounded as ggml-cpu's kernels round them; what apr qa's engine gates judge by) or "ggml-jitter" (ggml with each activation moved 4 float32 ulps first: the gates' noise floor)`)
 	c.Flags().StringVar(&opts.Tokens, "tokens", "", "comma-separated token ids")
 	c.Flags().StringVar(&opts.Prompt, "prompt", "", "text to tokenize with the model's tokenizer (raw, BOS per the model) instead of --tokens")
 	c.Flags().Float64Var(&opts.MinCosine, "min-cosine", 0.999, "a record diverges below this cosine against the judge")

@@ -16,11 +16,12 @@ import (
 func init() { register(31, newLogitsCmd) }
 
 type logitsOptions struct {
-	Model   string
-	Tokens  string
-	Backend string
-	Threads int
-	JSON    bool
+	Model    string
+	Tokens   string
+	Backend  string
+	Numerics string
+	Threads  int
+	JSON     bool
 }
 
 func newLogitsCmd(env *Env) *cobra.Command {
@@ -42,6 +43,7 @@ position's five best tokens are listed.`,
 	}
 	c.Flags().StringVar(&opts.Tokens, "tokens", "", "comma-separated token ids")
 	c.Flags().StringVar(&opts.Backend, "backend", "cpu", "backend to run on (ref: the FP32 reference; cpu: the optimized engine)")
+	c.Flags().StringVar(&opts.Numerics, "numerics", "", `the reference's numerics (--backend ref): "plain" (its default), "ggml" (activations rounded as ggml-cpu's kernels round them) or "ggml-jitter" (ggml with each activation moved 4 float32 ulps first: the noise floor of apr qa's cosine gates)`)
 	threadsFlag(c.Flags(), &opts.Threads, "threads for the backend (0: its choice)")
 	jsonFlag(c, &opts.JSON)
 	return c
@@ -73,7 +75,7 @@ func runLogits(ctx context.Context, env *Env, opts logitsOptions) error {
 		return badInput(err)
 	}
 	res, err := generate.Logits(ctx, generate.LogitsOptions{
-		Model: opts.Model, Backend: opts.Backend, Tokens: ids, Threads: opts.Threads, Log: env.Log,
+		Model: opts.Model, Backend: opts.Backend, Tokens: ids, Threads: opts.Threads, Log: env.Log, Numerics: opts.Numerics,
 	})
 	if err != nil {
 		return err
