@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
@@ -18,8 +19,9 @@ const parallelMin = 1 << 16
 // token t. W is a [cols, rows] tensor (ggml order); each row is dequantized
 // once into a buffer of cols floats and dotted with every token, so memory
 // stays at a few rows whatever the matrix size. Rows are shared out among
-// e.threads goroutines; each output is computed by exactly one of them, in
-// the same order, so the result does not depend on the thread count.
+// e.threads goroutines in pieces; each output is computed by exactly one of
+// them, in the same order, so the result does not depend on the thread
+// count or on which goroutine takes which piece.
 //
 // It panics when the shapes disagree or a row fails to dequantize: New
 // checked every tensor's type and shape, so either is a programmer error.
@@ -38,8 +40,16 @@ func (e *Engine) linear(w, bias *model.Tensor, x, out [][]float32) {
 	if e.ggml {
 		x, corr = e.roundActs(w, x)
 	}
+	// The products in float64 (dot64): x widened once here, each row once
+	// below, where dot would widen both for every product. Exact either way
+	// (a float32 is a float64 exactly), so the sums are dot's, bit for bit.
+	x64 := make([][]float64, len(x))
+	for t := range x {
+		x64[t] = widen(x[t], nil)
+	}
 	work := func(lo, hi int) {
 		row := make([]float32, cols)
+		row64 := make([]float64, cols)
 		var mins []float32
 		if corr != nil {
 			mins = make([]float32, len(corr[0]))
@@ -53,8 +63,9 @@ func (e *Engine) linear(w, bias *model.Tensor, x, out [][]float32) {
 					panic(fmt.Sprintf("ref: %s row %d: %v", w.Name, r, err))
 				}
 			}
+			widen(row, row64)
 			for t := range x {
-				s := dot(row, x[t])
+				s := dot64(row64, x64[t])
 				if mins != nil {
 					for k, m := range mins {
 						s += float64(m) * corr[t][k]
@@ -72,14 +83,25 @@ func (e *Engine) linear(w, bias *model.Tensor, x, out [][]float32) {
 		work(0, rows)
 		return
 	}
+	// Rows in pieces of about an eighth of a goroutine's share, taken in
+	// turn by n goroutines: one that the host's other work slows takes
+	// fewer pieces instead of holding the others at the end. (apr run's F2
+	// reference shares the cores with the load; on 16 cores fixed shares
+	// kept qwen3.5-0.8b's forward pass at 53% of them.)
+	per := max(1, rows/(8*n))
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	per := (rows + n - 1) / n
-	for lo := 0; lo < rows; lo += per {
-		hi := min(lo+per, rows)
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			work(lo, hi)
+			for {
+				lo := int(next.Add(int64(per))) - per
+				if lo >= rows {
+					return
+				}
+				work(lo, min(lo+per, rows))
+			}
 		}()
 	}
 	wg.Wait()

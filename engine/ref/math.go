@@ -20,6 +20,37 @@ func dot(a, b []float32) float64 {
 	return (s0 + s1) + (s2 + s3)
 }
 
+// dot64 is dot over values already widened to float64: the same products
+// (exact) summed in the same order, so the same result, without widening
+// every value for every product (linear widens each row and token once).
+func dot64(a, b []float64) float64 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// widen writes v as float64s into dst (nil: a new slice) and returns it.
+func widen(v []float32, dst []float64) []float64 {
+	if dst == nil {
+		dst = make([]float64, len(v))
+	}
+	dst = dst[:len(v)]
+	for i, f := range v {
+		dst[i] = float64(f)
+	}
+	return dst
+}
+
 // rmsNorm writes dst = x / sqrt(mean(x²) + eps) ⊙ w (w nil: no weight).
 // dst may alias x.
 func rmsNorm(dst, x, w []float32, eps float64) {
