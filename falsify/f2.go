@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/trace"
 	"slices"
 	"sort"
 	"strings"
@@ -110,9 +111,10 @@ type F2Result struct {
 	RefCached   bool            `json:"reference_cached"` // the reference's logits came from the cache
 	MS          float64         `json:"ms"`
 	// Where MS went: the set-up (the embedded contracts, evaluated once per
-	// process, and the model's header), the reference's answer (the
-	// cache's read, or the reference engine's run), the engine's probe;
-	// the rest is the judging.
+	// process, and the model's header), the engine's probe, then the
+	// reference's answer (the cache's read, or the reference engine's run:
+	// one started beside the load is still running during the probe); the
+	// rest is the judging.
 	SetupMS     float64 `json:"setup_ms"`
 	ReferenceMS float64 `json:"reference_ms"`
 	ProbeMS     float64 `json:"probe_ms"`
@@ -245,25 +247,13 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 	}
 	fz, probe := pl.fz, pl.probe
 
+	// The engine's probe runs first: while it does, the reference's answer
+	// started beside the load (F2Run.Prepare) is still being computed.
 	t := time.Now()
 	res.SetupMS = ms(t.Sub(start))
-	var want [][]float32
-	var cached bool
-	var err error
-	if e := o.early.answer(ctx, o, probe); e != nil {
-		want, cached, err = e.want, e.cached, e.err
-		res.ReferenceEarlyMS = e.ms
-	} else {
-		want, cached, err = f2Reference(ctx, o, probe)
-	}
-	res.ReferenceMS = ms(time.Since(t))
-	if err != nil {
-		return refused("the reference (%s) cannot answer: %v", o.Reference, err)
-	}
-	res.RefCached = cached
-
-	t = time.Now()
+	r := trace.StartRegion(ctx, "f2 probe")
 	got, err := f2Probe(eng, probe)
+	r.End()
 	res.ProbeMS = ms(time.Since(t))
 	if err != nil {
 		if r, ok := refuse.As(err); ok {
@@ -271,6 +261,23 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 		}
 		return refused("the %s engine's probe failed: %v", eng.Backend(), err)
 	}
+
+	t = time.Now()
+	r = trace.StartRegion(ctx, "f2 reference")
+	var want [][]float32
+	var cached bool
+	if e := o.early.answer(ctx, o, probe); e != nil {
+		want, cached, err = e.want, e.cached, e.err
+		res.ReferenceEarlyMS = e.ms
+	} else {
+		want, cached, err = f2Reference(ctx, o, probe)
+	}
+	r.End()
+	res.ReferenceMS = ms(time.Since(t))
+	if err != nil {
+		return refused("the reference (%s) cannot answer: %v", o.Reference, err)
+	}
+	res.RefCached = cached
 	margin := paramNumber(fz.Params["argmax_margin"])
 	rep, err := oracle.Parity{Margin: margin}.Judge(got, want)
 	if err != nil {
@@ -657,6 +664,7 @@ func (f *F2Run) Prepare(ctx context.Context, sha func() (string, error), tokens 
 	f.early = e
 	go func() {
 		defer close(e.done)
+		defer trace.StartRegion(ctx, "f2 reference beside the load").End()
 		t := time.Now()
 		defer func() { e.ms = float64(time.Since(t).Nanoseconds()) / 1e6 }()
 		identity, err := f2Identity()
@@ -664,7 +672,9 @@ func (f *F2Run) Prepare(ctx context.Context, sha func() (string, error), tokens 
 			return // Validate refuses, naming why
 		}
 		o := f.options("", tokens, identity)
+		r := trace.StartRegion(ctx, "f2 plan")
 		pl, reason := f2PlanOf(o)
+		r.End()
 		if reason != "" {
 			return // Validate refuses, naming why
 		}
@@ -679,9 +689,14 @@ func (f *F2Run) Prepare(ctx context.Context, sha func() (string, error), tokens 
 		var cerr error
 		computed := !f2CacheMayHold(dir, o.Identity, pl.probe)
 		if computed {
+			r := trace.StartRegion(ctx, "f2 reference forward")
 			logits, cerr = f2Compute(ctx, o, pl.probe)
+			r.End()
 		}
-		if o.ModelSHA256, err = sha(); err != nil {
+		r = trace.StartRegion(ctx, "f2 sha256 wait")
+		o.ModelSHA256, err = sha()
+		r.End()
+		if err != nil {
 			return // the load fails on it
 		}
 		e.o, e.probe = o, pl.probe

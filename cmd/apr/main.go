@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 
 	"github.com/aprqa/apr/cmd/apr/internal/cli"
 )
@@ -20,6 +21,13 @@ const envCPUProfile = "APR_CPUPROFILE"
 // who allocated what over the whole command, inuse_space what was still
 // live at its end).
 const envMemProfile = "APR_MEMPROFILE"
+
+// envTrace names a file for a Go execution trace of the whole command: every
+// goroutine's timeline, with regions named for the stages of a run (the
+// load's steps, F2's reference beside it, the upload, prefill, decode) —
+// what runs beside what, and what the time to first token waits on. Read
+// it with go tool trace (or go tool trace -d=parsed FILE | grep Region).
+const envTrace = "APR_TRACE"
 
 func main() {
 	memProfile := os.Getenv(envMemProfile)
@@ -39,6 +47,17 @@ func main() {
 }
 
 func run() int {
+	if p := os.Getenv(envTrace); p != "" {
+		f, err := os.Create(p)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "apr: %s=%s: %v\n", envTrace, p, err)
+			return 2
+		}
+		defer func() { trace.Stop(); f.Close() }()
+	}
 	p := os.Getenv(envCPUProfile)
 	if p == "" {
 		return cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)

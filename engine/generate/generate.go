@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -138,13 +139,14 @@ func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
 // stageTimer measures one stage and sleeps its planted delay inside it.
 type stageTimer struct {
-	plant map[Stage]time.Duration
-	start time.Time
-	stage Stage
+	plant  map[Stage]time.Duration
+	start  time.Time
+	stage  Stage
+	region *trace.Region // the stage in an execution trace (APR_TRACE)
 }
 
 func (o *Options) begin(s Stage) stageTimer {
-	return stageTimer{plant: o.PlantDelay, start: time.Now(), stage: s}
+	return stageTimer{plant: o.PlantDelay, start: time.Now(), stage: s, region: trace.StartRegion(context.Background(), "stage "+string(s))}
 }
 
 // end sleeps the planted delay (still inside the stage) and returns the
@@ -153,6 +155,7 @@ func (t stageTimer) end() float64 {
 	if d := t.plant[t.stage]; d > 0 {
 		time.Sleep(d)
 	}
+	t.region.End()
 	return ms(time.Since(t.start))
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/trace"
 	"slices"
 	"sync"
 
@@ -70,7 +71,10 @@ func Load(ctx context.Context, o LoadOptions) (*Model, error) {
 	h, closeFile := o.Loaded, func() {}
 	var err error
 	if h == nil {
-		if h, err = loaded.Open(o.Model); err != nil {
+		r := trace.StartRegion(ctx, "load open")
+		h, err = loaded.Open(o.Model)
+		r.End()
+		if err != nil {
 			return nil, err
 		}
 		closeFile = func() { h.Close() }
@@ -83,10 +87,12 @@ func Load(ctx context.Context, o LoadOptions) (*Model, error) {
 	f := h.File
 	m := &Model{Path: h.Path, Backend: o.Backend, File: f, close: closeFile}
 	fail := func(err error) (*Model, error) { m.Close(); return nil, err }
-	if m.Spec, err = h.Spec(); err != nil {
-		return fail(err)
+	r := trace.StartRegion(ctx, "load spec and tokenizer")
+	if m.Spec, err = h.Spec(); err == nil {
+		m.Tok, err = h.Tokenizer()
 	}
-	if m.Tok, err = h.Tokenizer(); err != nil {
+	r.End()
+	if err != nil {
 		return fail(err)
 	}
 	if m.Tok.NVocab() != m.Spec.NVocab {
@@ -103,13 +109,18 @@ func Load(ctx context.Context, o LoadOptions) (*Model, error) {
 	if o.opened != nil {
 		o.opened(m, func() (string, error) { s, _, err := h.SHA256(); return s, err })
 	}
+	r = trace.StartRegion(ctx, "load backend "+o.Backend)
 	eng, err := model.OpenBackend(o.Backend, f, m.Spec, model.OpenOptions{Log: o.Log, Threads: o.Threads, Numerics: o.Numerics})
+	r.End()
 	if err != nil {
 		return fail(err)
 	}
 	m.Eng = eng
 	m.close = func() { eng.Close(); closeFile() }
-	if m.SHA256, _, err = h.SHA256(); err != nil {
+	r = trace.StartRegion(ctx, "load sha256 wait")
+	m.SHA256, _, err = h.SHA256()
+	r.End()
+	if err != nil {
 		return fail(fmt.Errorf("generate: %w", err))
 	}
 	return m, nil
