@@ -34,26 +34,27 @@ func Compare(got, want []float32, k int) (Stats, error) {
 	if k <= 0 {
 		k = DefaultTopK
 	}
+	// One check of the pair (lengths, finite values) for every metric.
+	if err := pair(got, want); err != nil {
+		return Stats{}, err
+	}
 	var s Stats
 	var err error
-	if s.Cosine, err = Cosine(got, want); err != nil {
+	if s.Cosine, err = cosine(got, want); err != nil {
 		return Stats{}, err
 	}
-	if s.MaxAbs, s.MaxAbsIndex, err = MaxAbs(got, want); err != nil {
-		return Stats{}, err
-	}
-	if s.NMSE, err = NMSE(got, want); err != nil {
+	s.MaxAbs, s.MaxAbsIndex = maxAbs(got, want)
+	if s.NMSE, err = nmse(got, want); err != nil {
 		return Stats{}, err
 	}
 	s.RelErr = math.Sqrt(s.NMSE)
-	if s.KL, err = KL(got, want); err != nil {
-		return Stats{}, err
-	}
+	s.KL = kl(got, want)
 	s.TopK = min(k, len(want))
-	if s.TopKOverlap, err = TopKOverlap(got, want, k); err != nil {
+	if s.TopKOverlap, err = topKOverlap(got, want, k); err != nil {
 		return Stats{}, err
 	}
-	s.ArgmaxEqual, s.ArgmaxGot, s.ArgmaxWant, _ = ArgmaxEqual(got, want)
+	s.ArgmaxGot, s.ArgmaxWant = argmax(got), argmax(want)
+	s.ArgmaxEqual = s.ArgmaxGot == s.ArgmaxWant
 	return s, nil
 }
 

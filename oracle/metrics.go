@@ -74,6 +74,11 @@ func Cosine(got, want []float32) (float64, error) {
 	if err := pair(got, want); err != nil {
 		return 0, err
 	}
+	return cosine(got, want)
+}
+
+// cosine is Cosine of a checked pair.
+func cosine(got, want []float32) (float64, error) {
 	var dot, ng, nw float64
 	for i := range got {
 		g, w := float64(got[i]), float64(want[i])
@@ -97,13 +102,19 @@ func MaxAbs(got, want []float32) (float64, int, error) {
 	if err := pair(got, want); err != nil {
 		return 0, 0, err
 	}
+	best, at := maxAbs(got, want)
+	return best, at, nil
+}
+
+// maxAbs is MaxAbs of a checked pair.
+func maxAbs(got, want []float32) (float64, int) {
 	best, at := -1.0, 0
 	for i := range got {
 		if d := math.Abs(float64(got[i]) - float64(want[i])); d > best {
 			best, at = d, i
 		}
 	}
-	return best, at, nil
+	return best, at
 }
 
 // RelErr returns the norm-wise relative error ‖got−want‖₂ / ‖want‖₂.
@@ -120,6 +131,11 @@ func NMSE(got, want []float32) (float64, error) {
 	if err := pair(got, want); err != nil {
 		return 0, err
 	}
+	return nmse(got, want)
+}
+
+// nmse is NMSE of a checked pair.
+func nmse(got, want []float32) (float64, error) {
 	var num, den float64
 	for i := range got {
 		d := float64(got[i]) - float64(want[i])
@@ -157,16 +173,21 @@ func KL(got, want []float32) (float64, error) {
 	if err := pair(got, want); err != nil {
 		return 0, err
 	}
+	return kl(got, want), nil
+}
+
+// kl is KL of a checked pair.
+func kl(got, want []float32) float64 {
 	lg, lw := logSoftmax(got), logSoftmax(want)
-	var kl float64
+	var d float64
 	for i := range lw {
 		p := math.Exp(lw[i])
 		if p == 0 {
 			continue
 		}
-		kl += p * (lw[i] - lg[i])
+		d += p * (lw[i] - lg[i])
 	}
-	return math.Max(0, kl), nil
+	return math.Max(0, d)
 }
 
 // Argmax returns the index of the largest value (the lowest index among
@@ -178,13 +199,18 @@ func Argmax(x []float32) (int, error) {
 	if err := Finite("x", x); err != nil {
 		return 0, err
 	}
+	return argmax(x), nil
+}
+
+// argmax is Argmax of finite, non-empty values.
+func argmax(x []float32) int {
 	at := 0
 	for i, v := range x {
 		if v > x[at] {
 			at = i
 		}
 	}
-	return at, nil
+	return at
 }
 
 // TopMargin returns the index of the largest value (the lowest index among
@@ -208,8 +234,7 @@ func ArgmaxEqual(got, want []float32) (equal bool, gotIdx, wantIdx int, err erro
 	if err := pair(got, want); err != nil {
 		return false, 0, 0, err
 	}
-	g, _ := Argmax(got)
-	w, _ := Argmax(want)
+	g, w := argmax(got), argmax(want)
 	return g == w, g, w, nil
 }
 
@@ -252,6 +277,11 @@ func TopKOverlap(got, want []float32, k int) (float64, error) {
 	if err := pair(got, want); err != nil {
 		return 0, err
 	}
+	return topKOverlap(got, want, k)
+}
+
+// topKOverlap is TopKOverlap of a checked pair.
+func topKOverlap(got, want []float32, k int) (float64, error) {
 	if k <= 0 {
 		return 0, fmt.Errorf("%w: top-k with k=%d", ErrEmpty, k)
 	}

@@ -187,7 +187,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, err
 	}
 
-	lo := LoadOptions{Model: o.Model, Loaded: o.Loaded, Backend: o.Backend, Threads: o.Threads, Numerics: o.Numerics, NoTemplate: o.Raw, Log: o.Log}
+	// The file's sha256 is waited for after the upload, which does not need
+	// it (the wait still counts in load_ms).
+	lo := LoadOptions{Model: o.Model, Loaded: o.Loaded, Backend: o.Backend, Threads: o.Threads, Numerics: o.Numerics, NoTemplate: o.Raw, Log: o.Log, deferSHA: true}
 	var early []int32   // the prompt's tokens, when Prepare took them during the load
 	var earlyMS float64 // the time that took, counted in prefill
 	if o.Prepare != nil {
@@ -218,7 +220,6 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return failed(err)
 	}
 	defer m.Close()
-	res.ModelSHA256 = m.SHA256
 
 	st = o.begin(StageH2D)
 	uploads, err := m.Upload()
@@ -231,6 +232,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return failed(err)
 	}
+	t := time.Now()
+	err = m.waitSHA(ctx)
+	res.LoadMS += ms(time.Since(t))
+	if err != nil {
+		return failed(err)
+	}
+	res.ModelSHA256 = m.SHA256
 
 	// Prefill is timed in two pieces around F2: rendering and tokenizing the
 	// prompt, then evaluating it (a planted prefill delay sleeps once, in the

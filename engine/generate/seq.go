@@ -35,6 +35,7 @@ type Model struct {
 	TmplErr error
 	Eng     model.Engine
 	close   func()
+	sha     func() (string, int64, error) // the file's sha256, while SHA256 is still ""
 }
 
 // LoadOptions describe what Load opens.
@@ -52,6 +53,10 @@ type LoadOptions struct {
 	// template are read and before the backend is set up (Run's Prepare);
 	// sha waits for the file's sha256.
 	opened func(m *Model, sha func() (string, error))
+	// deferSHA, when set, returns without waiting for the file's sha256:
+	// Model.SHA256 is then set by waitSHA (Run waits for it after the
+	// upload, which does not need it).
+	deferSHA bool
 }
 
 // ErrNoTemplate is wrapped by TmplErr when the template was not asked for.
@@ -117,13 +122,29 @@ func Load(ctx context.Context, o LoadOptions) (*Model, error) {
 	}
 	m.Eng = eng
 	m.close = func() { eng.Close(); closeFile() }
-	r = trace.StartRegion(ctx, "load sha256 wait")
-	m.SHA256, _, err = h.SHA256()
-	r.End()
-	if err != nil {
-		return fail(fmt.Errorf("generate: %w", err))
+	m.sha = h.SHA256
+	if o.deferSHA {
+		return m, nil
+	}
+	if err := m.waitSHA(ctx); err != nil {
+		return fail(err)
 	}
 	return m, nil
+}
+
+// waitSHA waits for the file's sha256 (hashed beside the load) and sets
+// SHA256.
+func (m *Model) waitSHA(ctx context.Context) error {
+	if m.sha == nil {
+		return nil
+	}
+	defer trace.StartRegion(ctx, "load sha256 wait").End()
+	sum, _, err := m.sha()
+	if err != nil {
+		return fmt.Errorf("generate: %w", err)
+	}
+	m.SHA256, m.sha = sum, nil
+	return nil
 }
 
 // Upload copies the weights to the device for engines that have one. It

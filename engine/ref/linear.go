@@ -107,6 +107,36 @@ func (e *Engine) linear(w, bias *model.Tensor, x, out [][]float32) {
 	wg.Wait()
 }
 
+// eachMin is each's parallelMin (a test lowers it to 0, so that a tiny
+// model's heads take the parallel path).
+var eachMin = parallelMin
+
+// each calls fn(i) for every i in [0, n), on up to e.threads goroutines
+// when the n calls' work (about work multiply-adds each) is worth it. The
+// calls must touch disjoint memory: each is computed exactly as on one
+// goroutine, so the result does not depend on the thread count.
+func (e *Engine) each(n, work int, fn func(i int)) {
+	g := min(e.threads, n)
+	if g <= 1 || n*work < eachMin {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range g {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
 // roundActs returns x as a product with w's kernel sees it in ggml-cpu
 // (NumericsGGML): each row rounded to the weight type's activation format,
 // and, for weights whose kernels take each block's min times the
