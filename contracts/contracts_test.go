@@ -50,8 +50,8 @@ func TestEmbedded(t *testing.T) {
 			t.Errorf("Embedded(): no contract for verb %s", v)
 		}
 	}
-	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(s.Digest) {
-		t.Errorf("Embedded().Digest = %q, want 64 hex digits", s.Digest)
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(s.Digest()) {
+		t.Errorf("Embedded().Digest = %q, want 64 hex digits", s.Digest())
 	}
 	for _, e := range s.List() {
 		if !strings.HasPrefix(e.Pos, "contracts/") {
@@ -81,8 +81,8 @@ func TestLoadDirMatchesEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatalf("LoadDir(copy of the embedded contracts): %v", err)
 	}
-	if s.Digest != emb.Digest {
-		t.Errorf("LoadDir digest %s, embedded %s: the same contracts must digest the same", s.Digest, emb.Digest)
+	if s.Digest() != emb.Digest() {
+		t.Errorf("LoadDir digest %s, embedded %s: the same contracts must digest the same", s.Digest(), emb.Digest())
 	}
 	if !strings.HasPrefix(s.Pos("model.llama"), filepath.Join(dir, "model_llama.cue")+":") {
 		t.Errorf("LoadDir position %q does not name the file on disk", s.Pos("model.llama"))
@@ -119,7 +119,7 @@ func TestDigest(t *testing.T) {
 			if err != nil {
 				t.Fatalf("LoadDir: %v", err)
 			}
-			if got := s.Digest == emb.Digest; got != tt.same {
+			if got := s.Digest() == emb.Digest(); got != tt.same {
 				t.Errorf("digest after %s: same = %v, want %v", tt.name, got, tt.same)
 			}
 		})

@@ -76,15 +76,45 @@ func (e *Error) Unwrap() error { return ErrInvalid }
 type Set struct {
 	Source    string   // "embedded" or the directory loaded
 	Files     []string // the .cue files, as named in positions
-	Digest    string   // sha256 (hex) of the canonical formatted CUE of the set
 	Contracts schema.Contracts
 	// Falsifiers lists every contract's falsifiers in id order, Binds
 	// filled in (the listing contract when the falsifier names none).
 	Falsifiers []schema.Falsifier
 
 	owner map[string]string // falsifier id → listing contract id
-	pos   map[string]string // contract or falsifier id → position
-	text  map[string]string // contract id → canonical CUE
+
+	// Where each contract was written, its canonical text and the set's
+	// digest are read from the evaluated CUE (u) when first asked for
+	// (detail): a quarter of the set's load, which a command that only
+	// reads the contracts (apr run's F2) need not wait for.
+	u      cue.Value
+	once   sync.Once
+	pos    map[string]string // contract or falsifier id → position
+	text   map[string]string // contract id → canonical CUE
+	digest string
+}
+
+// Digest is the sha256 (hex) of the canonical formatted CUE of the set (its
+// contracts, named tolerances and the reviewed goldens).
+func (s *Set) Digest() string {
+	s.detail()
+	return s.digest
+}
+
+// detail reads pos, text and digest from the evaluated CUE, once; outside
+// schema.With (it takes the CUE runtime itself).
+func (s *Set) detail() {
+	s.once.Do(func() {
+		if !s.u.Exists() {
+			return // not a loaded set
+		}
+		schema.With(func(*cue.Context, cue.Value) error {
+			s.recordPos(s.u)
+			s.recordText(s.u)
+			return nil
+		})
+		s.u = cue.Value{}
+	})
 }
 
 var embeddedOnce = sync.OnceValues(func() (*Set, error) {
@@ -156,12 +186,14 @@ func Load(fsys fs.FS, source string, display func(string) string) (*Set, error) 
 			problems = append(problems, cueProblems(err)...)
 			return nil
 		}
-		set.recordPos(u)
 		set.index()
-		if problems = append(problems, check(set)...); len(problems) > 0 {
+		if ps := check(set); len(ps) > 0 {
+			// Name where each problem was written.
+			set.recordPos(u)
+			problems = append(problems, check(set)...)
 			return nil
 		}
-		set.recordText(u)
+		set.u = u
 		return nil
 	})
 	if err != nil {
@@ -268,7 +300,7 @@ func (s *Set) recordText(u cue.Value) {
 		b, _ := fs.ReadFile(golden.FS(), name)
 		fmt.Fprintf(h, "golden/%s\n%x\n", name, sha256.Sum256(b))
 	}
-	s.Digest = hex.EncodeToString(h.Sum(nil))
+	s.digest = hex.EncodeToString(h.Sum(nil))
 }
 
 func (s *Set) eachContract(u cue.Value, fn func(id string, v cue.Value)) {

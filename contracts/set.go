@@ -39,7 +39,7 @@ func (s *Set) List() []Entry {
 	var out []Entry
 	for _, id := range s.IDs() {
 		g, _, _ := strings.Cut(id, ".")
-		e := Entry{ID: id, Group: g, Summary: s.summary(id), Pos: s.pos[id], Falsifiers: []string{}}
+		e := Entry{ID: id, Group: g, Summary: s.summary(id), Pos: s.Pos(id), Falsifiers: []string{}}
 		for _, f := range s.Falsifiers {
 			if s.owner[f.ID] == id {
 				e.Falsifiers = append(e.Falsifiers, f.ID)
@@ -81,13 +81,17 @@ func (s *Set) Has(id string) bool {
 }
 
 // Pos returns where a contract or falsifier id was written ("" if unknown).
-func (s *Set) Pos(id string) string { return s.pos[id] }
+func (s *Set) Pos(id string) string {
+	s.detail()
+	return s.pos[id]
+}
 
 // Owner returns the contract that lists falsifier id.
 func (s *Set) Owner(id string) string { return s.owner[id] }
 
 // Show returns contract id as canonical CUE (defaults filled in), or false.
 func (s *Set) Show(id string) (string, bool) {
+	s.detail()
 	t, ok := s.text[id]
 	return t, ok
 }

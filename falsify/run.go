@@ -147,7 +147,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep := &Report{ContractsDigest: opts.Set.Digest, Model: r.in.modelPath, Fixtures: opts.Fixtures, Seed: opts.Seed,
+	rep := &Report{ContractsDigest: opts.Set.Digest(), Model: r.in.modelPath, Fixtures: opts.Fixtures, Seed: opts.Seed,
 		Results: []Result{}, NotRun: []NotRun{}}
 	for _, f := range opts.Set.Falsifiers {
 		explicit, ok := named[f.ID]

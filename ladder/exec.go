@@ -231,7 +231,7 @@ func (x *executors) logitsParity(ctx context.Context, m *Model, backend, expect 
 	arch, tier := f.Architecture(), falsify.WeightTier(f)
 	mc, ok := set.Model(arch)
 	if !ok {
-		return RefusedBy(ByContracts, "the contracts (digest %.12s) have no model contract for architecture %q to judge its logits by", set.Digest, arch)
+		return RefusedBy(ByContracts, "the contracts (digest %.12s) have no model contract for architecture %q to judge its logits by", set.Digest(), arch)
 	}
 	id := ""
 	for _, fz := range mc.Falsifiers {

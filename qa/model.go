@@ -196,13 +196,13 @@ func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *verdict.Outcome
 	if verb := map[string]string{GateTiming: "run", GateServing: "serve"}[gate]; verb != "" {
 		v, ok := set.Verb(verb)
 		if !ok {
-			r := verdict.RefusedBy(CodeNoContract, By, nil, "the contract set (digest %.12s) has no contract for verb %s", set.Digest, verb)
+			r := verdict.RefusedBy(CodeNoContract, By, nil, "the contract set (digest %.12s) has no contract for verb %s", set.Digest(), verb)
 			return nil, &r
 		}
 		list, owner = v.Falsifiers, v.ID
 	} else {
 		if m.mc == nil {
-			r := verdict.RefusedBy(CodeNoContract, By, nil, "the contract set (digest %.12s) has no model contract for architecture %q", set.Digest, m.arch)
+			r := verdict.RefusedBy(CodeNoContract, By, nil, "the contract set (digest %.12s) has no model contract for architecture %q", set.Digest(), m.arch)
 			return nil, &r
 		}
 		list, owner = m.mc.Falsifiers, m.mc.ID
@@ -213,7 +213,7 @@ func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *verdict.Outcome
 				return f, nil
 			}
 		}
-		r := verdict.RefusedBy(CodeNoContract, By, nil, "contract %s (contracts digest %.12s) has no %s: gate %s is not defined for this model", owner, set.Digest, what, gate)
+		r := verdict.RefusedBy(CodeNoContract, By, nil, "contract %s (contracts digest %.12s) has no %s: gate %s is not defined for this model", owner, set.Digest(), what, gate)
 		return schema.Falsifier{}, &r
 	}
 	byCode := func(code string) func(schema.Falsifier) bool {

@@ -320,7 +320,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		opts.Seed = time.Now().UnixNano()
 	}
 	st := &state{opts: &opts, host: host}
-	rep := Report{MinGates: opts.MinGates, Seed: opts.Seed, Reference: opts.Reference, ContractsDigest: opts.Contracts.Digest,
+	rep := Report{MinGates: opts.MinGates, Seed: opts.Seed, Reference: opts.Reference, ContractsDigest: opts.Contracts.Digest(),
 		Host: st.host, BaselineFile: opts.BaselineFile, Models: []ModelReport{}, NotGated: notGated}
 	if rep.NotGated == nil {
 		rep.NotGated = []NotGated{}

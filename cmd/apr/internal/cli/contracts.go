@@ -100,7 +100,7 @@ func runContractsVet(env *Env, opts contractsVetOptions) error {
 	case err != nil:
 		return badInput(err)
 	default:
-		rep.Digest = set.Digest
+		rep.Digest = set.Digest()
 		rep.Contracts = len(set.IDs())
 		rep.Falsifiers = len(set.Falsifiers)
 		rep.Problems = append(rep.Problems, falsify.Vet(set, registry())...)
@@ -171,7 +171,7 @@ func runContractsList(env *Env, opts contractsListOptions) error {
 	if err != nil {
 		return err
 	}
-	out := ContractsList{Digest: set.Digest, Contracts: set.List(), Falsifiers: []FalsifierListItem{}}
+	out := ContractsList{Digest: set.Digest(), Contracts: set.List(), Falsifiers: []FalsifierListItem{}}
 	for _, f := range set.Falsifiers {
 		_, bound := registry().Lookup(f.Code)
 		out.Falsifiers = append(out.Falsifiers, FalsifierListItem{ID: f.ID, Kind: f.Kind, Code: f.Code, Binds: f.Binds, Bound: bound, Summary: f.Summary})
@@ -188,7 +188,7 @@ func runContractsList(env *Env, opts contractsListOptions) error {
 	for _, f := range out.Falsifiers {
 		fmt.Fprintf(w, "%-40s %-10s %-22s %-16s %v\n", f.ID, f.Kind, f.Code, f.Binds, f.Bound)
 	}
-	fmt.Fprintf(w, "\ndigest %s\n", set.Digest)
+	fmt.Fprintf(w, "\ndigest %s\n", set.Digest())
 	return w.Flush()
 }
 
@@ -283,9 +283,9 @@ func ladderContracts() (digest string, gate ladder.Gate, err error) {
 		return "", nil, err
 	}
 	if !ladderGateContracts {
-		return set.Digest, nil, nil
+		return set.Digest(), nil, nil
 	}
-	return set.Digest, contractsGate(set), nil
+	return set.Digest(), contractsGate(set), nil
 }
 
 // contractsGate refuses a cell whose model has no model contract, breaks it
@@ -314,7 +314,7 @@ func gateModel(set *contracts.Set, m *ladder.Model) *refuse.Error {
 	arch := f.Architecture()
 	mc, ok := set.Model(arch)
 	if !ok {
-		return refuse.New("contracts", "no model contract for architecture %q (contracts %.12s)", arch, set.Digest)
+		return refuse.New("contracts", "no model contract for architecture %q (contracts %.12s)", arch, set.Digest())
 	}
 	r, err := contracts.CheckModel(mc, f)
 	if err != nil {

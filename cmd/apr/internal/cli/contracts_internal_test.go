@@ -48,7 +48,7 @@ func TestContractsGate(t *testing.T) {
 		t.Errorf("gate(model without embedding_length) = %v, want a refusal by model.llama naming the key", r)
 	}
 	digest, _, err := ladderContracts()
-	if err != nil || digest != set.Digest {
+	if err != nil || digest != set.Digest() {
 		t.Errorf("ladderContracts() digest %q, %v; want the embedded digest", digest, err)
 	}
 }

@@ -98,7 +98,7 @@ func runFalsify(ctx context.Context, env *Env, opts falsifyOptions) error {
 	if !opts.SeedSet {
 		opts.Seed = time.Now().UnixNano()
 	}
-	fmt.Fprintf(env.Stderr, "falsify: contracts %.12s…, seed %d%s\n", set.Digest, opts.Seed, falsifyInputs(opts))
+	fmt.Fprintf(env.Stderr, "falsify: contracts %.12s…, seed %d%s\n", set.Digest(), opts.Seed, falsifyInputs(opts))
 	start := time.Now()
 	var params map[string]any
 	if opts.KLDBase != "" {
