@@ -47,77 +47,65 @@ func (e *Engine) linear(w, bias *model.Tensor, x, out [][]float32) {
 	for t := range x {
 		x64[t] = widen(x[t], nil)
 	}
-	work := func(lo, hi int) {
+	// Rows in pieces of about an eighth of a goroutine's share, taken in
+	// turn by the goroutines: one that the host's other work slows takes
+	// fewer pieces instead of holding the others at the end. (apr run's F2
+	// reference shares the cores with the load; on 16 cores fixed shares
+	// kept qwen3.5-0.8b's forward pass at 53% of them.) Fewer rows than two
+	// per goroutine stay in one piece.
+	n := max(1, e.threads)
+	per := max(1, rows/(8*n))
+	if rows < 2*n {
+		per = max(1, rows)
+	}
+	e.each((rows+per-1)/per, per*cols*len(x), func() func(int) {
 		row := make([]float32, cols)
 		row64 := make([]float64, cols)
 		var mins []float32
 		if corr != nil {
 			mins = make([]float32, len(corr[0]))
 		}
-		for r := lo; r < hi; r++ {
-			if err := quant.Dequantize(w.Type, w.Row(r), row); err != nil {
-				panic(fmt.Sprintf("ref: %s row %d: %v", w.Name, r, err))
-			}
-			if mins != nil {
-				if err := quant.BlockMins(w.Type, w.Row(r), mins); err != nil {
+		return func(p int) {
+			for r := p * per; r < min(p*per+per, rows); r++ {
+				if err := quant.Dequantize(w.Type, w.Row(r), row); err != nil {
 					panic(fmt.Sprintf("ref: %s row %d: %v", w.Name, r, err))
 				}
-			}
-			widen(row, row64)
-			for t := range x {
-				s := dot64(row64, x64[t])
 				if mins != nil {
-					for k, m := range mins {
-						s += float64(m) * corr[t][k]
+					if err := quant.BlockMins(w.Type, w.Row(r), mins); err != nil {
+						panic(fmt.Sprintf("ref: %s row %d: %v", w.Name, r, err))
 					}
 				}
-				if b != nil {
-					s += float64(b[r])
+				widen(row, row64)
+				for t := range x {
+					s := dot64(row64, x64[t])
+					if mins != nil {
+						for k, m := range mins {
+							s += float64(m) * corr[t][k]
+						}
+					}
+					if b != nil {
+						s += float64(b[r])
+					}
+					out[t][r] = float32(s)
 				}
-				out[t][r] = float32(s)
 			}
 		}
-	}
-	n := e.threads
-	if n <= 1 || rows*cols*len(x) < parallelMin || rows < 2*n {
-		work(0, rows)
-		return
-	}
-	// Rows in pieces of about an eighth of a goroutine's share, taken in
-	// turn by n goroutines: one that the host's other work slows takes
-	// fewer pieces instead of holding the others at the end. (apr run's F2
-	// reference shares the cores with the load; on 16 cores fixed shares
-	// kept qwen3.5-0.8b's forward pass at 53% of them.)
-	per := max(1, rows/(8*n))
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				lo := int(next.Add(int64(per))) - per
-				if lo >= rows {
-					return
-				}
-				work(lo, min(lo+per, rows))
-			}
-		}()
-	}
-	wg.Wait()
+	})
 }
 
-// eachMin is each's parallelMin (a test lowers it to 0, so that a tiny
-// model's heads take the parallel path).
+// eachMin is parallelMin, each's threshold (a test lowers it to 0, so that
+// a tiny model's rows and heads take the parallel path).
 var eachMin = parallelMin
 
 // each calls fn(i) for every i in [0, n), on up to e.threads goroutines
-// when the n calls' work (about work multiply-adds each) is worth it. The
+// when the n calls' work (about work multiply-adds each) is worth it; each
+// goroutine takes its fn (and the buffers fn owns) from newFn once. The
 // calls must touch disjoint memory: each is computed exactly as on one
 // goroutine, so the result does not depend on the thread count.
-func (e *Engine) each(n, work int, fn func(i int)) {
+func (e *Engine) each(n, work int, newFn func() func(i int)) {
 	g := min(e.threads, n)
 	if g <= 1 || n*work < eachMin {
+		fn := newFn()
 		for i := range n {
 			fn(i)
 		}
@@ -129,6 +117,7 @@ func (e *Engine) each(n, work int, fn func(i int)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			fn := newFn()
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
 				fn(i)
 			}

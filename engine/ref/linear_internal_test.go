@@ -32,13 +32,15 @@ func TestDot64IsDot(t *testing.T) {
 	}
 }
 
-// TestEachIsSerial: work that each shares out among goroutines (the Gated
-// DeltaNet heads) gives the logits of one goroutine bit for bit, and each
-// calls every index exactly once.
+// TestEachIsSerial: work that each shares out among goroutines (a
+// product's rows, the Gated DeltaNet heads) gives the logits of one
+// goroutine bit for bit, and each calls every index exactly once.
 func TestEachIsSerial(t *testing.T) {
 	for _, n := range []int{0, 1, 3, 16, 100} {
 		seen := make([]int32, n)
-		(&Engine{threads: 4}).each(n, parallelMin, func(i int) { atomic.AddInt32(&seen[i], 1) })
+		(&Engine{threads: 4}).each(n, parallelMin, func() func(int) {
+			return func(i int) { atomic.AddInt32(&seen[i], 1) }
+		})
 		for i, c := range seen {
 			if c != 1 {
 				t.Fatalf("n %d: index %d called %d times", n, i, c)

@@ -115,11 +115,12 @@ func (st *q35DeltaState) Forward(tr tracer, x, out [][]float32, pos int) error {
 			q35L2Norm(ks[h*hk:(h+1)*hk], m.eps)
 		}
 		ss := hv * hk
-		e.each(q.NVHeads, ss*4, func(j int) { // each head's state and output its own
+		step := func(j int) { // each head's state and output its own
 			kh := j % q.NKHeads // tiled, as ggml_repeat and the fused op map heads
 			q35DeltaStep(st.s[j*ss:(j+1)*ss], o[t][j*hv:(j+1)*hv],
 				qs[kh*hk:(kh+1)*hk], ks[kh*hk:(kh+1)*hk], vs[j*hv:(j+1)*hv], g[t][j], beta[t][j])
-		})
+		}
+		e.each(q.NVHeads, ss*4, func() func(int) { return step })
 		tr.emit(model.OpQ35Delta, p, o[t])
 		for j := 0; j < q.NVHeads; j++ {
 			q35GatedNorm(o[t][j*hv:(j+1)*hv], m.norm, z[t][j*hv:(j+1)*hv], m.eps)
