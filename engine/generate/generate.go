@@ -149,6 +149,14 @@ func (o *Options) begin(s Stage) stageTimer {
 	return stageTimer{plant: o.PlantDelay, start: time.Now(), stage: s, region: trace.StartRegion(context.Background(), "stage "+string(s))}
 }
 
+// pause ends a stage's piece without its planted delay (a later piece of
+// the same stage sleeps it) and returns the piece's duration in
+// milliseconds.
+func (t stageTimer) pause() float64 {
+	t.region.End()
+	return ms(time.Since(t.start))
+}
+
 // end sleeps the planted delay (still inside the stage) and returns the
 // stage's duration in milliseconds.
 func (t stageTimer) end() float64 {
@@ -214,12 +222,17 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		m.Close()
 		err = m.TmplErr
 	}
-	res.LoadMS = st.end() - earlyMS
 	if err != nil {
+		res.LoadMS = st.end() - earlyMS
 		res.PrefillMS = earlyMS // the prompt's tokenizing, done during the load
 		return failed(err)
 	}
 	defer m.Close()
+	// The load is timed in two pieces around the upload: the load proper,
+	// then the wait for the file's sha256 (hashed beside both), where a
+	// planted load delay sleeps: after the hash is done, so that no work
+	// running beside it absorbs the delay.
+	res.LoadMS = st.pause() - earlyMS
 
 	st = o.begin(StageH2D)
 	uploads, err := m.Upload()
@@ -232,9 +245,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return failed(err)
 	}
-	t := time.Now()
+	st = o.begin(StageLoad)
 	err = m.waitSHA(ctx)
-	res.LoadMS += ms(time.Since(t))
+	res.LoadMS += st.end()
 	if err != nil {
 		return failed(err)
 	}
