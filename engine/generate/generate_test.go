@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -244,5 +246,50 @@ func TestPrepare(t *testing.T) {
 	o.MaxTokens, prepared = 1<<20, nil
 	if _, err := generate.Run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "context_length") || prepared != nil {
 		t.Fatalf("a prompt past the context: %v, Prepare got %v; want the context refusal and no Prepare", err, prepared)
+	}
+}
+
+// TestPlantedLoadDelayBesideTheHash: the file's sha256 is hashed beside the
+// load and waited for after the upload; a delay planted in the load must
+// still move load_ms by the delay, not vanish into that wait. The model is
+// stories260K followed by a hole (a sparse file: nothing on disk), long
+// enough that hashing it outlasts the delay.
+func TestPlantedLoadDelayBesideTheHash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("hashes 1 GiB")
+	}
+	const delay = 300 * time.Millisecond
+	b, err := os.ReadFile(stories(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "stories-sparse.gguf")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	base := generate.Options{Model: path, Backend: "ref", Prompt: "Once upon a time", Raw: true, MaxTokens: 1}
+	planted := base
+	planted.PlantDelay = map[generate.Stage]time.Duration{generate.StageLoad: delay}
+	// The fastest of three runs each: a hash slowed once by the machine
+	// does not count.
+	fastest := func(o generate.Options) generate.Result {
+		var best generate.Result
+		for i := range 3 {
+			if r := run(t, o); i == 0 || r.LoadMS < best.LoadMS {
+				best = r
+			}
+		}
+		return best
+	}
+	before, after := fastest(base), fastest(planted)
+	d := float64(delay) / 1e6
+	if moved := after.LoadMS - before.LoadMS; moved < 0.5*d {
+		t.Errorf("a delay of %.0f ms planted in the load moved load_ms by %.1f ms (%.1f → %.1f): the wait for the hash absorbed it", d, moved, before.LoadMS, after.LoadMS)
+	}
+	if before.LoadMS < d {
+		t.Logf("load_ms %.1f without a delay: hashing did not outlast the delay, so this run could not catch an absorbed one", before.LoadMS)
 	}
 }
