@@ -121,8 +121,8 @@ type Result struct {
 	TokensOut     int     `json:"tokens_out"`
 	TokenIDs      []int32 `json:"token_ids"`
 	Text          string  `json:"text"`
-	LoadMS        float64 `json:"load_ms"`
-	H2DMS         float64 `json:"h2d_ms"`
+	LoadMS        float64 `json:"load_ms"`    // the file's header, tokenizer, the backend's set-up, and the wait for its sha256 (after the upload)
+	H2DMS         float64 `json:"h2d_ms"`     // the weights' upload to the device (0 for a host engine)
 	F2MS          float64 `json:"f2_ms"`      // F2 before GPU generation (0 when none runs)
 	F2Verdict     string  `json:"f2_verdict"` // pass, or "not_required" for engines F2 does not gate
 	PrefillMS     float64 `json:"prefill_ms"`
