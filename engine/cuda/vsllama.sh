@@ -8,8 +8,9 @@
 #      apr synth writes qwen2.5-0.5b and qwen3.5-0.8b at Q4_K, Q8_0 and F16;
 #   2. with the CPU quiet: apr bench --backend cuda (pp512, tg128, 5 reps,
 #      --stream) and llama-bench -ngl 99 -r 5 on each file; tg128 at depth
-#      4096 on the Q4_K files; time to first token on a 518-token prompt,
-#      twice each (apr's second run answers F2 from its cache);
+#      4096 on the Q4_K files; time to first token on a 518-token prompt
+#      (apr three times with F2's reference computed, in turns with
+#      llama.cpp, then twice with it cached; the median of each);
 #   3. writes one summary.txt to ${OUT:-/tmp/apr-vs}: the rows of both tools
 #      and, per test, apr's median over llama.cpp's mean.
 # Each step runs under a time limit; steps past LIM seconds (default 570)
@@ -75,24 +76,44 @@ awk -F'|' '
 	END { for (key in apr) if (key in ll) printf "%-24s apr %10.1f  llama.cpp %10.1f  %.2fx\n", key, apr[key], ll[key], apr[key] / ll[key] }
 ' /tmp/rows.txt | sort >>"$S"
 
-# Time to first token: process wall time, then each tool's own stages.
+# Time to first token: process wall time, then each tool's own stages. Per
+# model: one llama.cpp run to warm the file and the driver, then three rounds
+# of apr with an empty F2 cache (the reference's answer computed) and
+# llama.cpp in turns, then apr twice more with the answer cached; the median
+# of each.
 prompt="$(for i in $(seq 12); do printf 'the quick brown fox jumps over the lazy dog and then it runs far away '; done)"
+apr_ttft() { # model label cache-dir
+	local t0 t1 r
+	t0=$(date +%s%N)
+	XDG_CACHE_HOME=$3 timeout 60 /tmp/apr run /tmp/$1.gguf -p "$prompt" --raw -n 1 --backend cuda --json --log-level info >/tmp/run.json 2>/tmp/run.err
+	r=$?
+	t1=$(date +%s%N)
+	echo "ttft apr $1 $2 exit $r wall $(((t1 - t0) / 1000000)) ms: $(grep -oE '"(prompt_tokens|load_ms|h2d_ms|f2_ms|prefill_ms|wall_ms)": *[0-9.]+' /tmp/run.json | tr -d '"' | tr '\n' ' ') $(grep -oE '(reference_early_ms|reference_cached)=[0-9.a-z]+' /tmp/run.err | tr '\n' ' ')" >>"$S"
+	[ $r -eq 0 ] || grep -m2 -iE 'refused|error' /tmp/run.err | cut -c1-200 >>"$S"
+}
+llama_ttft() { # model label
+	local t0 t1 r
+	[ -x $LC ] || return 0
+	t0=$(date +%s%N)
+	timeout 60 $LC -m /tmp/$1.gguf -ngl 99 -p "$prompt" -n 1 -no-cnv --temp 0 </dev/null >/tmp/lc.out 2>/tmp/lc.err
+	r=$?
+	t1=$(date +%s%N)
+	echo "ttft llama.cpp $1 $2 exit $r wall $(((t1 - t0) / 1000000)) ms: $(grep -E 'load time|prompt eval time' /tmp/lc.err | sed 's/.*print: *//' | tr -s ' ' | tr '\n' ';')" >>"$S"
+}
 for m in q25-Q4_K q35-Q4_K; do
-	c=/tmp/f2cache-$m
-	for i in 1 2; do
-		ok "ttft $m" || break 2
-		t0=$(date +%s%N)
-		XDG_CACHE_HOME=$c timeout 60 /tmp/apr run /tmp/$m.gguf -p "$prompt" --raw -n 1 --backend cuda --json --log-level info >/tmp/run.json 2>/tmp/run.err
-		r=$?
-		t1=$(date +%s%N)
-		echo "ttft apr $m run $i exit $r wall $(((t1 - t0) / 1000000)) ms: $(grep -oE '"(prompt_tokens|load_ms|h2d_ms|f2_ms|prefill_ms|wall_ms)": *[0-9.]+' /tmp/run.json | tr -d '"' | tr '\n' ' ') $(grep -oE '(reference_early_ms|reference_cached)=[0-9.a-z]+' /tmp/run.err | tr '\n' ' ')" >>"$S"
-		[ $r -eq 0 ] || grep -m2 -iE 'refused|error' /tmp/run.err | cut -c1-200 >>"$S"
-		[ -x $LC ] || continue
-		t0=$(date +%s%N)
-		timeout 60 $LC -m /tmp/$m.gguf -ngl 99 -p "$prompt" -n 1 -no-cnv --temp 0 </dev/null >/tmp/lc.out 2>/tmp/lc.err
-		r=$?
-		t1=$(date +%s%N)
-		echo "ttft llama.cpp $m run $i exit $r wall $(((t1 - t0) / 1000000)) ms: $(grep -E 'load time|prompt eval time' /tmp/lc.err | sed 's/.*print: *//' | tr -s ' ' | tr '\n' ';')" >>"$S"
+	ok "ttft $m" || break
+	llama_ttft $m warm-up
+	for i in 1 2 3; do
+		apr_ttft $m uncached /tmp/f2cache-$m-$i
+		llama_ttft $m run
 	done
+	for i in 1 2; do apr_ttft $m cached /tmp/f2cache-$m-1; done
 done
+echo "== time to first token, median process wall (ms)" >>"$S"
+grep -E '^ttft (apr [^ ]+ (uncached|cached)|llama.cpp [^ ]+ run) exit 0' "$S" |
+	awk '{ k = $2 " " $3 " " $4; v[k] = v[k] " " $8 } END { for (k in v) print k, v[k] }' |
+	while read -r tool model kind vals; do
+		printf '%-10s %-10s %-9s median %s ms of %s\n' "$tool" "$model" "$kind" \
+			"$(printf '%s\n' $vals | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')" "$(echo $vals | wc -w)" >>"$S"
+	done
 echo "total $SECONDS s" >>"$S"
