@@ -32,3 +32,12 @@ func Main(m interface{ Run() int }) {
 // device (its engines are model.Uploaders, and F2 gates their generation):
 // "cuda".
 func Device(name string) bool { return name == cuda.Name }
+
+// Warm starts the named device backend's set-up in the background (the
+// CUDA driver's: cuda.Warm), for a command about to load a model on it;
+// for other names it does nothing.
+func Warm(name string) {
+	if name == cuda.Name {
+		cuda.Warm()
+	}
+}

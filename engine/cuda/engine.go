@@ -117,6 +117,13 @@ func Available() (cu.Info, error) {
 	return in, err
 }
 
+// Warm starts the driver's set-up (libcuda.so.1 loaded, cuInit, device 0's
+// primary context retained; once per process) in the background, so that a
+// command about to open a CUDA engine has it under way while it reads the
+// model's header and tokenizer; New then waits for what is left of it. An
+// unavailable driver is still New's refusal, with the same reason.
+func Warm() { go cu.Load() }
+
 // New builds the CUDA engine for spec. An unavailable driver or device, a
 // weight type without a CUDA kernel, and a model that does not fit the
 // device's free memory are refused by name, with the reason.

@@ -82,7 +82,8 @@ stage. An unknown or unavailable backend is refused (exit 3), never replaced.`,
 
 func runRun(ctx context.Context, env *Env, opts runOptions) error {
 	if backends.Device(opts.Backend) {
-		falsify.F2Warm() // while the model loads
+		falsify.F2Warm()            // while the model loads
+		backends.Warm(opts.Backend) // the driver's set-up, beside the model's header
 	}
 	if ctx == nil {
 		ctx = context.Background()
