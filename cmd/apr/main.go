@@ -3,6 +3,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -47,33 +48,29 @@ func main() {
 }
 
 func run() int {
-	if p := os.Getenv(envTrace); p != "" {
+	for _, r := range []struct {
+		env   string
+		start func(io.Writer) error
+		stop  func()
+	}{
+		{envTrace, trace.Start, trace.Stop},
+		{envCPUProfile, pprof.StartCPUProfile, pprof.StopCPUProfile},
+	} {
+		p := os.Getenv(r.env)
+		if p == "" {
+			continue
+		}
 		f, err := os.Create(p)
 		if err == nil {
-			err = trace.Start(f)
+			err = r.start(f)
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "apr: %s=%s: %v\n", envTrace, p, err)
+			fmt.Fprintf(os.Stderr, "apr: %s=%s: %v\n", r.env, p, err)
 			return 2
 		}
-		defer func() { trace.Stop(); f.Close() }()
+		defer func() { r.stop(); f.Close() }()
 	}
-	p := os.Getenv(envCPUProfile)
-	if p == "" {
-		return cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	}
-	f, err := os.Create(p)
-	if err == nil {
-		err = pprof.StartCPUProfile(f)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "apr: %s=%s: %v\n", envCPUProfile, p, err)
-		return 2
-	}
-	code := cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	pprof.StopCPUProfile()
-	f.Close()
-	return code
+	return cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 }
 
 func writeHeapProfile(path string) error {
