@@ -30,18 +30,7 @@ func TestNumericsGGML(t *testing.T) {
 			t.Errorf("Numerics() = %q, %q", plain.Numerics(), ggml.Numerics())
 		}
 		toks := []int32{1, 40, 300, 7, 99, 250}
-		eval := func(e *ref.Engine) [][]float32 {
-			s, err := e.NewSession(len(toks))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rows, err := s.Eval(toks, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return rows
-		}
-		a, b := eval(plain), eval(ggml)
+		a, b := evalAll(t, plain, toks), evalAll(t, ggml, toks)
 		same := true
 		for p := range a {
 			for i := range a[p] {
@@ -68,17 +57,7 @@ func TestNumericsGGML(t *testing.T) {
 func TestNumericsGGMLJitter(t *testing.T) {
 	dir := testutil.Fixtures(t)
 	toks := []int32{1, 40, 300, 7, 99, 250, 13, 77, 5, 180, 64, 3, 220, 31, 150, 8}
-	eval := func(e *ref.Engine) [][]float32 {
-		s, err := e.NewSession(len(toks))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows, err := s.Eval(toks, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rows
-	}
+	eval := func(e *ref.Engine) [][]float32 { return evalAll(t, e, toks) }
 	cosine := func(a, b []float32) float64 {
 		var ab, aa, bb float64
 		for i := range a {
@@ -120,6 +99,47 @@ func TestNumericsGGMLJitter(t *testing.T) {
 		}
 		if differs != c.differs {
 			t.Errorf("%s: twin differs from ggml: %v, want %v", c.name, differs, c.differs)
+		}
+	}
+}
+
+// evalAll feeds toks to a new session of e in one Eval and returns every
+// position's logits.
+func evalAll(tb testing.TB, e *ref.Engine, toks []int32) [][]float32 {
+	tb.Helper()
+	s, err := e.NewSession(len(toks))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rows, err := s.Eval(toks, true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rows
+}
+
+// TestParallelIsSerial: the work the reference shares out among goroutines
+// (a product's rows, a Gated DeltaNet layer's heads), forced onto the
+// parallel path on a tiny qwen35, gives one goroutine's logits bit for bit.
+func TestParallelIsSerial(t *testing.T) {
+	f, spec, _ := openRef(t, modelPath(testutil.Fixtures(t), "qwen35-tiny-Q8_0.gguf"))
+	toks := []int32{1, 40, 300, 7, 99, 250, 13, 77}
+	one, err := ref.New(f, spec, ref.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := evalAll(t, one, toks)
+	defer ref.SetEachMin(0)()
+	four, err := ref.New(f, spec, ref.Options{Threads: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := evalAll(t, four, toks)
+	for p := range want {
+		for i := range want[p] {
+			if math.Float32bits(got[p][i]) != math.Float32bits(want[p][i]) {
+				t.Fatalf("position %d logit %d: 4 goroutines %v, 1 goroutine %v", p, i, got[p][i], want[p][i])
+			}
 		}
 	}
 }
