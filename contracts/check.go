@@ -25,22 +25,22 @@ func check(s *Set) []Problem {
 	}
 	for _, f := range s.Falsifiers {
 		if count[f.ID] > 1 {
-			out = append(out, Problem{Pos: s.pos[f.ID], ID: f.ID, Rule: "duplicate",
+			out = append(out, Problem{ID: f.ID, Rule: "duplicate",
 				Msg: fmt.Sprintf("falsifier id %s is used %d times; falsifier ids are unique across the set", f.ID, count[f.ID])})
 			count[f.ID] = 0 // report once
 		}
 		if seen[f.ID] {
-			out = append(out, Problem{Pos: s.pos[f.ID], ID: f.ID, Rule: "duplicate", Msg: "a falsifier may not share its id with a contract"})
+			out = append(out, Problem{ID: f.ID, Rule: "duplicate", Msg: "a falsifier may not share its id with a contract"})
 		}
 		if !s.Has(f.Binds) {
-			out = append(out, Problem{Pos: s.pos[f.ID], ID: f.ID, Rule: "binds", Msg: fmt.Sprintf("binds %s, which is not a contract of this set", f.Binds)})
+			out = append(out, Problem{ID: f.ID, Rule: "binds", Msg: fmt.Sprintf("binds %s, which is not a contract of this set", f.Binds)})
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.Contracts.Model)) {
 		m := s.Contracts.Model[name]
 		if _, errs := compileModel(&m); len(errs) > 0 {
 			for _, e := range errs {
-				out = append(out, Problem{Pos: s.pos[m.ID], ID: m.ID, Rule: "expr", Msg: e})
+				out = append(out, Problem{ID: m.ID, Rule: "expr", Msg: e})
 			}
 		}
 	}
@@ -51,12 +51,12 @@ func check(s *Set) []Problem {
 	for _, name := range slices.Sorted(maps.Keys(s.Contracts.Verb)) {
 		v := s.Contracts.Verb[name]
 		if v.Verb != name {
-			out = append(out, Problem{Pos: s.pos[v.ID], ID: v.ID, Rule: "verb", Msg: fmt.Sprintf("contract verb.%s describes verb %q", name, v.Verb)})
+			out = append(out, Problem{ID: v.ID, Rule: "verb", Msg: fmt.Sprintf("contract verb.%s describes verb %q", name, v.Verb)})
 		}
 		if v.Timing != nil {
 			for _, st := range slices.Sorted(maps.Keys(v.Timing.Stages)) {
 				if _, ok := v.Fields[v.Timing.Stages[st]]; !ok {
-					out = append(out, Problem{Pos: s.pos[v.ID], ID: v.ID, Rule: "verb",
+					out = append(out, Problem{ID: v.ID, Rule: "verb",
 						Msg: fmt.Sprintf("timing stage %s reports in field %q, which the contract does not list", st, v.Timing.Stages[st])})
 				}
 			}
@@ -67,7 +67,7 @@ func check(s *Set) []Problem {
 
 func checkKernel(s *Set, k *schema.Kernel) []Problem {
 	p := func(format string, args ...any) Problem {
-		return Problem{Pos: s.pos[k.ID], ID: k.ID, Rule: "kernel", Msg: fmt.Sprintf(format, args...)}
+		return Problem{ID: k.ID, Rule: "kernel", Msg: fmt.Sprintf(format, args...)}
 	}
 	t, err := quant.ParseType(k.Type)
 	if err != nil {

@@ -190,7 +190,10 @@ func Load(fsys fs.FS, source string, display func(string) string) (*Set, error) 
 		if ps := check(set); len(ps) > 0 {
 			// Name where each problem was written.
 			set.recordPos(u)
-			problems = append(problems, check(set)...)
+			for i := range ps {
+				ps[i].Pos = set.pos[ps[i].ID]
+			}
+			problems = append(problems, ps...)
 			return nil
 		}
 		set.u = u

@@ -256,8 +256,8 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 	r.End()
 	res.ProbeMS = ms(time.Since(t))
 	if err != nil {
-		if r, ok := refuse.As(err); ok {
-			res.RefusedBy = r.By
+		if rf, ok := refuse.As(err); ok {
+			res.RefusedBy = rf.By
 		}
 		return refused("the %s engine's probe failed: %v", eng.Backend(), err)
 	}
