@@ -70,6 +70,7 @@ type backend struct {
 	noChunk    bool          // APR_CUDA_CHUNK=0
 	noAttg     bool          // APR_CUDA_ATTG=0: decode rows take k_attn
 	noAttgRope bool          // APR_CUDA_ATTG=norope: k_attg leaves the rotation and store to k_rope
+	noAttw     bool          // APR_CUDA_ATTG=group: short contexts take k_attg too, not k_attw
 	early      bool          // launch a tape's kernels early (PDL; APR_CUDA_EARLY=0: off)
 	ropeTheta  ropeTheta     // Rope's thetaScale for the last base and rotated width
 	earlyN     int           // kernels launched early (directly or into a captured graph)
@@ -142,6 +143,31 @@ func (be *backend) attgKernel(n int, a graph.Attn, ctxCap int) (string, bool) {
 		return "k_attg4", true
 	}
 	return "k_attg8", a.HV <= 256
+}
+
+// The block-per-head decode attention (k_attw<HC> in apr.cu): contexts of
+// at most awMaxP positions (AW_MAXP), heads of at most 256 values, awThreads
+// threads (AW_T).
+const awMaxP, awThreads = 256, 128
+
+// attwKernel is the k_attw instance for n query rows of a over a context
+// sized ctxCap, if it takes them: one row (a decode step) over a short
+// context, unless APR_CUDA_ATTG is 0 or group.
+func (be *backend) attwKernel(n int, a graph.Attn, ctxCap int) (string, bool) {
+	if be.noAttg || be.noAttw || n != 1 || ctxCap > awMaxP || a.HK%4 != 0 || a.HV%4 != 0 {
+		return "", false
+	}
+	switch w := max(a.HK, a.HV); {
+	case w <= 32:
+		return "k_attw1", true
+	case w <= 64:
+		return "k_attw2", true
+	case w <= 128:
+		return "k_attw4", true
+	case w <= 256:
+		return "k_attw8", true
+	}
+	return "", false
 }
 
 // k_flash's tile (apr.cu FL_Q query rows × FL_K positions) and widest head
@@ -1673,6 +1699,21 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 			// rows and head.
 			return be.launch(flashKernel(a.HK, a.HV), cu.Dim{X: uint32((n + flashQ - 1) / flashQ), Y: uint32(a.NHead)}, cu.Dim{X: 128}, uint32(flashSmem(a.HK, a.HV)),
 				ob.p, ob.stride, qb.p, qb.stride, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, n)
+		}
+		if name, ok := be.attwKernel(n, a, ctxCap); ok {
+			// A decode row over a short context: a block per head (k_attw).
+			if err := be.ensureZero(&be.attnCnt, uint64(4*max(a.NKV, n*a.NHead))); err != nil {
+				return err
+			}
+			grid := cu.Dim{X: uint32(a.NHead)}
+			if rope, ok := be.foldRope(ob, qb, c, pos0); ok {
+				// The row's rotation and KV store come along (k_attwr).
+				return be.launch("k_attwr"+name[len("k_attw"):], grid, cu.Dim{X: awThreads}, 0, ob.p, qb.p,
+					c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnCnt.p,
+					rope[0], rope[1], rope[2], rope[3], rope[4], rope[5], rope[6], rope[7], rope[8], rope[9], rope[10],
+					rope[11], rope[12], rope[13], rope[14], rope[15])
+			}
+			return be.launch(name, grid, cu.Dim{X: awThreads}, 0, ob.p, qb.p, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnCnt.p)
 		}
 		if name, ok := be.attgKernel(n, a, ctxCap); ok {
 			// A decode row: a block per KV group and split (k_attg), all

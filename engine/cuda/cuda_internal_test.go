@@ -468,13 +468,22 @@ func TestAttendKernels(t *testing.T) {
 		}
 	}
 	// The grouped decode kernel (k_attg) for query groups of 7 (qwen2.5's
-	// 14 heads over 2) and 8, and again with it off (k_attn takes the
-	// decode rows), so that both kernels are checked.
-	for _, a := range []graph.Attn{{NHead: 14, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 16, NKV: 2, HK: 128, HV: 128, Scale: 0.088}} {
-		for _, ctx := range []int{150, 8300} {
-			testAttend(t, be, rng, a, ctx)
+	// 14 heads over 2) and 8, the short context by the block-per-head one
+	// (k_attw) and again by k_attg (APR_CUDA_ATTG=group), and with both
+	// off (k_attn takes the decode rows), so that every kernel is checked.
+	for _, grouped := range []bool{false, true} {
+		be.noAttw = grouped
+		for _, a := range []graph.Attn{{NHead: 14, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 16, NKV: 2, HK: 128, HV: 128, Scale: 0.088},
+			{NHead: 8, NKV: 2, HK: 256, HV: 256, Scale: 0.0625}} {
+			for _, ctx := range []int{150, 8300} {
+				if grouped && ctx > awMaxP {
+					continue // k_attg either way
+				}
+				testAttend(t, be, rng, a, ctx)
+			}
 		}
 	}
+	be.noAttw = false
 	be.noAttg = true
 	defer func() { be.noAttg = false }()
 	for _, a := range []graph.Attn{{NHead: 4, NKV: 2, HK: 64, HV: 64, Scale: 0.125}, {NHead: 4, NKV: 1, HK: 256, HV: 256, Scale: 0.0625}} {
@@ -490,6 +499,9 @@ func testAttend(t *testing.T, be *backend, rng *rand.Rand, a graph.Attn, ctx int
 		kernel = "k_attend"
 	}
 	if name, ok := be.attgKernel(1, a, (ctx+255)&^255); ok {
+		kernel = name
+	}
+	if name, ok := be.attwKernel(1, a, (ctx+255)&^255); ok {
 		kernel = name
 	}
 	t.Run(fmt.Sprintf("heads%d-%d/hv%d/ctx%d/%s", a.NHead, a.NKV, a.HV, ctx, kernel), func(t *testing.T) {
@@ -575,11 +587,23 @@ func TestAttendRope(t *testing.T) {
 		{graph.Attn{NHead: 16, NKV: 2, HK: 128, HV: 128, Scale: 0.088}, graph.Rope{Mode: model.RopeNorm, NRot: 64, HeadDim: 128, Base: 1e4, FreqScale: 1, AttnFactor: 1}},
 		{graph.Attn{NHead: 8, NKV: 2, HK: 64, HV: 32, Scale: 0.1}, graph.Rope{Mode: model.RopeIMRope, NRot: 64, HeadDim: 64, Base: 1e7, FreqScale: 0.5, ExtFactor: 1, AttnFactor: 1,
 			BetaFast: 32, BetaSlow: 1, OrigCtx: 4096, Sections: [4]int{11, 11, 10, 0}}},
+		{graph.Attn{NHead: 8, NKV: 2, HK: 256, HV: 256, Scale: 0.0625}, graph.Rope{Mode: model.RopeIMRope, NRot: 64, HeadDim: 256, Base: 1e7, FreqScale: 1, AttnFactor: 1,
+			Sections: [4]int{11, 11, 10, 0}}},
 	} {
-		for _, pos0 := range []int{20, 150, 8299} {
+		for _, pg := range []struct {
+			pos0    int
+			grouped bool
+		}{{20, false}, {150, false}, {20, true}, {150, true}, {8299, true}} {
+			pos0 := pg.pos0
+			be.noAttw = pg.grouped
 			name, ok := be.attgKernel(1, c.a, (pos0+256)&^255)
 			if !ok {
 				t.Fatalf("%+v: no k_attg instance", c.a)
+			}
+			if w, ok := be.attwKernel(1, c.a, (pos0+256)&^255); ok {
+				name = w
+			} else if !pg.grouped {
+				t.Fatalf("%+v at %d: no k_attw instance", c.a, pos0)
 			}
 			t.Run(fmt.Sprintf("heads%d-%d/rope%d-%d/pos%d/%s", c.a.NHead, c.a.NKV, c.r.Mode, c.r.NRot, pos0, name), func(t *testing.T) {
 				var got [2][][]float32
@@ -592,6 +616,7 @@ func TestAttendRope(t *testing.T) {
 					}
 				}
 				be.noAttgRope = false
+				be.noAttw = false
 				for j, what := range []string{"out", "q", "k", "the cache's keys", "the cache's values"} {
 					for i := range got[0][j] {
 						if math.Float32bits(got[0][j][i]) != math.Float32bits(got[1][j][i]) {
@@ -758,7 +783,7 @@ func TestSwitchesRefused(t *testing.T) {
 	}
 	t.Setenv(EnvAttg, "nrope")
 	_, err := New(nil, nil, Options{})
-	if err == nil || !strings.Contains(err.Error(), `APR_CUDA_ATTG="nrope" is not one of 0, 1, norope`) {
+	if err == nil || !strings.Contains(err.Error(), `APR_CUDA_ATTG="nrope" is not one of 0, 1, norope, group`) {
 		t.Fatalf("New with APR_CUDA_ATTG=nrope: %v, want it refused by name", err)
 	}
 }

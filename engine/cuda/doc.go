@@ -14,7 +14,10 @@
 //
 // Buffers are row-major F32 with a row stride; products dequantize each
 // 32-value chunk of a weight row in registers and multiply it with F32
-// activations (a prompt's on the tensor cores in 3xTF32, F32's accuracy);
+// activations (a prompt's on the tensor cores in 3xTF32, F32's accuracy;
+// two products where the weights have no small part: F16, BF16, and the
+// integers of Q4_0, Q5_0, Q8_0 and Q6_K, scaled after each group, apr.cu's
+// mmt_int_body; formats with mins keep three, which measured faster);
 // element-wise ops follow engine/graph's definitions. Every op is queued
 // on the backend's stream in order; Read waits for it. Inside an Eval the
 // queued kernels run in parts as they are recorded (backend.go, push),
@@ -23,8 +26,10 @@
 // launch) and each waits for the one before it (apr.cu's pdl) before it
 // touches memory. Some ops have more
 // than one kernel, chosen by shape, each tested against the op's math:
-// attention (k_attg1/2/4/8 for a decode row, a block per KV group and
-// split, k_attgr1/2/4/8 when the row's rotation and KV store fold into it;
+// attention (k_attw1/2/4/8 for a decode row over at most 256 positions, a
+// block per query head, k_attwr1/2/4/8 when the row's rotation and KV store
+// fold into it; k_attg1/2/4/8 for longer ones, a block per KV group and
+// split, k_attgr1/2/4/8 with the rotation folded;
 // k_attn with APR_CUDA_ATTG=0, past k_attg's limits, and for prompt
 // rows of heads wider than 128; k_flash1/2/4 for a prompt's rows; k_attend
 // for heads wider than k_attn's) and the delta rule (k_deltaw2/4/8

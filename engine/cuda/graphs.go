@@ -33,7 +33,9 @@ const EnvChunk = "APR_CUDA_CHUNK"
 // k_attg leaves the row's rotation and KV store to their own kernel
 // (k_rope) instead of doing them too (k_attgr): for bisecting and for
 // measuring one against the other (TestAttendKernels and TestAttendRope
-// check each; results must not change).
+// check each; results must not change); set to "group", a decode row over
+// a short context takes k_attg as longer ones do, instead of the
+// block-per-head k_attw.
 const EnvAttg = "APR_CUDA_ATTG"
 
 // maxKernelArgs is the most arguments a kernel of apr.cu takes (k_rope: 28).

@@ -140,6 +140,13 @@ __device__ void mm_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
   }
 }
 
+// prefetch_line(p): p's 128-byte line into L2, by the calling thread.
+__device__ __forceinline__ void prefetch_line(const void *p) {
+#ifndef APR_HOST
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
 // ---- tensor cores --------------------------------------------------------------
 // The prompt product multiplies on the tensor cores in TF32 (m16n16k8
 // fragments through nvcuda::wmma), three products per pair of tiles
@@ -168,6 +175,11 @@ __device__ __forceinline__ void tc_mma(TcC &c, const TcA &a, const TcB &b) { nvc
 __device__ __forceinline__ void tc_store(float *p, const TcC &c, int ld) {
   nvcuda::wmma::store_matrix_sync(p, c, ld, nvcuda::wmma::mem_row_major);
 }
+__device__ __forceinline__ void tc_load_acc(TcC &c, const float *p, int ld) {
+  nvcuda::wmma::load_matrix_sync(c, p, ld, nvcuda::wmma::mem_row_major);
+}
+// tc_owner: whether this thread holds fragment elements (all lanes here).
+__device__ __forceinline__ bool tc_owner() { return true; }
 #else
 struct TcA { // 16×8, row-major: x[i·8 + k]
   static const int num_elements = 128;
@@ -178,6 +190,7 @@ struct TcB { // 8×16, column-major: element (k, j) at x[j·8 + k]
   float x[128];
 };
 struct TcC { // 16×16, row-major
+  static const int num_elements = 256;
   float x[256];
 };
 // tc_round: cvt.rna.tf32.f32 (to nearest, ties away from zero; the low 13
@@ -212,6 +225,11 @@ __device__ __forceinline__ void tc_store(float *p, const TcC &c, int ld) {
   for (int i = 0; i < 16; i++)
     for (int j = 0; j < 16; j++) p[i * ld + j] = c.x[i * 16 + j];
 }
+__device__ __forceinline__ void tc_load_acc(TcC &c, const float *p, int ld) {
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 16; j++) c.x[i * 16 + j] = p[i * ld + j];
+}
+__device__ __forceinline__ bool tc_owner() { return (threadIdx.x & 31) == 0; }
 #endif
 
 // tc_split: f's values become their big parts, small gets the rest.
@@ -243,10 +261,36 @@ template <class F> __device__ __forceinline__ void tc_split(F &f, F &small) {
 // products, dequantized from shared memory (22.3k; 18.4k at four blocks).
 #define MM_BM 64
 #define MM_BN 64
+#ifndef MM_BK
 #define MM_BK 2
+#endif
 #define MM_LD (32 * MM_BK + 4) // a staged row: a multiple of 4 floats, rows 16 apart 32-byte aligned
 #define MM_XV (MM_BN * 8 * MM_BK / 128) // float4s of X per thread per stage
+#ifndef MM_MINB
 #define MM_MINB 3 // blocks resident per multiprocessor the registers must leave room for
+#endif
+// MM_PF 1: each stage first asks L2 for the weight bytes of this thread's
+// chunk of the next stage (a variant, measured by building with -DMM_PF=1
+// and loading it through APR_CUDA_PTX).
+#ifndef MM_PF
+#define MM_PF 0
+#endif
+// MM_INT 1: prompt products of IntForm formats take mmt_int_body.
+#ifndef MM_INT
+#define MM_INT 1
+#endif
+// Tf32Exact<T>: every dequantized value of T is a TF32 value (F16's 11
+// significant bits and BF16's 8 fit TF32's 11), so a weight fragment's
+// small part is zero and its product, which adds exactly nothing, is left
+// out: two tensor-core products per pair of tiles instead of three, the
+// same sums.
+// (MM_TF32X 0: the third product anyway, for measuring what it costs.)
+#ifndef MM_TF32X
+#define MM_TF32X 1
+#endif
+template <class T> struct Tf32Exact { static const bool value = false; };
+template <> struct Tf32Exact<F16> { static const bool value = MM_TF32X; };
+template <> struct Tf32Exact<BF16> { static const bool value = MM_TF32X; };
 template <class T>
 __device__ __forceinline__ void deq_chunk(const u8 *wr, int cc, int cols, float *v) {
   const int CPB = T::QK / 32;
@@ -289,6 +333,14 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
     {
       float v[32];
       int row = r0 + rr, cc = c + kc;
+#if MM_PF
+      if (row < nrows && cc + MM_BK < cend) {
+        const int CPB = T::QK / 32;
+        const u8 *nb = W + (long long)row * rowBytes + (long long)((cc + MM_BK) / CPB) * T::TS;
+        prefetch_line(nb);
+        prefetch_line(nb + T::TS - 1);
+      }
+#endif
       if (row < nrows && cc < cend) {
         deq_chunk<T>(W + (long long)row * rowBytes, cc, cols, v);
       } else {
@@ -339,16 +391,165 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
         tc_load(a[i], &Xs[(wt + 16 * i) * MM_LD + k], MM_LD);
         tc_split(a[i], as[i]);
         tc_load(b[i], &Ws[(wr + 16 * i) * MM_LD + k], MM_LD);
-        tc_split(b[i], bs[i]);
+        if constexpr (!Tf32Exact<T>::value) tc_split(b[i], bs[i]);
       }
 #pragma unroll
       for (int i = 0; i < 2; i++)
 #pragma unroll
         for (int j = 0; j < 2; j++) {
           tc_mma(acc[i][j], as[i], b[j]);
-          tc_mma(acc[i][j], a[i], bs[j]);
+          if constexpr (!Tf32Exact<T>::value) tc_mma(acc[i][j], a[i], bs[j]);
           tc_mma(acc[i][j], a[i], b[j]);
         }
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 2; j++) tc_store(&Ws[(wt + 16 * i) * MM_LD + wr + 16 * j], acc[i][j], MM_LD);
+  __syncthreads();
+  for (int e = tid; e < MM_BN * MM_BM; e += blockDim.x) {
+    int t = e / MM_BM, r = e % MM_BM;
+    if (t0 + t < ntok && r0 + r < nrows) Y[(long long)(t0 + t) * ys + r0 + r] = Ws[t * MM_LD + r];
+  }
+}
+
+// mmt_int: mmt for IntForm formats. The stage holds each chunk's integers
+// q (Ws, TF32 values exactly) and its halves' scales A and mins B (Wa, Wb);
+// for formats with mins, each token's sum of x over each half (Xh). Per
+// scale group (IntForm::GS values) a warp multiplies x's big and small
+// TF32 parts by q into fresh fragments (two products, no third: q has no
+// small part), then adds A·(Σ q·x) − B·(Σ x) into its accumulators, each
+// element's weight row and token read from a fragment loaded from an index
+// tile (the accumulator's layout is the library's; loading it learns it).
+template <class T>
+__device__ void mmt_int_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, int xs, float *Y,
+                             int ys, int nrows, int ntok, float *P) {
+  using I = IntForm<T>;
+  const int CPB = T::QK / 32;
+  int per = (nchunk + gridDim.z - 1) / gridDim.z;
+  per = (per + MM_BK - 1) / MM_BK * MM_BK;
+  int cbeg = blockIdx.z * per, cend = nchunk < cbeg + per ? nchunk : cbeg + per;
+  if (gridDim.z > 1) Y = P + (long long)blockIdx.z * ntok * nrows, ys = nrows;
+  __shared__ __align__(32) float Ws[MM_BM * MM_LD];
+  __shared__ __align__(32) float Xs[MM_BN * MM_LD];
+  __shared__ float Wa[MM_BM][2 * MM_BK], Wb[MM_BM][2 * MM_BK];
+  __shared__ float Xh[I::mins ? MM_BN : 1][2 * MM_BK];
+  __shared__ __align__(32) float idx[256];
+  int tid = threadIdx.x, w = tid >> 5;
+  int r0 = blockIdx.x * MM_BM, t0 = blockIdx.y * MM_BN;
+  int wt = (w >> 1) * 32, wr = (w & 1) * 32;
+  for (int e = tid; e < 256; e += blockDim.x) idx[e] = (float)e;
+  __syncthreads();
+  TcC rc; // element e of a fragment is (row, column) (rc.x[e] / 16, rc.x[e] % 16) of its tile
+  tc_load_acc(rc, idx, 16);
+  TcC acc[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 2; j++) tc_zero(acc[i][j]);
+  int rr = tid % MM_BM, kc = tid / MM_BM;
+  bool vec = (xs & 3) == 0 && ((unsigned long long)X & 15) == 0;
+  for (int c = cbeg; c < cend; c += MM_BK) {
+    __syncthreads();
+    {
+      float v[32], A[2] = {0.f, 0.f}, B[2] = {0.f, 0.f};
+      int row = r0 + rr, cc = c + kc;
+      if (row < nrows && cc < cend) {
+        I::deqi(W + (long long)row * rowBytes + (long long)(cc / CPB) * T::TS, cc % CPB, v, A, B);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 32; j++) v[j] = 0.f;
+      }
+      float4 *d = (float4 *)&Ws[rr * MM_LD + kc * 32];
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        float4 f = {v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]};
+        d[j] = f;
+      }
+      Wa[rr][2 * kc] = A[0], Wa[rr][2 * kc + 1] = A[1];
+      Wb[rr][2 * kc] = B[0], Wb[rr][2 * kc + 1] = B[1];
+    }
+    int lim = cols < 32 * cend ? cols : 32 * cend;
+    float4 xv[MM_XV];
+#pragma unroll
+    for (int u = 0; u < MM_XV; u++) {
+      int i = tid + 128 * u;
+      int t = i / (8 * MM_BK), q = i % (8 * MM_BK), col = 32 * c + 4 * q;
+      float4 x = {0.f, 0.f, 0.f, 0.f};
+      if (t0 + t < ntok) {
+        const float *xr = X + (long long)(t0 + t) * xs + col;
+        if (vec && col + 4 <= lim) {
+          x = *(const float4 *)xr;
+        } else {
+          x.x = col < lim ? xr[0] : 0.f;
+          x.y = col + 1 < lim ? xr[1] : 0.f;
+          x.z = col + 2 < lim ? xr[2] : 0.f;
+          x.w = col + 3 < lim ? xr[3] : 0.f;
+        }
+      }
+      xv[u] = x;
+    }
+#pragma unroll
+    for (int u = 0; u < MM_XV; u++) {
+      int i = tid + 128 * u;
+      *(float4 *)&Xs[(i / (8 * MM_BK)) * MM_LD + 4 * (i % (8 * MM_BK))] = xv[u];
+    }
+    __syncthreads();
+    if constexpr (I::mins) {
+      for (int e = tid; e < MM_BN * 2 * MM_BK; e += blockDim.x) {
+        int t = e / (2 * MM_BK), h = e % (2 * MM_BK);
+        const float *xr = &Xs[t * MM_LD + 16 * h];
+        float a = 0.f;
+#pragma unroll
+        for (int j = 0; j < 16; j++) a += xr[j];
+        Xh[t][h] = a;
+      }
+      __syncthreads();
+    }
+#pragma unroll
+    for (int g0 = 0; g0 < 32 * MM_BK; g0 += I::GS) {
+      TcC tmp[2][2];
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) tc_zero(tmp[i][j]);
+#pragma unroll
+      for (int k = g0; k < g0 + I::GS; k += 8) {
+        TcA a[2], as[2];
+        TcB b[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+          tc_load(a[i], &Xs[(wt + 16 * i) * MM_LD + k], MM_LD);
+          tc_split(a[i], as[i]);
+          tc_load(b[i], &Ws[(wr + 16 * i) * MM_LD + k], MM_LD);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+          for (int j = 0; j < 2; j++) {
+            tc_mma(tmp[i][j], as[i], b[j]);
+            tc_mma(tmp[i][j], a[i], b[j]);
+          }
+      }
+      int h = g0 / 16;
+      if (tc_owner()) {
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+          for (int j = 0; j < 2; j++)
+#pragma unroll
+            for (int e = 0; e < TcC::num_elements; e++) {
+              int v = (int)rc.x[e], tr = wt + 16 * i + (v >> 4), wrow = wr + 16 * j + (v & 15);
+              float y = tmp[i][j].x[e] * Wa[wrow][h];
+              if constexpr (I::mins) {
+                float sx = I::GS == 32 ? Xh[tr][h] + Xh[tr][h + 1] : Xh[tr][h];
+                y = y - sx * Wb[wrow][h];
+              }
+              acc[i][j].x[e] = acc[i][j].x[e] + y;
+            }
+      }
     }
   }
   __syncthreads();
@@ -377,6 +578,10 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
 #define MV_TILE 160
 #define MV_XS 36
 #define MV_ST 8 // values of x each thread stages per trip to memory
+#ifndef MV_V4
+#define MV_V4 1
+#endif
+#define MV_ST4 5 // float4s of x each thread stages per trip to memory (MV_V4)
 //
 // One launch serves what a decode step does with one X (backend.go, fuse),
 // each the same float arithmetic the separate kernels do, so that results
@@ -436,12 +641,6 @@ __device__ __forceinline__ void prefetch_l2(const u8 *p, long long n) {
 #endif
 }
 
-// prefetch_line(p): p's 128-byte line into L2, by the calling thread.
-__device__ __forceinline__ void prefetch_line(const void *p) {
-#ifndef APR_HOST
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
-}
 
 template <class T>
 __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, float *Y, int nrows,
@@ -450,7 +649,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
                         int nflags, float *glu, const u8 *W3, float *Y3, int nr3, const float *bias3) {
   __shared__ __align__(16) float xs[MV_TILE * MV_XS];
   __shared__ float xsum[MV_TILE];
-  __shared__ float nws[MV_TILE * 32];
+  __shared__ __align__(16) float nws[MV_TILE * 32];
   __shared__ float part[2][MV_G][4];
   __shared__ double nsh[32];
   int G = (nflags >> 4) & 15;
@@ -464,6 +663,8 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
   int b3 = glu ? 0 : (nr3 + rpbG - 1) / rpbG;
   int ntiles = (nchunk + MV_TILE - 1) / MV_TILE;
   bool norm = nflags & 1, staged = false;
+  bool v4 = (cols & 3) == 0 && ((unsigned long long)X & 15) == 0 && (!nw || ((unsigned long long)nw & 15) == 0) &&
+            (!nout || ((unsigned long long)nout & 15) == 0);
   // The slot's rows of weights into L2, then wait for the kernel before
   // (pdl): when this one was launched early, the weights stream in while
   // that kernel finishes.
@@ -529,6 +730,44 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
         __syncthreads();
         // MV_ST values per thread in flight: their loads are issued
         // together, then stored (one trip to memory per MV_ST, not per value).
+        // MV_V4: MV_ST4 float4s of x (and of the norm's weights) instead, when
+        // both rows are 16-byte aligned and cols a multiple of 4: a row of
+        // 4,864 values (ffn_down) in two trips instead of five.
+#if MV_V4
+        if (v4) {
+          for (int f0 = threadIdx.x; f0 < nct * 8; f0 += MV_ST4 * blockDim.x) {
+            float4 v[MV_ST4], w[MV_ST4];
+#pragma unroll
+            for (int u = 0; u < MV_ST4; u++) {
+              int f = f0 + u * blockDim.x, col = c0 * 32 + 4 * f;
+              bool in = f < nct * 8 && col < cols;
+              float4 z = {0.f, 0.f, 0.f, 0.f}, o = {1.f, 1.f, 1.f, 1.f};
+              v[u] = in ? *(const float4 *)(X + col) : z;
+              w[u] = in && norm && nw ? *(const float4 *)(nw + col) : o;
+            }
+#pragma unroll
+            for (int u = 0; u < MV_ST4; u++) {
+              int f = f0 + u * blockDim.x, col = c0 * 32 + 4 * f, i = 4 * f;
+              if (f >= nct * 8) break;
+              float4 x = v[u];
+              if (norm && col < cols) {
+                if (ntiles == 1) {
+                  if (nw) *(float4 *)&nws[i] = w[u];
+                } else {
+                  float4 y = w[u];
+                  x.x = nw ? (x.x * scale) * y.x : x.x * scale;
+                  x.y = nw ? (x.y * scale) * y.y : x.y * scale;
+                  x.z = nw ? (x.z * scale) * y.z : x.z * scale;
+                  x.w = nw ? (x.w * scale) * y.w : x.w * scale;
+                  if (blockIdx.x == 0) *(float4 *)(nout + col) = x;
+                }
+              }
+              *(float4 *)&xs[(i >> 5) * MV_XS + (i & 31)] = x;
+            }
+          }
+          if (norm && ntiles == 1) __syncthreads(); // the sum below reads columns other threads staged
+        } else
+#endif
         for (int i0 = threadIdx.x; i0 < nct * 32; i0 += MV_ST * blockDim.x) {
           float v[MV_ST], w[MV_ST];
 #pragma unroll
@@ -555,8 +794,9 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
           }
         }
         if (norm && ntiles == 1) {
-          // Each thread's columns are the ones it staged: its sum of
-          // squares needs no barrier before it, the block's does.
+          // Each thread's columns are the ones it staged (MV_V4: after a
+          // barrier): its sum of squares needs no barrier before it, the
+          // block's does.
           double q = 0;
           for (int i = threadIdx.x; i < cols; i += blockDim.x) {
             float v = xs[(i >> 5) * MV_XS + (i & 31)];
@@ -683,7 +923,10 @@ __device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, int co
       mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt,  \
              float *P) {                                                                                       \
     pdl();                                                                                                     \
-    mmt_body<N>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, P);                                                     \
+    if constexpr (MM_INT && IntForm<N>::has && !IntForm<N>::mins)                                              \
+      mmt_int_body<N>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, P);                                               \
+    else                                                                                                       \
+      mmt_body<N>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, P);                                                   \
   }                                                                                                            \
   extern "C" __global__ void __launch_bounds__(128)                                                            \
       mmid_##N(const u8 *W, long long eb, long long rb, int nc, int cols, const int *ids, int xdiv, const float *X, \
@@ -1590,6 +1833,176 @@ ATTG(1)
 ATTG(2)
 ATTG(4)
 ATTG(8)
+
+// k_attw: one decode row's attention over a short context (pos0 + 1 ≤
+// AW_MAXP positions), a block of AW_T threads per query head (grid: nhead):
+// no split and no combine, where k_attg's chain of barriers over a group's
+// splits dominates at a few hundred positions. Thread t scores positions
+// t, t + AW_T (the key's float4s in order, eight loads in flight, four
+// sums added in order); the weights e^(s − m) go to shared memory (their
+// sum in double, the warps' in order); warp w sums the value columns lane,
+// lane + 32, … over positions w, w + 4, … (eight rows in flight), and the
+// four warps' sums are added in warp order. ROPE: the block also does the
+// k_rope launch before it (backend.go, foldRope) for its head: it rotates
+// its head's query and its own copy of the group's key of the row
+// (rope_pair, as k_rope does), scores position pos0 with that copy and the
+// row's values (vx), and writes the query back; the group's last block to
+// have read kx (cnt[g]) writes the rotated key to kx and the cache and the
+// values to the cache. Without ROPE the row is already in the cache.
+#define AW_MAXP 256
+#define AW_T 128
+template <int HC, bool ROPE> // 32·HC ≥ hk and hv
+__device__ void attw_body(float *out, float *q, float *K, float *V, const int *pos0p, int nhead, int nkv, int hk,
+                          int hv, float scale, unsigned *cnt, const AttgRope &rp) {
+  int h = blockIdx.x, G = nhead / nkv, g = h / G, tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  int kdim = nkv * hk, vdim = nkv * hv;
+  {
+    // The cached rows below pos0 into L2 before waiting for the kernel
+    // before (pdl; no kernel of this step writes them).
+    int np = *pos0p, lk = (hk * 4 + 127) / 128, lv = (hv * 4 + 127) / 128;
+    for (int i = tid; i < np * (lk + lv); i += AW_T) {
+      int p = i / (lk + lv), l = i % (lk + lv);
+      prefetch_line(l < lk ? K + (long long)p * kdim + (long long)g * hk + 32 * l
+                           : V + (long long)p * vdim + (long long)g * hv + 32 * (l - lk));
+    }
+  }
+  pdl();
+  __shared__ __align__(16) float qs[32 * HC];
+  __shared__ __align__(16) float ks[32 * HC];
+  __shared__ float vs[32 * HC];
+  __shared__ float es[AW_MAXP];
+  __shared__ float red[AW_T / 32][32 * HC];
+  __shared__ float wm[AW_T / 32];
+  __shared__ double wl[AW_T / 32];
+  __shared__ int last;
+  int pos0 = *pos0p, np = pos0 + 1;
+  for (int c = tid; c < hk; c += AW_T) qs[c] = q[(long long)h * hk + c];
+  if constexpr (ROPE) {
+    for (int c = tid; c < hk; c += AW_T) ks[c] = rp.kx[(long long)g * hk + c];
+    for (int c = tid; c < hv; c += AW_T) vs[c] = rp.vx[(long long)g * hv + c];
+  }
+  __syncthreads();
+  if constexpr (ROPE) {
+    int pairs = rp.nrot / 2;
+    for (int i = tid; i < 2 * pairs; i += AW_T)
+      rope_pair(i < pairs ? qs : ks, 0, hk, 0, 0, i % pairs, pos0, rp.mode, rp.nrot, rp.thetaScale, rp.freqScale,
+                rp.extFactor, rp.attnFactor, rp.corr0, rp.corr1, rp.ff, rp.imrope, rp.sec0, rp.sec1, rp.sec2, rp.sec3,
+                nullptr);
+    __threadfence();
+    __syncthreads();
+    // Every read of kx is done: count this block, and the group's last
+    // writes the row.
+    if (tid == 0) last = atomicAdd(&cnt[g], 1u) == (unsigned)(G - 1);
+    __syncthreads();
+    if (last) {
+      __threadfence();
+      float *Kr = K + (long long)pos0 * kdim + (long long)g * hk, *Vr = V + (long long)pos0 * vdim + (long long)g * hv;
+      for (int c = tid; c < hk; c += AW_T) Kr[c] = ks[c], rp.kx[(long long)g * hk + c] = ks[c];
+      for (int c = tid; c < hv; c += AW_T) Vr[c] = vs[c];
+      if (tid == 0) cnt[g] = 0;
+    }
+    for (int c = tid; c < hk; c += AW_T) q[(long long)h * hk + c] = qs[c];
+  }
+  // Scores.
+  const float4 *q4 = (const float4 *)qs;
+  int h4 = hk >> 2;
+  float m = -INFINITY;
+  for (int p = tid; p < np; p += AW_T) {
+    const float4 *k4 = ROPE && p == pos0 ? (const float4 *)ks : (const float4 *)(K + (long long)p * kdim + (long long)g * hk);
+    float4 a = {0.f, 0.f, 0.f, 0.f};
+    for (int f0 = 0; f0 < h4; f0 += 8) {
+      float4 kv[8];
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        float4 z = {0.f, 0.f, 0.f, 0.f};
+        kv[j] = f0 + j < h4 ? k4[f0 + j] : z;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; j++) {
+        if (f0 + j >= h4) break;
+        float4 qv = q4[f0 + j];
+        a.x = __fmaf_rn(qv.x, kv[j].x, a.x);
+        a.y = __fmaf_rn(qv.y, kv[j].y, a.y);
+        a.z = __fmaf_rn(qv.z, kv[j].z, a.z);
+        a.w = __fmaf_rn(qv.w, kv[j].w, a.w);
+      }
+    }
+    float sc = (((a.x + a.y) + a.z) + a.w) * scale;
+    es[p] = sc;
+    m = fmaxf(m, sc);
+  }
+  m = warp_max(m);
+  if (lane == 0) wm[w] = m;
+  __syncthreads();
+  m = wm[0];
+#pragma unroll
+  for (int i = 1; i < AW_T / 32; i++) m = fmaxf(m, wm[i]);
+  double l = 0;
+  for (int p = tid; p < np; p += AW_T) {
+    float e = expf(es[p] - m);
+    es[p] = e;
+    l += (double)e;
+  }
+  l = warp_sumd(l);
+  if (lane == 0) wl[w] = l;
+  __syncthreads();
+  l = wl[0];
+#pragma unroll
+  for (int i = 1; i < AW_T / 32; i++) l += wl[i];
+  // Values: warp w, positions w, w + 4, … (the row's own from vs).
+  float acc[HC];
+#pragma unroll
+  for (int i = 0; i < HC; i++) acc[i] = 0.f;
+  const float *Vg = V + (long long)g * hv;
+  for (int p0 = w; p0 < np; p0 += 8 * (AW_T / 32)) {
+    float vv[8][HC];
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      int p = p0 + u * (AW_T / 32);
+      const float *vr = ROPE && p == pos0 ? vs : Vg + (long long)p * vdim;
+#pragma unroll
+      for (int i = 0; i < HC; i++) vv[u][i] = p < np && lane + 32 * i < hv ? vr[lane + 32 * i] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+      int p = p0 + u * (AW_T / 32);
+      if (p >= np) break;
+      float e = es[p];
+#pragma unroll
+      for (int i = 0; i < HC; i++) acc[i] = __fmaf_rn(e, vv[u][i], acc[i]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < HC; i++)
+    if (lane + 32 * i < hv) red[w][lane + 32 * i] = acc[i];
+  __syncthreads();
+  float inv = (float)(1.0 / l);
+  for (int c = tid; c < hv; c += AW_T) {
+    float a = red[0][c];
+#pragma unroll
+    for (int k = 1; k < AW_T / 32; k++) a += red[k][c];
+    out[(long long)h * hv + c] = a * inv;
+  }
+}
+#define ATTW(HC)                                                                                               \
+  extern "C" __global__ void __launch_bounds__(AW_T)                                                          \
+      k_attw##HC(float *out, float *q, float *K, float *V, const int *pos0p, int nhead, int nkv, int hk, int hv, \
+                 float scale, unsigned *cnt) {                                                                 \
+    attw_body<HC, false>(out, q, K, V, pos0p, nhead, nkv, hk, hv, scale, cnt, AttgRope{});                    \
+  }                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(AW_T)                                                          \
+      k_attwr##HC(float *out, float *q, float *K, float *V, const int *pos0p, int nhead, int nkv, int hk, int hv, \
+                  float scale, unsigned *cnt, float *kx, const float *vx, int mode, int nrot, float thetaScale,    \
+                  float freqScale, float extFactor, float attnFactor, float corr0, float corr1, const float *ff,   \
+                  int imrope, int sec0, int sec1, int sec2, int sec3) {                                          \
+    attw_body<HC, true>(out, q, K, V, pos0p, nhead, nkv, hk, hv, scale, cnt,                                   \
+                        AttgRope{kx, vx, mode, nrot, thetaScale, freqScale, extFactor, attnFactor, corr0, corr1,  \
+                                 ff, imrope, sec0, sec1, sec2, sec3});                                          \
+  }
+ATTW(1)
+ATTW(2)
+ATTW(4)
+ATTW(8)
 
 // k_stream reads n 16-byte words (apr bench --stream on the device: the
 // read bandwidth a decode step is bound by); the sum goes to sink so that

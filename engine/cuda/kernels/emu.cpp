@@ -136,7 +136,7 @@ static void registerAll() {
   APR_TYPES(REG_T)
   REG(k_zero) REG(k_add) REG(k_addvec) REG(k_swiglu) REG(k_sigmoid) REG(k_silu) REG(k_mulsigmoid)
   REG(k_softplusmul) REG(k_deinterleave) REG(k_wsum) REG(k_rmsnorm) REG(k_l2norm) REG(k_gatednorm) REG(k_softmax)
-  REG(k_rope) REG(k_store) REG(k_attend) REG(k_attn) REG(k_attg1) REG(k_attg2) REG(k_attg4) REG(k_attg8) REG(k_attgr1) REG(k_attgr2) REG(k_attgr4) REG(k_attgr8) REG(k_flash1) REG(k_flash2) REG(k_flash4) REG(k_stream) REG(k_sumk) REG(k_conv) REG(k_delta) REG(k_deltaw2) REG(k_deltaw4) REG(k_deltaw8) REG(k_perturb)
+  REG(k_rope) REG(k_store) REG(k_attend) REG(k_attn) REG(k_attg1) REG(k_attg2) REG(k_attg4) REG(k_attg8) REG(k_attgr1) REG(k_attgr2) REG(k_attgr4) REG(k_attgr8) REG(k_attw1) REG(k_attw2) REG(k_attw4) REG(k_attw8) REG(k_attwr1) REG(k_attwr2) REG(k_attwr4) REG(k_attwr8) REG(k_flash1) REG(k_flash2) REG(k_flash4) REG(k_stream) REG(k_sumk) REG(k_conv) REG(k_delta) REG(k_deltaw2) REG(k_deltaw4) REG(k_deltaw8) REG(k_perturb)
 }
 
 static Kernel *curKernel;
@@ -152,7 +152,7 @@ static void fiberMain() {
 // Kernels that meet at barriers or exchange values within a warp run as
 // fibers; the others run their threads one after another.
 static bool needsFibers(const std::string &name) {
-  static const char *prefixes[] = {"mv_", "mm_", "mmid_", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_attend", "k_attn", "k_attg", "k_flash", "k_conv", "k_delta"};
+  static const char *prefixes[] = {"mv_", "mm_", "mmid_", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_attend", "k_attn", "k_attg", "k_attw", "k_flash", "k_conv", "k_delta"};
   for (const char *p : prefixes)
     if (name.rfind(p, 0) == 0) return true;
   return false;

@@ -686,6 +686,111 @@ template <> struct Dot<Q6_K> { // 210-byte blocks: 2-aligned
 };
 #undef TWO23
 
+// IntForm<T>: formats whose 32-value chunk is A·q − B with small integers q
+// (|q| < 2^11, so each is a TF32 value exactly) and per-half scales A and
+// mins B (B = 0 where the format has none): the prompt product (mmt_body,
+// MM_INT) multiplies the integers on the tensor cores, two products per
+// pair of tiles instead of three, and applies A and B to each half's sums.
+// A is the float deq multiplies q by, computed the same way (Q6_K: d·sc;
+// Q4_K: d·sc), B the float it subtracts; deqi writes q as floats, A[h] and
+// B[h] for h = 0 (values 0–15) and 1 (16–31). GS: the values one scale
+// covers (16 or 32; A[0] = A[1] for 32).
+template <class T> struct IntForm { static const bool has = false, mins = false; static const int GS = 32; };
+template <> struct IntForm<Q4_0> {
+  static const bool has = true, mins = false;
+  static const int GS = 32;
+  __device__ static void deqi(const u8 *b, int, float *q, float *A, float *B) {
+    float d = h2f(ld16(b));
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      u8 v = b[2 + j];
+      q[j] = (float)((int)(v & 15) - 8);
+      q[j + 16] = (float)((int)(v >> 4) - 8);
+    }
+    A[0] = A[1] = d, B[0] = B[1] = 0.f;
+  }
+};
+template <> struct IntForm<Q5_0> {
+  static const bool has = true, mins = false;
+  static const int GS = 32;
+  __device__ static void deqi(const u8 *b, int, float *q, float *A, float *B) {
+    float d = h2f(ld16(b));
+    u32 qh = ld32(b + 2);
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+      u8 v = b[6 + j];
+      int h0 = (int)((qh >> j) << 4) & 0x10, h1 = (int)(qh >> (j + 12)) & 0x10;
+      q[j] = (float)(((int)(v & 15) | h0) - 16);
+      q[j + 16] = (float)(((int)(v >> 4) | h1) - 16);
+    }
+    A[0] = A[1] = d, B[0] = B[1] = 0.f;
+  }
+};
+template <> struct IntForm<Q8_0> {
+  static const bool has = true, mins = false;
+  static const int GS = 32;
+  __device__ static void deqi(const u8 *b, int, float *q, float *A, float *B) {
+    float d = h2f(ld16(b));
+#pragma unroll
+    for (int j = 0; j < 32; j++) q[j] = (float)(signed char)b[2 + j];
+    A[0] = A[1] = d, B[0] = B[1] = 0.f;
+  }
+};
+template <> struct IntForm<Q4_K> {
+  static const bool has = true, mins = true;
+  static const int GS = 32;
+  __device__ static void deqi(const u8 *b, int sub, float *q, float *A, float *B) {
+    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    u8 sc, m;
+    scale_min_k4(sub, b + 4, sc, m);
+    const u8 *qs = b + 16 + 32 * (sub / 2);
+    int shift = 4 * (sub % 2);
+    if (aligned16(qs)) {
+      u32x4 a = ld128(qs), c = ld128(qs + 16);
+      u32 w[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+#pragma unroll
+      for (int l = 0; l < 32; l++) q[l] = (float)((w[l / 4] >> (8 * (l % 4) + shift)) & 15);
+    } else {
+#pragma unroll
+      for (int l = 0; l < 32; l++) q[l] = (float)((qs[l] >> shift) & 15);
+    }
+    A[0] = A[1] = d * (float)sc, B[0] = B[1] = dmin * (float)m;
+  }
+};
+template <> struct IntForm<Q5_K> {
+  static const bool has = true, mins = true;
+  static const int GS = 32;
+  __device__ static void deqi(const u8 *b, int sub, float *q, float *A, float *B) {
+    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    u8 sc, m;
+    scale_min_k4(sub, b + 4, sc, m);
+    const u8 *qh = b + 16, *qs = b + 48 + 32 * (sub / 2);
+    int shift = 4 * (sub % 2);
+    u8 u = (u8)(1 << sub);
+#pragma unroll
+    for (int l = 0; l < 32; l++) {
+      int x = (qs[l] >> shift) & 15;
+      if (qh[l] & u) x += 16;
+      q[l] = (float)x;
+    }
+    A[0] = A[1] = d * (float)sc, B[0] = B[1] = dmin * (float)m;
+  }
+};
+template <> struct IntForm<Q6_K> {
+  static const bool has = true, mins = false;
+  static const int GS = 16;
+  __device__ static void deqi(const u8 *b, int sub, float *q, float *A, float *B) {
+    float d = h2f(ld16(b + 208));
+    int n = sub / 4, k = sub % 4;
+    const u8 *ql = b + 64 * n + (k & 1) * 32, *qh = b + 128 + 32 * n;
+    const signed char *sc = (const signed char *)(b + 192 + 8 * n);
+    int shift = (k >> 1) * 4;
+#pragma unroll
+    for (int l = 0; l < 32; l++) q[l] = (float)((int)(((ql[l] >> shift) & 15) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32);
+    A[0] = d * (float)sc[2 * k], A[1] = d * (float)sc[1 + 2 * k], B[0] = B[1] = 0.f;
+  }
+};
+
 // APR_TYPES(X) lists every format with its ggml type id: X(name, id).
 #define APR_TYPES(X)                                                                                       \
   X(F32, 0) X(F16, 1) X(Q4_0, 2) X(Q4_1, 3) X(Q5_0, 6) X(Q5_1, 7) X(Q8_0, 8) X(Q2_K, 10) X(Q3_K, 11)         \
