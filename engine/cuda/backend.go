@@ -126,23 +126,38 @@ const attnL, attnMaxHV = 64, 256
 // splits) in its combine.
 const attgL, attgThreads, attgMaxG, attgQS, attgAS, attgWS = 64, 256, 8, 2048, 1024, 4096
 
-// attgKernel is the k_attg instance for n query rows of a over a context
-// sized ctxCap, if it takes them: one row (a decode step), unless
-// APR_CUDA_ATTG=0, within its limits.
-func (be *backend) attgKernel(n int, a graph.Attn, ctxCap int) (string, bool) {
-	g := a.NHead / a.NKV
-	if be.noAttg || n != 1 || g > attgMaxG || g*a.HK > attgQS || g*a.HV > attgAS || a.HK%4 != 0 || a.HV%4 != 0 || g*(ctxCap/attgL) > attgWS {
-		return "", false
+// headClass is the kernels' HC for heads of w values: the index of the
+// smallest of 32, 64, 128 and 256 values (HC 1, 2, 4, 8) that holds them,
+// or -1 past 256.
+func headClass(w int) int {
+	for i, lim := range [...]int{32, 64, 128, 256} {
+		if w <= lim {
+			return i
+		}
 	}
-	switch {
-	case a.HV <= 32:
-		return "k_attg1", true
-	case a.HV <= 64:
-		return "k_attg2", true
-	case a.HV <= 128:
-		return "k_attg4", true
+	return -1
+}
+
+// attnKernel names a decode attention instance and its twin that also
+// rotates the row and stores it (foldRope).
+type attnKernel struct{ name, rope string }
+
+// The instances by headClass: names fixed once, not built per launch.
+var (
+	attgKernels = [4]attnKernel{{"k_attg1", "k_attgr1"}, {"k_attg2", "k_attgr2"}, {"k_attg4", "k_attgr4"}, {"k_attg8", "k_attgr8"}}
+	attwKernels = [4]attnKernel{{"k_attw1", "k_attwr1"}, {"k_attw2", "k_attwr2"}, {"k_attw4", "k_attwr4"}, {"k_attw8", "k_attwr8"}}
+	flashNames  = [3]string{"k_flash1", "k_flash2", "k_flash4"}
+)
+
+// attgKernel is the k_attg instance (by the value heads' width) for n
+// query rows of a over a context sized ctxCap, if it takes them: one row
+// (a decode step), unless APR_CUDA_ATTG=0, within its limits.
+func (be *backend) attgKernel(n int, a graph.Attn, ctxCap int) (attnKernel, bool) {
+	g, hc := a.NHead/a.NKV, headClass(a.HV)
+	if be.noAttg || n != 1 || hc < 0 || g > attgMaxG || g*a.HK > attgQS || g*a.HV > attgAS || a.HK%4 != 0 || a.HV%4 != 0 || g*(ctxCap/attgL) > attgWS {
+		return attnKernel{}, false
 	}
-	return "k_attg8", a.HV <= 256
+	return attgKernels[hc], true
 }
 
 // The block-per-head decode attention (k_attw<HC> in apr.cu): contexts of
@@ -150,41 +165,25 @@ func (be *backend) attgKernel(n int, a graph.Attn, ctxCap int) (string, bool) {
 // threads (AW_T).
 const awMaxP, awThreads = 256, 128
 
-// attwKernel is the k_attw instance for n query rows of a over a context
-// sized ctxCap, if it takes them: one row (a decode step) over a short
-// context, unless APR_CUDA_ATTG is 0 or group.
-func (be *backend) attwKernel(n int, a graph.Attn, ctxCap int) (string, bool) {
-	if be.noAttg || be.noAttw || n != 1 || ctxCap > awMaxP || a.HK%4 != 0 || a.HV%4 != 0 {
-		return "", false
+// attwKernel is the k_attw instance (by the wider of the key and value
+// heads) for n query rows of a over a context sized ctxCap, if it takes
+// them: one row (a decode step) over a short context, unless APR_CUDA_ATTG
+// is 0 or group.
+func (be *backend) attwKernel(n int, a graph.Attn, ctxCap int) (attnKernel, bool) {
+	hc := headClass(max(a.HK, a.HV))
+	if be.noAttg || be.noAttw || n != 1 || hc < 0 || ctxCap > awMaxP || a.HK%4 != 0 || a.HV%4 != 0 {
+		return attnKernel{}, false
 	}
-	switch w := max(a.HK, a.HV); {
-	case w <= 32:
-		return "k_attw1", true
-	case w <= 64:
-		return "k_attw2", true
-	case w <= 128:
-		return "k_attw4", true
-	case w <= 256:
-		return "k_attw8", true
-	}
-	return "", false
+	return attwKernels[hc], true
 }
 
 // k_flash's tile (apr.cu FL_Q query rows × FL_K positions) and widest head
 // (FL_HV): wider heads take k_attn.
 const flashQ, flashK, flashMaxH = 16, 32, 128
 
-// flashKernel is the k_flash instance for heads of hk and hv values:
-// k_flash<HC> with 32·HC ≥ both, HC in {1, 2, 4}.
-func flashKernel(hk, hv int) string {
-	switch w := max(hk, hv); {
-	case w <= 32:
-		return "k_flash1"
-	case w <= 64:
-		return "k_flash2"
-	}
-	return "k_flash4"
-}
+// flashKernel is the k_flash instance for heads of hk and hv values (at
+// most flashMaxH): k_flash<HC> with 32·HC ≥ both, HC in {1, 2, 4}.
+func flashKernel(hk, hv int) string { return flashNames[headClass(max(hk, hv))] }
 
 // flashSmem is k_flash's dynamic shared memory in bytes: Q, the keys (rows
 // of an odd number of float4s), the values and the weights.
@@ -1700,7 +1699,7 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 			return be.launch(flashKernel(a.HK, a.HV), cu.Dim{X: uint32((n + flashQ - 1) / flashQ), Y: uint32(a.NHead)}, cu.Dim{X: 128}, uint32(flashSmem(a.HK, a.HV)),
 				ob.p, ob.stride, qb.p, qb.stride, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, n)
 		}
-		if name, ok := be.attwKernel(n, a, ctxCap); ok {
+		if k, ok := be.attwKernel(n, a, ctxCap); ok {
 			// A decode row over a short context: a block per head (k_attw).
 			if err := be.ensureZero(&be.attnCnt, uint64(4*max(a.NKV, n*a.NHead))); err != nil {
 				return err
@@ -1708,14 +1707,14 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 			grid := cu.Dim{X: uint32(a.NHead)}
 			if rope, ok := be.foldRope(ob, qb, c, pos0); ok {
 				// The row's rotation and KV store come along (k_attwr).
-				return be.launch("k_attwr"+name[len("k_attw"):], grid, cu.Dim{X: awThreads}, 0, ob.p, qb.p,
+				return be.launch(k.rope, grid, cu.Dim{X: awThreads}, 0, ob.p, qb.p,
 					c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnCnt.p,
 					rope[0], rope[1], rope[2], rope[3], rope[4], rope[5], rope[6], rope[7], rope[8], rope[9], rope[10],
 					rope[11], rope[12], rope[13], rope[14], rope[15])
 			}
-			return be.launch(name, grid, cu.Dim{X: awThreads}, 0, ob.p, qb.p, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnCnt.p)
+			return be.launch(k.name, grid, cu.Dim{X: awThreads}, 0, ob.p, qb.p, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnCnt.p)
 		}
-		if name, ok := be.attgKernel(n, a, ctxCap); ok {
+		if k, ok := be.attgKernel(n, a, ctxCap); ok {
 			// A decode row: a block per KV group and split (k_attg), all
 			// the group's heads together, combined by the group's last.
 			// PA (each split's and head's a, 16-byte aligned), then PM.
@@ -1730,12 +1729,12 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 			grid := cu.Dim{X: uint32(a.NKV), Y: uint32(nsplit)}
 			if rope, ok := be.foldRope(ob, qb, c, pos0); ok {
 				// The row's rotation and KV store come along (k_attgr).
-				return be.launch("k_attgr"+name[len("k_attg"):], grid, cu.Dim{X: attgThreads}, 0, ob.p, qb.p,
+				return be.launch(k.rope, grid, cu.Dim{X: attgThreads}, 0, ob.p, qb.p,
 					c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnP.p+cu.Ptr(pa), be.attnP.p, be.attnCnt.p,
 					rope[0], rope[1], rope[2], rope[3], rope[4], rope[5], rope[6], rope[7], rope[8], rope[9], rope[10],
 					rope[11], rope[12], rope[13], rope[14], rope[15])
 			}
-			return be.launch(name, grid, cu.Dim{X: attgThreads}, 0, ob.p, qb.p,
+			return be.launch(k.name, grid, cu.Dim{X: attgThreads}, 0, ob.p, qb.p,
 				c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnP.p+cu.Ptr(pa), be.attnP.p, be.attnCnt.p)
 		}
 		if a.HV <= attnMaxHV {

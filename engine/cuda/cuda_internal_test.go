@@ -498,11 +498,11 @@ func testAttend(t *testing.T, be *backend, rng *rand.Rand, a graph.Attn, ctx int
 	if a.HV > attnMaxHV {
 		kernel = "k_attend"
 	}
-	if name, ok := be.attgKernel(1, a, (ctx+255)&^255); ok {
-		kernel = name
+	if k, ok := be.attgKernel(1, a, (ctx+255)&^255); ok {
+		kernel = k.name
 	}
-	if name, ok := be.attwKernel(1, a, (ctx+255)&^255); ok {
-		kernel = name
+	if k, ok := be.attwKernel(1, a, (ctx+255)&^255); ok {
+		kernel = k.name
 	}
 	t.Run(fmt.Sprintf("heads%d-%d/hv%d/ctx%d/%s", a.NHead, a.NKV, a.HV, ctx, kernel), func(t *testing.T) {
 		kv, err := be.NewKV(ctx, a)
@@ -596,12 +596,13 @@ func TestAttendRope(t *testing.T) {
 		}{{20, false}, {150, false}, {20, true}, {150, true}, {8299, true}} {
 			pos0 := pg.pos0
 			be.noAttw = pg.grouped
-			name, ok := be.attgKernel(1, c.a, (pos0+256)&^255)
+			k, ok := be.attgKernel(1, c.a, (pos0+256)&^255)
+			name := k.name
 			if !ok {
 				t.Fatalf("%+v: no k_attg instance", c.a)
 			}
 			if w, ok := be.attwKernel(1, c.a, (pos0+256)&^255); ok {
-				name = w
+				name = w.name
 			} else if !pg.grouped {
 				t.Fatalf("%+v at %d: no k_attw instance", c.a, pos0)
 			}

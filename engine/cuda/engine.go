@@ -237,7 +237,11 @@ func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backe
 func kernelNames() []string {
 	names := []string{"k_zero", "k_add", "k_addvec", "k_swiglu", "k_sigmoid", "k_silu", "k_mulsigmoid",
 		"k_softplusmul", "k_deinterleave", "k_wsum", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_rope",
-		"k_store", "k_attend", "k_attn", "k_attg1", "k_attg2", "k_attg4", "k_attg8", "k_attgr1", "k_attgr2", "k_attgr4", "k_attgr8", "k_attw1", "k_attw2", "k_attw4", "k_attw8", "k_attwr1", "k_attwr2", "k_attwr4", "k_attwr8", "k_flash1", "k_flash2", "k_flash4", "k_stream", "k_sumk", "k_conv", "k_delta", "k_deltaw2", "k_deltaw4", "k_deltaw8", "k_perturb"}
+		"k_store", "k_attend", "k_attn", "k_stream", "k_sumk", "k_conv", "k_delta", "k_deltaw2", "k_deltaw4", "k_deltaw8", "k_perturb"}
+	for _, k := range append(attgKernels[:], attwKernels[:]...) {
+		names = append(names, k.name, k.rope)
+	}
+	names = append(names, flashNames[:]...)
 	for _, t := range Types() {
 		for _, p := range []string{"mv_", "mm_", "mmid_", "getrows_"} {
 			names = append(names, p+t.String())
