@@ -21,6 +21,9 @@
 #        graph cache and fusion off
 #     5. apr qa --backend cuda on qwen2.5-0.5b and qwen3.5-0.8b at Q8_0 and
 #        Q4_K, and with a planted wrong kernel (must fail)
+#     6. Nsight Compute's per-kernel times of decode and pp512, and one decode
+#        product in detail, where the machine has ncu (APR_GPU_NCU=0: not run,
+#        for a call short of time)
 #
 #   gpu.sh all    both in one call, when what they carry fits in 64 MiB
 #                 (make cuda-bundle CUDA_BUNDLE_EXCLUDE='*-F32.gguf *-F16.gguf')
@@ -141,6 +144,7 @@ apps() {
 	# Each kernel's device time inside the replayed decode graphs (Nsight
 	# Compute, clocks left alone), when the machine has it.
 	ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
+	[ "${APR_GPU_NCU:-1}" != 0 ] || ncu= # APR_GPU_NCU=0: no Nsight Compute runs (a call short of time)
 	if [ -n "$ncu" ]; then
 		timeout 100 "$ncu" --clock-control none --csv --metrics gpu__time_duration.sum --launch-skip 600 --launch-count 320 \
 			/tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 12 --reps 1 --warmup 0 >"$out/ncu.csv" 2>"$out/ncu.err"

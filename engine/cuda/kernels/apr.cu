@@ -269,15 +269,14 @@ template <class F> __device__ __forceinline__ void tc_split(F &f, F &small) {
 #ifndef MM_MINB
 #define MM_MINB 3 // blocks resident per multiprocessor the registers must leave room for
 #endif
-// MM_PF 1: each stage first asks L2 for the weight bytes of this thread's
-// chunk of the next stage (a variant, measured by building with -DMM_PF=1
-// and loading it through APR_CUDA_PTX).
-#ifndef MM_PF
-#define MM_PF 0
-#endif
-// MM_INT 1: prompt products of IntForm formats take mmt_int_body.
+// MM_INT 1: prompt products of IntForm formats take mmt_int_body, those
+// with mins (Q4_K, Q5_K) only with MM_INTK 1 too (the others keep
+// mmt_body's three products).
 #ifndef MM_INT
 #define MM_INT 1
+#endif
+#ifndef MM_INTK
+#define MM_INTK 0
 #endif
 // Tf32Exact<T>: every dequantized value of T is a TF32 value (F16's 11
 // significant bits and BF16's 8 fit TF32's 11), so a weight fragment's
@@ -306,16 +305,85 @@ __device__ __forceinline__ void deq_chunk(const u8 *wr, int cc, int cols, float 
   }
 }
 
+// The parts both prompt products (mmt_body, mmt_int_body) share.
+//
+// mm_split: split blockIdx.z's chunks [cbeg, cend) (grid.z > 1, when the
+// tiles alone leave the device idle): the split writes its partial tile to
+// P (ntok × nrows per split), which k_sumk adds in split order.
+__device__ __forceinline__ void mm_split(int nchunk, int ntok, int nrows, float *P, float *&Y, int &ys, int &cbeg,
+                                         int &cend) {
+  int per = (nchunk + gridDim.z - 1) / gridDim.z;
+  per = (per + MM_BK - 1) / MM_BK * MM_BK;
+  cbeg = blockIdx.z * per, cend = nchunk < cbeg + per ? nchunk : cbeg + per;
+  if (gridDim.z > 1) Y = P + (long long)blockIdx.z * ntok * nrows, ys = nrows;
+}
+
+// mm_stage_w: the thread's 32 values of a stage's weight chunk into its
+// staged row (d, 16-byte aligned).
+__device__ __forceinline__ void mm_stage_w(float *d, const float *v) {
+  float4 *d4 = (float4 *)d;
+#pragma unroll
+  for (int j = 0; j < 8; j++) {
+    float4 f = {v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]};
+    d4[j] = f;
+  }
+}
+
+// mm_stage_x: this thread's share of the stage's token values (tokens t0…,
+// chunks c…) into Xs (rows ld floats apart): every load issued, then every
+// store. Columns past cols or the split's last chunk are zero.
+__device__ __forceinline__ void mm_stage_x(float *Xs, int ld, const float *X, int xs, bool vec, int t0, int ntok,
+                                           int c, int cend, int cols) {
+  int tid = threadIdx.x;
+  int lim = cols < 32 * cend ? cols : 32 * cend; // the columns this stage may read
+  float4 xv[MM_XV];
+#pragma unroll
+  for (int u = 0; u < MM_XV; u++) {
+    int i = tid + 128 * u;
+    int t = i / (8 * MM_BK), q = i % (8 * MM_BK), col = 32 * c + 4 * q;
+    float4 x = {0.f, 0.f, 0.f, 0.f};
+    if (t0 + t < ntok) {
+      const float *xr = X + (long long)(t0 + t) * xs + col;
+      if (vec && col + 4 <= lim) {
+        x = *(const float4 *)xr;
+      } else {
+        x.x = col < lim ? xr[0] : 0.f;
+        x.y = col + 1 < lim ? xr[1] : 0.f;
+        x.z = col + 2 < lim ? xr[2] : 0.f;
+        x.w = col + 3 < lim ? xr[3] : 0.f;
+      }
+    }
+    xv[u] = x;
+  }
+#pragma unroll
+  for (int u = 0; u < MM_XV; u++) {
+    int i = tid + 128 * u;
+    *(float4 *)&Xs[(i / (8 * MM_BK)) * ld + 4 * (i % (8 * MM_BK))] = xv[u];
+  }
+}
+
+// mm_out: the warp's 2×2 accumulator fragments (tokens wt…, rows wr…) leave
+// through shared memory (Cs, MM_BN × MM_LD floats over the staged weights),
+// a row of tokens at a time.
+__device__ __forceinline__ void mm_out(TcC (&acc)[2][2], float *Cs, int wt, int wr, float *Y, int ys, int t0,
+                                       int r0, int ntok, int nrows) {
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 2; j++) tc_store(&Cs[(wt + 16 * i) * MM_LD + wr + 16 * j], acc[i][j], MM_LD);
+  __syncthreads();
+  for (int e = threadIdx.x; e < MM_BN * MM_BM; e += blockDim.x) {
+    int t = e / MM_BM, r = e % MM_BM;
+    if (t0 + t < ntok && r0 + r < nrows) Y[(long long)(t0 + t) * ys + r0 + r] = Cs[t * MM_LD + r];
+  }
+}
+
 template <class T>
 __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, int xs, float *Y,
                          int ys, int nrows, int ntok, float *P) {
-  // Split over the chunks (grid.z > 1, when the tiles alone leave the device
-  // idle): split z takes its share of the chunks and writes its partial
-  // tile to P (ntok × nrows per split); k_sumk adds them in split order.
-  int per = (nchunk + gridDim.z - 1) / gridDim.z;
-  per = (per + MM_BK - 1) / MM_BK * MM_BK;
-  int cbeg = blockIdx.z * per, cend = nchunk < cbeg + per ? nchunk : cbeg + per;
-  if (gridDim.z > 1) Y = P + (long long)blockIdx.z * ntok * nrows, ys = nrows;
+  int cbeg, cend;
+  mm_split(nchunk, ntok, nrows, P, Y, ys, cbeg, cend);
   __shared__ __align__(32) float Ws[MM_BM * MM_LD]; // Ws[r][k]; the output tile Cs[t][r] at the end
   __shared__ __align__(32) float Xs[MM_BN * MM_LD]; // Xs[t][k]
   int tid = threadIdx.x, w = tid >> 5;
@@ -333,54 +401,15 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
     {
       float v[32];
       int row = r0 + rr, cc = c + kc;
-#if MM_PF
-      if (row < nrows && cc + MM_BK < cend) {
-        const int CPB = T::QK / 32;
-        const u8 *nb = W + (long long)row * rowBytes + (long long)((cc + MM_BK) / CPB) * T::TS;
-        prefetch_line(nb);
-        prefetch_line(nb + T::TS - 1);
-      }
-#endif
       if (row < nrows && cc < cend) {
         deq_chunk<T>(W + (long long)row * rowBytes, cc, cols, v);
       } else {
 #pragma unroll
         for (int j = 0; j < 32; j++) v[j] = 0.f;
       }
-      float4 *d = (float4 *)&Ws[rr * MM_LD + kc * 32];
-#pragma unroll
-      for (int j = 0; j < 8; j++) {
-        float4 f = {v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]};
-        d[j] = f;
-      }
+      mm_stage_w(&Ws[rr * MM_LD + kc * 32], v);
     }
-    // This thread's share of the stage's token values: every load issued,
-    // then every store.
-    int lim = cols < 32 * cend ? cols : 32 * cend; // the columns this stage may read
-    float4 xv[MM_XV];
-#pragma unroll
-    for (int u = 0; u < MM_XV; u++) {
-      int i = tid + 128 * u;
-      int t = i / (8 * MM_BK), q = i % (8 * MM_BK), col = 32 * c + 4 * q;
-      float4 x = {0.f, 0.f, 0.f, 0.f};
-      if (t0 + t < ntok) {
-        const float *xr = X + (long long)(t0 + t) * xs + col;
-        if (vec && col + 4 <= lim) {
-          x = *(const float4 *)xr;
-        } else {
-          x.x = col < lim ? xr[0] : 0.f;
-          x.y = col + 1 < lim ? xr[1] : 0.f;
-          x.z = col + 2 < lim ? xr[2] : 0.f;
-          x.w = col + 3 < lim ? xr[3] : 0.f;
-        }
-      }
-      xv[u] = x;
-    }
-#pragma unroll
-    for (int u = 0; u < MM_XV; u++) {
-      int i = tid + 128 * u;
-      *(float4 *)&Xs[(i / (8 * MM_BK)) * MM_LD + 4 * (i % (8 * MM_BK))] = xv[u];
-    }
+    mm_stage_x(Xs, MM_LD, X, xs, vec, t0, ntok, c, cend, cols);
     __syncthreads();
 #pragma unroll 2
     for (int k = 0; k < 32 * MM_BK; k += 8) {
@@ -403,44 +432,50 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
         }
     }
   }
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < 2; i++)
-#pragma unroll
-    for (int j = 0; j < 2; j++) tc_store(&Ws[(wt + 16 * i) * MM_LD + wr + 16 * j], acc[i][j], MM_LD);
-  __syncthreads();
-  for (int e = tid; e < MM_BN * MM_BM; e += blockDim.x) {
-    int t = e / MM_BM, r = e % MM_BM;
-    if (t0 + t < ntok && r0 + r < nrows) Y[(long long)(t0 + t) * ys + r0 + r] = Ws[t * MM_LD + r];
-  }
+  mm_out(acc, Ws, wt, wr, Y, ys, t0, r0, ntok, nrows);
 }
 
 // mmt_int: mmt for IntForm formats. The stage holds each chunk's integers
-// q (Ws, TF32 values exactly) and its halves' scales A and mins B (Wa, Wb);
-// for formats with mins, each token's sum of x over each half (Xh). Per
-// scale group (IntForm::GS values) a warp multiplies x's big and small
-// TF32 parts by q into fresh fragments (two products, no third: q has no
-// small part), then adds A·(Σ q·x) − B·(Σ x) into its accumulators, each
-// element's weight row and token read from a fragment loaded from an index
-// tile (the accumulator's layout is the library's; loading it learns it).
+// q (Ws, TF32 values exactly) and its halves' scales A (Wa). Per scale
+// group (IntForm::GS values) a warp multiplies x's big and small TF32
+// parts by q into fresh fragments (two products, no third: q has no small
+// part), then adds A·(Σ q·x) into its accumulators, each element's weight
+// row and token read from a fragment loaded from an index tile (the
+// accumulator's layout is the library's; loading it learns it).
+//
+// Formats with mins (Q4_K, Q5_K; MM_INTK) subtract B·(Σ x) per chunk as one
+// more k-step of the tensor cores: the stage's rows carry MM_IK more
+// columns, −B of each chunk beside its integers and each token's Σ x over
+// the chunk beside its values (the rest zero), multiplied in 3xTF32 (B and
+// Σ x are not TF32 values) straight into the accumulators. Folding it into
+// the per-group scaling instead (B·Σx for every fragment element) needed
+// 168 registers and a stack, and was slower than mmt_body.
+#define MM_IK 8
 template <class T>
 __device__ void mmt_int_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, int xs, float *Y,
                              int ys, int nrows, int ntok, float *P) {
   using I = IntForm<T>;
   const int CPB = T::QK / 32;
-  int per = (nchunk + gridDim.z - 1) / gridDim.z;
-  per = (per + MM_BK - 1) / MM_BK * MM_BK;
-  int cbeg = blockIdx.z * per, cend = nchunk < cbeg + per ? nchunk : cbeg + per;
-  if (gridDim.z > 1) Y = P + (long long)blockIdx.z * ntok * nrows, ys = nrows;
-  __shared__ __align__(32) float Ws[MM_BM * MM_LD];
-  __shared__ __align__(32) float Xs[MM_BN * MM_LD];
-  __shared__ float Wa[MM_BM][2 * MM_BK], Wb[MM_BM][2 * MM_BK];
-  __shared__ float Xh[I::mins ? MM_BN : 1][2 * MM_BK];
+  const int LD = I::mins ? MM_LD + MM_IK : MM_LD, K = 32 * MM_BK; // the mins' columns: K…K+MM_IK−1
+  static_assert(!I::mins || (I::GS == 32 && MM_BK <= MM_IK), "a min per chunk, every chunk's in the k-step");
+  int cbeg, cend;
+  mm_split(nchunk, ntok, nrows, P, Y, ys, cbeg, cend);
+  __shared__ __align__(32) float Ws[MM_BM * LD];
+  __shared__ __align__(32) float Xs[MM_BN * LD];
+  __shared__ float Wa[MM_BM][2 * MM_BK];
   __shared__ __align__(32) float idx[256];
   int tid = threadIdx.x, w = tid >> 5;
   int r0 = blockIdx.x * MM_BM, t0 = blockIdx.y * MM_BN;
   int wt = (w >> 1) * 32, wr = (w & 1) * 32;
   for (int e = tid; e < 256; e += blockDim.x) idx[e] = (float)e;
+  if constexpr (I::mins) {
+    static_assert(MM_BM == MM_BN, "one loop zeroes both tiles' columns");
+    // The mins' columns past MM_BK stay zero: no stage writes them.
+    for (int e = tid; e < MM_BM * (MM_IK - MM_BK); e += blockDim.x) {
+      int r = e / (MM_IK - MM_BK), k = K + MM_BK + e % (MM_IK - MM_BK);
+      Ws[r * LD + k] = 0.f, Xs[r * LD + k] = 0.f;
+    }
+  }
   __syncthreads();
   TcC rc; // element e of a fragment is (row, column) (rc.x[e] / 16, rc.x[e] % 16) of its tile
   tc_load_acc(rc, idx, 16);
@@ -462,54 +497,43 @@ __device__ void mmt_int_body(const u8 *W, long long rowBytes, int nchunk, int co
 #pragma unroll
         for (int j = 0; j < 32; j++) v[j] = 0.f;
       }
-      float4 *d = (float4 *)&Ws[rr * MM_LD + kc * 32];
-#pragma unroll
-      for (int j = 0; j < 8; j++) {
-        float4 f = {v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]};
-        d[j] = f;
-      }
+      mm_stage_w(&Ws[rr * LD + kc * 32], v);
       Wa[rr][2 * kc] = A[0], Wa[rr][2 * kc + 1] = A[1];
-      Wb[rr][2 * kc] = B[0], Wb[rr][2 * kc + 1] = B[1];
+      if constexpr (I::mins) Ws[rr * LD + K + kc] = -B[0];
     }
-    int lim = cols < 32 * cend ? cols : 32 * cend;
-    float4 xv[MM_XV];
-#pragma unroll
-    for (int u = 0; u < MM_XV; u++) {
-      int i = tid + 128 * u;
-      int t = i / (8 * MM_BK), q = i % (8 * MM_BK), col = 32 * c + 4 * q;
-      float4 x = {0.f, 0.f, 0.f, 0.f};
-      if (t0 + t < ntok) {
-        const float *xr = X + (long long)(t0 + t) * xs + col;
-        if (vec && col + 4 <= lim) {
-          x = *(const float4 *)xr;
-        } else {
-          x.x = col < lim ? xr[0] : 0.f;
-          x.y = col + 1 < lim ? xr[1] : 0.f;
-          x.z = col + 2 < lim ? xr[2] : 0.f;
-          x.w = col + 3 < lim ? xr[3] : 0.f;
-        }
-      }
-      xv[u] = x;
-    }
-#pragma unroll
-    for (int u = 0; u < MM_XV; u++) {
-      int i = tid + 128 * u;
-      *(float4 *)&Xs[(i / (8 * MM_BK)) * MM_LD + 4 * (i % (8 * MM_BK))] = xv[u];
-    }
+    mm_stage_x(Xs, LD, X, xs, vec, t0, ntok, c, cend, cols);
     __syncthreads();
     if constexpr (I::mins) {
-      for (int e = tid; e < MM_BN * 2 * MM_BK; e += blockDim.x) {
-        int t = e / (2 * MM_BK), h = e % (2 * MM_BK);
-        const float *xr = &Xs[t * MM_LD + 16 * h];
+      // Each token's Σ x over each chunk of the stage, in order.
+      for (int e = tid; e < MM_BN * MM_BK; e += blockDim.x) {
+        int t = e / MM_BK, h = e % MM_BK;
+        const float *xr = &Xs[t * LD + 32 * h];
         float a = 0.f;
 #pragma unroll
-        for (int j = 0; j < 16; j++) a += xr[j];
-        Xh[t][h] = a;
+        for (int j = 0; j < 32; j++) a += xr[j];
+        Xs[t * LD + K + h] = a;
       }
       __syncthreads();
+      TcA a[2], as[2];
+      TcB b[2], bs[2];
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        tc_load(a[i], &Xs[(wt + 16 * i) * LD + K], LD);
+        tc_split(a[i], as[i]);
+        tc_load(b[i], &Ws[(wr + 16 * i) * LD + K], LD);
+        tc_split(b[i], bs[i]);
+      }
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+          tc_mma(acc[i][j], as[i], b[j]);
+          tc_mma(acc[i][j], a[i], bs[j]);
+          tc_mma(acc[i][j], a[i], b[j]);
+        }
     }
 #pragma unroll
-    for (int g0 = 0; g0 < 32 * MM_BK; g0 += I::GS) {
+    for (int g0 = 0; g0 < K; g0 += I::GS) {
       TcC tmp[2][2];
 #pragma unroll
       for (int i = 0; i < 2; i++)
@@ -521,9 +545,9 @@ __device__ void mmt_int_body(const u8 *W, long long rowBytes, int nchunk, int co
         TcB b[2];
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-          tc_load(a[i], &Xs[(wt + 16 * i) * MM_LD + k], MM_LD);
+          tc_load(a[i], &Xs[(wt + 16 * i) * LD + k], LD);
           tc_split(a[i], as[i]);
-          tc_load(b[i], &Ws[(wr + 16 * i) * MM_LD + k], MM_LD);
+          tc_load(b[i], &Ws[(wr + 16 * i) * LD + k], LD);
         }
 #pragma unroll
         for (int i = 0; i < 2; i++)
@@ -541,27 +565,13 @@ __device__ void mmt_int_body(const u8 *W, long long rowBytes, int nchunk, int co
           for (int j = 0; j < 2; j++)
 #pragma unroll
             for (int e = 0; e < TcC::num_elements; e++) {
-              int v = (int)rc.x[e], tr = wt + 16 * i + (v >> 4), wrow = wr + 16 * j + (v & 15);
-              float y = tmp[i][j].x[e] * Wa[wrow][h];
-              if constexpr (I::mins) {
-                float sx = I::GS == 32 ? Xh[tr][h] + Xh[tr][h + 1] : Xh[tr][h];
-                y = y - sx * Wb[wrow][h];
-              }
-              acc[i][j].x[e] = acc[i][j].x[e] + y;
+              int wrow = wr + 16 * j + ((int)rc.x[e] & 15);
+              acc[i][j].x[e] = acc[i][j].x[e] + tmp[i][j].x[e] * Wa[wrow][h];
             }
       }
     }
   }
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < 2; i++)
-#pragma unroll
-    for (int j = 0; j < 2; j++) tc_store(&Ws[(wt + 16 * i) * MM_LD + wr + 16 * j], acc[i][j], MM_LD);
-  __syncthreads();
-  for (int e = tid; e < MM_BN * MM_BM; e += blockDim.x) {
-    int t = e / MM_BM, r = e % MM_BM;
-    if (t0 + t < ntok && r0 + r < nrows) Y[(long long)(t0 + t) * ys + r0 + r] = Ws[t * MM_LD + r];
-  }
+  mm_out(acc, Ws, wt, wr, Y, ys, t0, r0, ntok, nrows);
 }
 
 // mv: Y[0][r] = Σ_c W[r][c]·X[0][c] for rows r < nrows and one token (a
@@ -923,7 +933,7 @@ __device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, int co
       mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt,  \
              float *P) {                                                                                       \
     pdl();                                                                                                     \
-    if constexpr (MM_INT && IntForm<N>::has && !IntForm<N>::mins)                                              \
+    if constexpr (MM_INT && IntForm<N>::has && (MM_INTK || !IntForm<N>::mins))                                 \
       mmt_int_body<N>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, P);                                               \
     else                                                                                                       \
       mmt_body<N>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, P);                                                   \

@@ -688,14 +688,24 @@ template <> struct Dot<Q6_K> { // 210-byte blocks: 2-aligned
 
 // IntForm<T>: formats whose 32-value chunk is A·q − B with small integers q
 // (|q| < 2^11, so each is a TF32 value exactly) and per-half scales A and
-// mins B (B = 0 where the format has none): the prompt product (mmt_body,
-// MM_INT) multiplies the integers on the tensor cores, two products per
-// pair of tiles instead of three, and applies A and B to each half's sums.
-// A is the float deq multiplies q by, computed the same way (Q6_K: d·sc;
-// Q4_K: d·sc), B the float it subtracts; deqi writes q as floats, A[h] and
-// B[h] for h = 0 (values 0–15) and 1 (16–31). GS: the values one scale
-// covers (16 or 32; A[0] = A[1] for 32).
+// mins B (B = 0 where the format has none; mins: it has them, one per
+// chunk): the prompt product (apr.cu's mmt_int_body, MM_INT; formats with
+// mins with MM_INTK) multiplies the integers on the tensor cores, two
+// products per pair of tiles instead of three, applies A to each group's
+// sums and subtracts B·(Σ x) per chunk. A is the float deq multiplies q by,
+// computed the same way (Q6_K: d·sc; Q4_K: d·sc), B the float it
+// subtracts; deqi writes q as floats, A[h] and B[h] for h = 0 (values
+// 0–15) and 1 (16–31). GS: the values one scale covers (16 or 32; A[0] =
+// A[1] for 32).
 template <class T> struct IntForm { static const bool has = false, mins = false; static const int GS = 32; };
+// kmins: Q4_K's and Q5_K's scale A = d·sc and min B = dmin·m of chunk sub,
+// both halves.
+__device__ __forceinline__ void kmins(const u8 *b, int sub, float *A, float *B) {
+  float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+  u8 sc, m;
+  scale_min_k4(sub, b + 4, sc, m);
+  A[0] = A[1] = d * (float)sc, B[0] = B[1] = dmin * (float)m;
+}
 template <> struct IntForm<Q4_0> {
   static const bool has = true, mins = false;
   static const int GS = 32;
@@ -740,9 +750,7 @@ template <> struct IntForm<Q4_K> {
   static const bool has = true, mins = true;
   static const int GS = 32;
   __device__ static void deqi(const u8 *b, int sub, float *q, float *A, float *B) {
-    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
-    u8 sc, m;
-    scale_min_k4(sub, b + 4, sc, m);
+    kmins(b, sub, A, B);
     const u8 *qs = b + 16 + 32 * (sub / 2);
     int shift = 4 * (sub % 2);
     if (aligned16(qs)) {
@@ -754,16 +762,13 @@ template <> struct IntForm<Q4_K> {
 #pragma unroll
       for (int l = 0; l < 32; l++) q[l] = (float)((qs[l] >> shift) & 15);
     }
-    A[0] = A[1] = d * (float)sc, B[0] = B[1] = dmin * (float)m;
   }
 };
 template <> struct IntForm<Q5_K> {
   static const bool has = true, mins = true;
   static const int GS = 32;
   __device__ static void deqi(const u8 *b, int sub, float *q, float *A, float *B) {
-    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
-    u8 sc, m;
-    scale_min_k4(sub, b + 4, sc, m);
+    kmins(b, sub, A, B);
     const u8 *qh = b + 16, *qs = b + 48 + 32 * (sub / 2);
     int shift = 4 * (sub % 2);
     u8 u = (u8)(1 << sub);
@@ -773,7 +778,6 @@ template <> struct IntForm<Q5_K> {
       if (qh[l] & u) x += 16;
       q[l] = (float)x;
     }
-    A[0] = A[1] = d * (float)sc, B[0] = B[1] = dmin * (float)m;
   }
 };
 template <> struct IntForm<Q6_K> {
