@@ -19,4 +19,11 @@
 // a file split does not change it and any change of meaning does; the
 // sha256 of every reviewed golden (package golden, which golden falsifiers
 // compare against) is part of it too.
+//
+// The embedded set is read from snapshot.json, its evaluation written by
+// `go test ./contracts -run TestSnapshotCurrent -update` (snapshot.go): a
+// cache keyed by the sha256 of the CUE and the goldens it came from, used
+// only when those are this binary's, so that a process does not spend
+// ~150 ms evaluating CUE before it can read a tier. The CUE stays the one
+// source; TestSnapshotCurrent fails while the two differ.
 package contracts

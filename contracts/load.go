@@ -118,10 +118,26 @@ func (s *Set) detail() {
 }
 
 var embeddedOnce = sync.OnceValues(func() (*Set, error) {
-	return Load(embedded, "embedded", func(p string) string { return "contracts/" + strings.TrimPrefix(p, "/") })
+	s, err := fromSnapshot(snapshotJSON)
+	if err == nil {
+		return s, nil
+	}
+	snapshotMiss = err
+	return loadEmbedded()
 })
 
-// Embedded returns the contracts built into the binary, loaded once.
+// snapshotMiss is why Embedded evaluated the CUE instead of reading
+// snapshot.json (nil when it read it).
+var snapshotMiss error
+
+// loadEmbedded evaluates the embedded CUE.
+func loadEmbedded() (*Set, error) {
+	return Load(embedded, "embedded", func(p string) string { return "contracts/" + strings.TrimPrefix(p, "/") })
+}
+
+// Embedded returns the contracts built into the binary, loaded once: from
+// the snapshot of their evaluation when it was written from these sources
+// (snapshot.go), otherwise by evaluating them.
 func Embedded() (*Set, error) { return embeddedOnce() }
 
 // EmbeddedFS returns the embedded contract files.
