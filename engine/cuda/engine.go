@@ -478,10 +478,12 @@ func (e *Engine) StreamRead(n, reps int) (float64, error) {
 		if err != nil {
 			return err
 		}
+		defer be.d.DestroyEvent(a)
 		b, err := be.d.NewEvent()
 		if err != nil {
 			return err
 		}
+		defer be.d.DestroyEvent(b)
 		words := int64(n / 16)
 		for i := 0; i <= reps; i++ { // the first run warms up
 			if err := be.d.Record(a, be.stream); err != nil {

@@ -75,7 +75,7 @@ tests() {
 	[ -e "$(dirname "$root")/shared/fixtures" ] || ln -sfn /tmp/apr-shared/shared "$(dirname "$root")/shared"
 	unxz cuda.test
 	nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv >>"$out/summary.txt" 2>&1
-	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run '^(TestUnavailableIsRefused|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect|TestGraphReplay|TestWideProducts|TestProfile|TestFusion|TestChunks|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestProfileSteps)$')
+	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run '^(TestUnavailableIsRefused|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect|TestGraphReplay|TestWideProducts|TestProfile|TestFusion|TestChunks|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestProfileSteps|TestStreamRead)$')
 	export APR_CUDA_PTX="$out/kernels.fatbin"
 	(cd engine/cuda && step 120 /tmp/cuda.test -test.v -test.run '^(TestParity|TestGraphReplay)$')
 }

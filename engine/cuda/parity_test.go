@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,7 +264,7 @@ func TestEmulated(t *testing.T) {
 	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion|TestChunks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestProfileSteps)$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion|TestChunks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestProfileSteps|TestStreamRead)$", "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
 		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
 		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
@@ -554,5 +555,52 @@ func TestDeviceMemoryRefusals(t *testing.T) {
 	_, err = eng.NewSession(1 << 20)
 	if r, ok := refuse.As(err); !ok || !strings.Contains(r.Reason, "KV cache") || !strings.Contains(r.Reason, "bytes free") {
 		t.Fatalf("NewSession(1Mi positions) on a device with no room: %v; want a refusal naming the KV cache's bytes", err)
+	}
+}
+
+// TestStreamRead: apr bench --stream's device read measures a positive
+// rate, and (on the emulator, which counts them through aprEmuLiveEvents)
+// releases the CUDA events it times with.
+func TestStreamRead(t *testing.T) {
+	if _, err := cuda.Available(); err != nil {
+		t.Skipf("SKIP (not a pass): no CUDA device: %v", err)
+	}
+	live := func() int64 { return -1 }
+	if lib := os.Getenv(cu.EnvLibrary); lib != "" {
+		h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var count func() int64
+		purego.RegisterLibFunc(&count, h, "aprEmuLiveEvents")
+		live = count
+	}
+	path := filepath.Join(testutil.Fixtures(t), "models", "stories260K.gguf")
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	spec, err := model.Load(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := cuda.New(f, spec, cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	before := live()
+	for range 3 {
+		bps, err := eng.StreamRead(1<<20, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !(bps > 0) || math.IsInf(bps, 0) {
+			t.Fatalf("StreamRead measured %v bytes/s", bps)
+		}
+	}
+	if after := live(); after != before {
+		t.Errorf("three StreamReads left %d more live events (%d before, %d after)", after-before, before, after)
 	}
 }

@@ -671,12 +671,19 @@ CUresult cuLaunchKernelEx(const LaunchConfig *c, void *f, void **params, void **
 static Graph *capturingGraph() { return capturing; }
 // Events record the host's clock (every launch has finished when the call
 // returns, so the difference is the kernels' time on the emulator).
+// liveEvents counts the events created and not destroyed
+// (aprEmuLiveEvents: tests that an engine releases what it creates).
+static long liveEvents;
+long aprEmuLiveEvents() { return liveEvents; }
 CUresult cuEventCreate(void **e, unsigned) {
   *e = new double(0);
+  liveEvents++;
   return 0;
 }
 CUresult cuEventDestroy_v2(void *e) {
+  if (!e) return 1;
   delete (double *)e;
+  liveEvents--;
   return 0;
 }
 CUresult cuEventRecord(void *e, void *) {

@@ -575,6 +575,11 @@ func (d *Driver) NewEvent() (Event, error) {
 	return e, err
 }
 
+// DestroyEvent releases e.
+func (d *Driver) DestroyEvent(e Event) error {
+	return d.call("cuEventDestroy_v2", uintptr(e))
+}
+
 // Record queues e on s.
 func (d *Driver) Record(e Event, s Stream) error {
 	return d.call("cuEventRecord", uintptr(e), uintptr(s))
