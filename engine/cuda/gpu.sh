@@ -14,13 +14,13 @@
 #   gpu.sh apps   (carry .dev/apr.xz .dev/kernels.fatbin .dev/stories260K.gguf)
 #     3. apr devices; apr run twice (the second F2 from its cache) and apr qa
 #        --backend cuda on stories260K
-#     4. apr bench --backend cuda (pp512, tg128, 5 reps, the device's stream
+#     4. apr qa --backend cuda on qwen2.5-0.5b and qwen3.5-0.8b at Q8_0 and
+#        Q4_K, and with a planted wrong kernel (must fail)
+#     5. apr bench --backend cuda (pp512, tg128, 5 reps, the device's stream
 #        read) on apr synth's qwen2.5-0.5b at Q4_K, Q8_0 and F16 and
 #        qwen3.5-0.8b at Q4_K and Q8_0; tg128 at depth 4096 (Q4_K, both
 #        shapes); time to first token on a ~512-token prompt; Q4_K with the
 #        graph cache and fusion off
-#     5. apr qa --backend cuda on qwen2.5-0.5b and qwen3.5-0.8b at Q8_0 and
-#        Q4_K, and with a planted wrong kernel (must fail)
 #     6. Nsight Compute's per-kernel times of decode and pp512, and one decode
 #        product in detail, where the machine has ncu (APR_GPU_NCU=0: not run,
 #        for a call short of time)
@@ -30,7 +30,9 @@
 #
 # Every step runs even when an earlier one failed, under its own time limit;
 # the exit code is the first failure's (the planted step inverts: it must
-# fail). The summary, the kernels and logs.tar.xz (the full log and the
+# fail). With APR_GPU_DEADLINE=S no step runs past S seconds (a device call
+# of 600 s: APR_GPU_DEADLINE=570 gpu.sh all); what did not fit is named as
+# skipped and exits 4 when nothing failed. The summary, the kernels and logs.tar.xz (the full log and the
 # profiles) go to ${OUT:-/tmp/apr-gpu}: five files, because the device tool
 # returns only a few (a run of 23 lost the kernels).
 set -u
@@ -38,10 +40,25 @@ phase="${1:-}"
 out="${OUT:-/tmp/apr-gpu}"
 mkdir -p "$out"
 rc=0
+# APR_GPU_DEADLINE=S (the device call's own limit, less a margin): no step
+# runs past S seconds from the start. A step is cut to the time left, and
+# one that cannot start with 15 s left is skipped and named; a run with
+# skipped steps exits 4 when nothing failed (skipped is not passed).
+deadline=${APR_GPU_DEADLINE:-0}
+skipped=0
 # step LIMIT CMD...: run CMD under `timeout LIMIT`, log it, keep the first failure.
 step() {
 	local lim=$1
 	shift
+	if [ "$deadline" -gt 0 ]; then
+		local left=$((deadline - SECONDS))
+		if [ $left -lt 15 ]; then
+			echo "== skipped (APR_GPU_DEADLINE=$deadline): $*" | tee -a "$out/summary.txt"
+			skipped=$((skipped + 1))
+			return 124
+		fi
+		[ "$lim" -le $left ] || lim=$left
+	fi
 	local t0=$SECONDS
 	echo "== $*" | tee -a "$out/summary.txt"
 	timeout "$lim" "$@" >"$out/step.txt" 2>&1
@@ -63,7 +80,10 @@ tests() {
 		echo "// emulator: not read" >"$out/kernels.ptx"
 		cp "$out/kernels.ptx" "$out/kernels.fatbin"
 	else
-		step 300 bash engine/cuda/kernels/build.sh "$out/kernels.ptx" || exit $rc
+		step 300 bash engine/cuda/kernels/build.sh "$out/kernels.ptx" || {
+			[ $rc -ne 0 ] || rc=4
+			exit $rc
+		}
 	fi
 	export APR_CUDA_PTX="$out/kernels.ptx"
 	if command -v cuobjdump >/dev/null && [ -s "$out/kernels.fatbin" ] && [ -z "$emu" ]; then
@@ -126,6 +146,8 @@ apps() {
 		/tmp/apr synth --arch qwen35 --preset qwen3.5-0.8b --type $ty -o /tmp/q35-$ty.gguf >/dev/null 2>&1 &
 	done
 	wait
+	# The release gate first: under a deadline it is what must not be skipped.
+	[ -n "${APR_GPU_NO_QA:-}" ] || qa_steps
 	APR_CUDA_PROFILE=1 step 60 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 32 --reps 1 --warmup 0
 	for m in q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0; do
 		step 90 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --reps 5 --stream --json
@@ -140,11 +162,15 @@ apps() {
 		step 60 /tmp/apr run /tmp/q25-Q4_K.gguf -p "$prompt" --raw -n 1 --backend cuda --json
 	done
 	APR_CUDA_GRAPHS=0 APR_CUDA_FUSE=0 step 90 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 128 --reps 3
-	[ -n "${APR_GPU_NO_QA:-}" ] || qa_steps
 	# Each kernel's device time inside the replayed decode graphs (Nsight
 	# Compute, clocks left alone), when the machine has it.
 	ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
 	[ "${APR_GPU_NCU:-1}" != 0 ] || ncu= # APR_GPU_NCU=0: no Nsight Compute runs (a call short of time)
+	if [ -n "$ncu" ] && [ "$deadline" -gt 0 ] && [ $((deadline - SECONDS)) -lt 230 ]; then
+		echo "== skipped (APR_GPU_DEADLINE=$deadline): Nsight Compute (230 s)" | tee -a "$out/summary.txt"
+		skipped=$((skipped + 1))
+		ncu=
+	fi
 	if [ -n "$ncu" ]; then
 		timeout 100 "$ncu" --clock-control none --csv --metrics gpu__time_duration.sum --launch-skip 600 --launch-count 320 \
 			/tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 12 --reps 1 --warmup 0 >"$out/ncu.csv" 2>"$out/ncu.err"
@@ -174,6 +200,10 @@ all)
 esac
 rm -f "$out/step.txt"
 echo "== first failure's exit code: $rc" | tee -a "$out/summary.txt"
+if [ $skipped -gt 0 ]; then
+	echo "== $skipped steps skipped for the deadline: not passed" | tee -a "$out/summary.txt"
+	[ $rc -ne 0 ] || rc=4
+fi
 # The device tool brings back only a few files from $OUT: the full log and
 # the profiles travel as one archive beside the summary and the kernels.
 logs=$(cd "$out" && ls log.txt ncu* 2>/dev/null)
