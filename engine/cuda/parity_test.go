@@ -459,8 +459,6 @@ func newEngine(t *testing.T, path string, o cuda.Options) (*cuda.Engine, *model.
 	return eng, spec
 }
 
-// decodeRows feeds prompt, then decodes steps tokens greedily, and returns
-// the logits row of every step.
 // decodeWithout decodes steps tokens after prompt on the model at path
 // twice, as is and then with env set to "0" (t.Setenv: for the rest of t),
 // and fails t unless every step's logits are bit-identical; it returns
@@ -480,6 +478,8 @@ func decodeWithout(t *testing.T, path, env string, prompt []int32, steps int) (o
 	return on, off, spec
 }
 
+// decodeRows feeds prompt, then decodes steps tokens greedily, and returns
+// the logits row of every step.
 func decodeRows(t *testing.T, eng *cuda.Engine, prompt []int32, steps int) [][]float32 {
 	t.Helper()
 	s, err := eng.NewSession(len(prompt) + steps + 1)
@@ -519,23 +519,10 @@ func TestDeviceMemoryRefusals(t *testing.T) {
 	if !strings.Contains(in.Name, "emulator") || lib == "" {
 		t.Skip("SKIP (not a pass): shrinking the device needs the emulator")
 	}
-	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var setMemory func(uint64)
-	purego.RegisterLibFunc(&setMemory, h, "aprEmuSetMemory")
+	emuFunc(t, lib, "aprEmuSetMemory", &setMemory)
 	defer setMemory(16 << 30)
-	path := filepath.Join(testutil.Fixtures(t), "models", "synth", "qwen2-tiny-Q8_0.gguf")
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	spec, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, spec := enginetest.Model(t, filepath.Join(testutil.Fixtures(t), "models", "synth", "qwen2-tiny-Q8_0.gguf"))
 	setMemory(64 << 20) // less than weights + the 256 MiB workspace
 	_, err = cuda.New(f, spec, cuda.Options{})
 	r, ok := refuse.As(err)
@@ -565,31 +552,11 @@ func TestStreamRead(t *testing.T) {
 	if _, err := cuda.Available(); err != nil {
 		t.Skipf("SKIP (not a pass): no CUDA device: %v", err)
 	}
-	live := func() int64 { return -1 }
+	live := func() int64 { return -1 } // on a GPU: not counted
 	if lib := os.Getenv(cu.EnvLibrary); lib != "" {
-		h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var count func() int64
-		purego.RegisterLibFunc(&count, h, "aprEmuLiveEvents")
-		live = count
+		emuFunc(t, lib, "aprEmuLiveEvents", &live)
 	}
-	path := filepath.Join(testutil.Fixtures(t), "models", "stories260K.gguf")
-	f, err := gguf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	spec, err := model.Load(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := cuda.New(f, spec, cuda.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	eng, _ := newEngine(t, filepath.Join(testutil.Fixtures(t), "models", "stories260K.gguf"), cuda.Options{})
 	before := live()
 	for range 3 {
 		bps, err := eng.StreamRead(1<<20, 2)
@@ -603,4 +570,15 @@ func TestStreamRead(t *testing.T) {
 	if after := live(); after != before {
 		t.Errorf("three StreamReads left %d more live events (%d before, %d after)", after-before, before, after)
 	}
+}
+
+// emuFunc binds fn (a pointer to a func variable) to the emulator's
+// exported function name in the library lib.
+func emuFunc(t *testing.T, lib, name string, fn any) {
+	t.Helper()
+	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	purego.RegisterLibFunc(fn, h, name)
 }
