@@ -27,6 +27,15 @@
 #
 #   gpu.sh all    both in one call, when what they carry fits in 64 MiB
 #                 (make cuda-bundle CUDA_BUNDLE_EXCLUDE='*-F32.gguf *-F16.gguf')
+#   gpu.sh ab     (carry .dev/apr.xz) an A/B of kernel variants: the sources
+#                 as they are ("base") and each of APR_GPU_AB's nvcc -D flag
+#                 sets (';' between variants: APR_GPU_AB='-DMM_INT=0;-DMV_V4=0'),
+#                 built side by side; apr bench (APR_GPU_AB_TESTS, '-p 512 -n
+#                 128'; APR_GPU_AB_REPS, 5) of each in turns on apr synth's
+#                 APR_GPU_AB_MODELS ('q25-Q4_K q35-Q4_K': q25/q35-TYPE) for
+#                 APR_GPU_AB_ROUNDS (2) rounds; a line per model, variant and
+#                 round in the summary. The apr carried must know the
+#                 kernels' names (a fatbin without one it loads is refused).
 #
 # Every step runs even when an earlier one failed, under its own time limit;
 # the exit code is the first failure's (the planted step inverts: it must
@@ -186,15 +195,87 @@ apps() {
 	fi
 }
 
+# ab: the kernels as they are ("base") against variants of them, each a
+# set of nvcc -D flags, all built side by side from the same sources, then
+# apr bench of each in turns on the same files, so that a kernel change is
+# measured against its own baseline on one host in one call.
+ab() {
+	local variants="${APR_GPU_AB:-}" models="${APR_GPU_AB_MODELS:-q25-Q4_K q35-Q4_K}"
+	local rounds="${APR_GPU_AB_ROUNDS:-2}" reps="${APR_GPU_AB_REPS:-5}" tests="${APR_GPU_AB_TESTS:--p 512 -n 128}"
+	if [ -z "$variants" ]; then
+		echo "gpu.sh ab: APR_GPU_AB names no variant (nvcc -D flags, ';' between variants: APR_GPU_AB='-DMM_INT=0;-DMV_V4=0')" | tee -a "$out/summary.txt"
+		rc=2
+		return
+	fi
+	unxz apr
+	mkdir -p /tmp/ab
+	local names=(base) flags=("") i=0
+	IFS=';' read -ra vs <<<"$variants"
+	for v in "${vs[@]}"; do
+		i=$((i + 1))
+		names+=("v$i")
+		flags+=("$v")
+	done
+	for i in "${!names[@]}"; do
+		echo "   ${names[$i]}: ${flags[$i]:-(the sources as they are)}" | tee -a "$out/summary.txt"
+		rm -f "/tmp/ab/${names[$i]}.fatbin"
+		if [ -n "$emu" ]; then
+			echo "// emulator: not read" >"/tmp/ab/${names[$i]}.fatbin"
+		else
+			# Side by side (one nvcc process each), each with its own log.
+			# shellcheck disable=SC2086 # the flags are words
+			timeout 300 nvcc -fatbin -gencode arch=compute_90,code=sm_90 -O3 -fmad=false ${flags[$i]} \
+				-o "/tmp/ab/${names[$i]}.fatbin" engine/cuda/kernels/apr.cu >"/tmp/ab/${names[$i]}.log" 2>&1 &
+		fi
+	done
+	for m in $models; do
+		case $m in
+		q25-*) set -- qwen2 qwen2.5-0.5b ;;
+		q35-*) set -- qwen35 qwen3.5-0.8b ;;
+		*)
+			echo "gpu.sh ab: model $m is not q25-TYPE or q35-TYPE" | tee -a "$out/summary.txt"
+			rc=2
+			return
+			;;
+		esac
+		/tmp/apr synth --arch "$1" --preset "$2" --type "${m#*-}" -o "/tmp/$m.gguf" >/dev/null 2>&1 &
+	done
+	wait
+	local built=()
+	for n in "${names[@]}"; do
+		if [ -s "/tmp/ab/$n.fatbin" ]; then
+			built+=("$n")
+		else
+			echo "== $n did not build:" | tee -a "$out/summary.txt"
+			tail -5 "/tmp/ab/$n.log" 2>/dev/null | tee -a "$out/summary.txt"
+			[ $rc -ne 0 ] || rc=1
+		fi
+	done
+	if [ -n "$emu" ]; then
+		echo "== emulator dry run: the benchmarks need a GPU (built: ${built[*]})" | tee -a "$out/summary.txt"
+		return
+	fi
+	for r in $(seq "$rounds"); do
+		for m in $models; do
+			for n in "${built[@]}"; do
+				# shellcheck disable=SC2086 # the tests are words
+				APR_CUDA_PTX="/tmp/ab/$n.fatbin" step 90 /tmp/apr bench "/tmp/$m.gguf" --backend cuda $tests --reps "$reps" &&
+					grep -E '^\| cuda' "$out/step.txt" | sed "s/^/$m $n round $r /" >>"$out/summary.txt"
+			done
+		done
+	done
+}
+
 case "$phase" in
 tests) tests ;;
 apps) apps ;;
+ab) ab ;;
 all)
 	tests
 	apps
 	;;
 *)
-	echo "usage: gpu.sh tests|apps|all" >&2
+	echo "usage: gpu.sh tests|apps|all|ab" >&2
 	exit 2
 	;;
 esac
