@@ -32,8 +32,10 @@ import (
 //go:embed snapshot.json
 var snapshotJSON []byte
 
-// snapshotFormat names this layout; a change of it (or of what the Set
-// keeps) changes the inputs' sum, so an old snapshot is not read.
+// snapshotFormat names this layout and is part of the inputs' sum: a new
+// layout needs a new name, so that an old snapshot is not read. A change
+// of the schema's Go types needs none: fromTree refuses a tree with a
+// field missing or unknown, and Embedded then evaluates the CUE.
 const snapshotFormat = "apr-contracts-snapshot 1"
 
 // snapshot is what a loaded embedded Set holds that came from the CUE.
@@ -52,7 +54,8 @@ type snapshot struct {
 
 // sourcesSum is the sha256 of everything the embedded set's evaluation
 // reads: the snapshot's format, the contracts' and the schema's .cue files
-// and the goldens, each as its name, a newline and its bytes, in order.
+// and the goldens, each as its name, its length and its bytes, in name
+// order.
 func sourcesSum() (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n", snapshotFormat)
