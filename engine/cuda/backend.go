@@ -160,6 +160,19 @@ func (be *backend) attgKernel(n int, a graph.Attn, ctxCap int) (attnKernel, bool
 	return attgKernels[hc], true
 }
 
+// launchDecodeAttn launches k (k_attw or k_attg) with args, or its twin
+// k.rope (k_attwr, k_attgr) with the row's rotation and KV store appended
+// when they fold into it (foldRope).
+func (be *backend) launchDecodeAttn(k attnKernel, grid cu.Dim, threads uint32, ob, qb *buf, c *kvCache, pos0 int, args ...any) error {
+	if rope, ok := be.foldRope(ob, qb, c, pos0); ok {
+		for _, r := range rope {
+			args = append(args, r)
+		}
+		return be.launch(k.rope, grid, cu.Dim{X: threads}, 0, args...)
+	}
+	return be.launch(k.name, grid, cu.Dim{X: threads}, 0, args...)
+}
+
 // The block-per-head decode attention (k_attw<HC> in apr.cu): contexts of
 // at most awMaxP positions (AW_MAXP), heads of at most 256 values, awThreads
 // threads (AW_T).
@@ -1704,15 +1717,8 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 			if err := be.ensureZero(&be.attnCnt, uint64(4*max(a.NKV, n*a.NHead))); err != nil {
 				return err
 			}
-			grid := cu.Dim{X: uint32(a.NHead)}
-			if rope, ok := be.foldRope(ob, qb, c, pos0); ok {
-				// The row's rotation and KV store come along (k_attwr).
-				return be.launch(k.rope, grid, cu.Dim{X: awThreads}, 0, ob.p, qb.p,
-					c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnCnt.p,
-					rope[0], rope[1], rope[2], rope[3], rope[4], rope[5], rope[6], rope[7], rope[8], rope[9], rope[10],
-					rope[11], rope[12], rope[13], rope[14], rope[15])
-			}
-			return be.launch(k.name, grid, cu.Dim{X: awThreads}, 0, ob.p, qb.p, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnCnt.p)
+			return be.launchDecodeAttn(k, cu.Dim{X: uint32(a.NHead)}, awThreads, ob, qb, c, pos0,
+				ob.p, qb.p, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnCnt.p)
 		}
 		if k, ok := be.attgKernel(n, a, ctxCap); ok {
 			// A decode row: a block per KV group and split (k_attg), all
@@ -1726,16 +1732,8 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 			if err := be.ensureZero(&be.attnCnt, uint64(4*max(a.NKV, n*a.NHead))); err != nil {
 				return err
 			}
-			grid := cu.Dim{X: uint32(a.NKV), Y: uint32(nsplit)}
-			if rope, ok := be.foldRope(ob, qb, c, pos0); ok {
-				// The row's rotation and KV store come along (k_attgr).
-				return be.launch(k.rope, grid, cu.Dim{X: attgThreads}, 0, ob.p, qb.p,
-					c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnP.p+cu.Ptr(pa), be.attnP.p, be.attnCnt.p,
-					rope[0], rope[1], rope[2], rope[3], rope[4], rope[5], rope[6], rope[7], rope[8], rope[9], rope[10],
-					rope[11], rope[12], rope[13], rope[14], rope[15])
-			}
-			return be.launch(k.name, grid, cu.Dim{X: attgThreads}, 0, ob.p, qb.p,
-				c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnP.p+cu.Ptr(pa), be.attnP.p, be.attnCnt.p)
+			return be.launchDecodeAttn(k, cu.Dim{X: uint32(a.NKV), Y: uint32(nsplit)}, attgThreads, ob, qb, c, pos0,
+				ob.p, qb.p, c.k.p, c.v.p, pp, a.NHead, a.NKV, a.HK, a.HV, scale, be.attnP.p+cu.Ptr(pa), be.attnP.p, be.attnCnt.p)
 		}
 		if a.HV <= attnMaxHV {
 			// Split over positions (k_attn): ctxCap/attnL blocks per query
