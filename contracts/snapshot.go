@@ -12,7 +12,6 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/aprqa/apr/golden"
 	"github.com/aprqa/apr/schema"
@@ -338,31 +337,26 @@ func fromTree(t any, v reflect.Value) error {
 	return fmt.Errorf("a %s: the snapshot does not read it", v.Type())
 }
 
-// taggedAny is an `any` value as written: its Go type's name and its JSON.
-type taggedAny struct {
-	T string          `json:"t"`
-	V json.RawMessage `json:"v,omitempty"`
-}
-
-// tagAny writes v (a value CUE decoded into an `any`) with its type.
+// tagAny writes v (a value CUE decoded into an `any`) as {"t": its Go
+// type, "v": its value}, lists and structs element by element.
 func tagAny(v any) (any, error) {
+	tag := func(t string, v any) map[string]any { return map[string]any{"t": t, "v": v} }
 	switch x := v.(type) {
 	case nil:
-		return taggedAny{T: "null"}, nil
+		return map[string]any{"t": "null"}, nil
 	case bool:
-		return taggedAny{T: "bool", V: json.RawMessage(strconv.FormatBool(x))}, nil
+		return tag("bool", x), nil
 	case string:
-		b, err := json.Marshal(x)
-		return taggedAny{T: "string", V: b}, err
+		return tag("string", x), nil
 	case int64:
-		return taggedAny{T: "int64", V: json.RawMessage(strconv.FormatInt(x, 10))}, nil
+		return tag("int64", json.Number(strconv.FormatInt(x, 10))), nil
 	case int:
-		return taggedAny{T: "int", V: json.RawMessage(strconv.Itoa(x))}, nil
+		return tag("int", json.Number(strconv.Itoa(x))), nil
 	case float64:
 		if math.IsInf(x, 0) || math.IsNaN(x) {
 			return nil, fmt.Errorf("the float %v has no JSON", x)
 		}
-		return taggedAny{T: "float64", V: json.RawMessage(strconv.FormatFloat(x, 'g', -1, 64))}, nil
+		return tag("float64", json.Number(strconv.FormatFloat(x, 'g', -1, 64))), nil
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
@@ -372,8 +366,7 @@ func tagAny(v any) (any, error) {
 			}
 			out[i] = t
 		}
-		b, err := json.Marshal(out)
-		return taggedAny{T: "list", V: b}, err
+		return tag("list", out), nil
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
@@ -383,71 +376,70 @@ func tagAny(v any) (any, error) {
 			}
 			out[k] = t
 		}
-		b, err := json.Marshal(out)
-		return taggedAny{T: "struct", V: b}, err
+		return tag("struct", out), nil
 	}
 	return nil, fmt.Errorf("a %T: the snapshot does not write it", v)
 }
 
-// untagAny reads what tagAny wrote (as encoding/json decoded it into an
-// `any`: a map with "t" and "v").
+// untagAny reads what tagAny wrote, as json.Decoder.UseNumber decoded it.
 func untagAny(v any) (any, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
+	m, ok := v.(map[string]any)
+	tag, _ := m["t"].(string)
+	if !ok || len(m) > 2 || (len(m) == 2) == (tag == "null") {
+		return nil, fmt.Errorf("not a tagged value: %v", v)
 	}
-	var t taggedAny
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&t); err != nil {
-		return nil, fmt.Errorf("not a tagged value: %w", err)
-	}
-	switch t.T {
+	val, bad := m["v"], fmt.Errorf("a %s tagged with a %T value", tag, m["v"])
+	switch tag {
 	case "null":
 		return nil, nil
 	case "bool":
-		return strconv.ParseBool(string(t.V))
-	case "string":
-		var s string
-		err := json.Unmarshal(t.V, &s)
-		return s, err
-	case "int64":
-		return strconv.ParseInt(string(t.V), 10, 64)
-	case "int":
-		return strconv.Atoi(string(t.V))
-	case "float64":
-		return strconv.ParseFloat(string(t.V), 64)
-	case "list":
-		var raw []any
-		if err := unmarshalNumbers(t.V, &raw); err != nil {
-			return nil, err
+		if b, ok := val.(bool); ok {
+			return b, nil
 		}
-		out := make([]any, len(raw))
-		for i, e := range raw {
+	case "string":
+		if s, ok := val.(string); ok {
+			return s, nil
+		}
+	case "int64", "int", "float64":
+		n, ok := val.(json.Number)
+		if !ok {
+			return nil, bad
+		}
+		switch tag {
+		case "int64":
+			return strconv.ParseInt(string(n), 10, 64)
+		case "int":
+			return strconv.Atoi(string(n))
+		}
+		return strconv.ParseFloat(string(n), 64)
+	case "list":
+		l, ok := val.([]any)
+		if !ok {
+			return nil, bad
+		}
+		out := make([]any, len(l))
+		for i, e := range l {
+			var err error
 			if out[i], err = untagAny(e); err != nil {
 				return nil, err
 			}
 		}
 		return out, nil
 	case "struct":
-		var raw map[string]any
-		if err := unmarshalNumbers(t.V, &raw); err != nil {
-			return nil, err
+		o, ok := val.(map[string]any)
+		if !ok {
+			return nil, bad
 		}
-		out := make(map[string]any, len(raw))
-		for k, e := range raw {
+		out := make(map[string]any, len(o))
+		for k, e := range o {
+			var err error
 			if out[k], err = untagAny(e); err != nil {
 				return nil, err
 			}
 		}
 		return out, nil
+	default:
+		return nil, fmt.Errorf("unknown tag %q", tag)
 	}
-	return nil, fmt.Errorf("unknown tag %q", strings.TrimSpace(t.T))
-}
-
-// unmarshalNumbers is json.Unmarshal with numbers kept as written.
-func unmarshalNumbers(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	return dec.Decode(v)
+	return nil, bad
 }

@@ -148,6 +148,20 @@ func TestTaggedAnyRoundTrip(t *testing.T) {
 	if _, err := tagAny(struct{}{}); err == nil {
 		t.Error("a struct was tagged")
 	}
+	for _, bad := range []any{
+		map[string]any{"t": "int64", "v": "7"},
+		map[string]any{"t": "bool", "v": json.Number("1")},
+		map[string]any{"t": "list", "v": map[string]any{}},
+		map[string]any{"t": "int64"},
+		map[string]any{"t": "null", "v": nil},
+		map[string]any{"t": "string", "v": "x", "w": 1},
+		map[string]any{"v": "x"},
+		json.Number("7"),
+	} {
+		if got, err := untagAny(bad); err == nil {
+			t.Errorf("untagAny(%v) = %v, want an error", bad, got)
+		}
+	}
 }
 
 func jsonRoundTrip(v any) (any, error) {
@@ -156,7 +170,9 @@ func jsonRoundTrip(v any) (any, error) {
 		return nil, err
 	}
 	var out any
-	err = json.Unmarshal(b, &out)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // as fromSnapshot reads
+	err = dec.Decode(&out)
 	return out, err
 }
 
