@@ -32,8 +32,8 @@ func RegisterBuiltins(r *Registry) {
 		Doc("greedy generation on the reference engine equals the reviewed golden (package golden) of that model object"))
 	r.Register("f2", KindCosine, f2Code,
 		Needs(NeedModel), Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
-		Params("backend", "prompt", "f2_tokens", "argmax_margin"), Refs("reference engine"), AppliesWhen(f2Applies),
-		Doc("F2: a device engine's logits over the prompt's first tokens and one decode step agree with the reference engine's before it may generate"))
+		Params("tier", "backend", "numerics", "prompt", "f2_tokens", "argmax_margin", ParamNoiseFloor), Refs("reference engine"), AppliesWhen(f2Applies), VetWith(VetTier),
+		Doc("F2: a device engine's logits over the prompt's first tokens and one decode step agree with the reference engine's (in the numerics params.numerics names for params.backend) before it may generate, at the thresholds of the model's weight tier; below them, where params.noise_floor allows for the model's own noise, judged again beyond that many times the reference's distance from its jittered twin"))
 	// logits_parity finds llama.cpp's logits under params.expect_dir, else
 	// the fixtures' expect/ (so it needs one of them: parityApplies says so).
 	r.Register("logits_parity", KindCosine, logitsParity,

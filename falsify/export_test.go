@@ -11,7 +11,7 @@ func SetF2EarlyMinCPU(n int) func() {
 }
 
 // WithReference makes f's F2 use refLogits and cacheDir (F2Options').
-func (f *F2Run) WithReference(refLogits func(ctx context.Context, model, backend string, tokens []int32) ([][]float32, error), cacheDir string) *F2Run {
+func (f *F2Run) WithReference(refLogits func(ctx context.Context, model, backend, numerics string, tokens []int32) ([][]float32, error), cacheDir string) *F2Run {
 	f.refLogits, f.cacheDir = refLogits, cacheDir
 	return f
 }

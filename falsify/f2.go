@@ -39,9 +39,14 @@ import (
 // prompt's first tokens (prefilled as one batch) and one decode step on the
 // engine, compared position by position with the reference engine's logits
 // for the same tokens at the thresholds of the model contract's <arch>.f2
-// falsifier (its params.f2_tokens is the probe's length). The CUDA engine
-// computes in the reference's numerics (F32 activations), so that tier is
-// the same for every weight type and far tighter than the engine tiers.
+// falsifier (float weights) or <arch>.f2_quantized (params.f2_tokens is the
+// probe's length). The reference judges in the numerics the falsifier's
+// params.numerics names for its params.backend (the CUDA engine's: ggml's,
+// every product's activations rounded as ggml-cpu rounds them), so the
+// two agree to float rounding where no activation's rounding flips; on a
+// model that amplifies such flips (params.noise_floor) a probe below the
+// tier is judged again beyond that many times the model's own noise (the
+// reference against its jittered twin), as the engine parity gate judges.
 //
 // It fails closed: a pass lets generation start; a fail (a position below
 // the tier, or an argmax flip where the reference is decided) stops it;
@@ -50,8 +55,9 @@ import (
 // falls back to another engine.
 //
 // The reference's probe logits depend only on the model's bytes, the probe
-// tokens and the reference's code, so they are cached under a key of
-// exactly (model sha256, probe tokens, reference binary identity): a second
+// tokens, the reference's code and its numerics, so they are cached under a
+// key of exactly (model sha256, probe tokens, reference binary identity,
+// numerics): a second
 // run of the same binary on the same model and prompt pays one probe on the
 // device and no reference forward pass.
 const F2By = "f2"
@@ -89,12 +95,13 @@ type F2Options struct {
 	// directory's apr/f2, "-" means no cache.
 	CacheDir  string
 	Contracts *contracts.Set // nil: embedded
-	// RefLogits computes the reference's logits (nil: engine/generate's
-	// Logits on Reference); a test replaces it to make the reference
-	// unavailable.
-	RefLogits func(ctx context.Context, model, backend string, tokens []int32) ([][]float32, error)
+	// RefLogits computes the reference's logits in numerics ("" plain; nil:
+	// engine/generate's Logits on Reference); a test replaces it to make the
+	// reference unavailable.
+	RefLogits func(ctx context.Context, model, backend, numerics string, tokens []int32) ([][]float32, error)
 
-	early *f2Early // the reference's answer started beside the load (F2Run.Prepare)
+	early    *f2Early // the reference's answer started beside the load (F2Run.Prepare)
+	numerics string   // the reference's (f2Plan.numerics), set by RunF2 and Prepare
 }
 
 // F2Result is F2's verdict with what it measured.
@@ -122,6 +129,14 @@ type F2Result struct {
 	// h2d stages (F2Run.Prepare) took from its start, waiting for the file's
 	// sha256 included; ReferenceMS is then only what F2 still waited for it.
 	ReferenceEarlyMS float64 `json:"reference_early_ms,omitempty"`
+	// The noise floor a probe below the tier was judged again by (the
+	// reference against its jittered twin), where the contract allows one;
+	// MinCosine, MeanCosine and Mismatches are then the judgement beyond it
+	// and Measured* the distance before it.
+	FloorMinCosine     float64 `json:"noise_floor_min_cosine,omitempty"`
+	FloorMeanCosine    float64 `json:"noise_floor_mean_cosine,omitempty"`
+	MeasuredMinCosine  float64 `json:"measured_min_cosine,omitempty"`
+	MeasuredMeanCosine float64 `json:"measured_mean_cosine,omitempty"`
 }
 
 // Err is nil for a pass, ErrF2Failed (wrapped with the reason) for a fail
@@ -153,6 +168,7 @@ type f2Cache struct {
 	ModelSHA256 string  `json:"model_sha256"`
 	Tokens      []int32 `json:"tokens"`
 	Identity    string  `json:"identity"`
+	Numerics    string  `json:"numerics"` // the reference's ("" plain)
 	Rows        int     `json:"rows"`
 	Cols        int     `json:"cols"`
 	LogitsF32LE []byte  `json:"-"` // after the header line
@@ -217,10 +233,10 @@ func unpackRows(b []byte, rows, cols int) ([][]float32, error) {
 // F2CacheExt ends a cached reference answer's file name (its key before).
 const F2CacheExt = ".f2"
 
-// F2CacheKey is the cache key of a reference answer.
-func F2CacheKey(modelSHA string, tokens []int32, identity string) string {
+// F2CacheKey is the cache key of a reference answer in numerics ("" plain).
+func F2CacheKey(modelSHA string, tokens []int32, identity, numerics string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "apr-f2-v2\nmodel %s\nidentity %s\ntokens %v\n", modelSHA, identity, tokens)
+	fmt.Fprintf(h, "apr-f2-v3\nmodel %s\nidentity %s\ntokens %v\nnumerics %s\n", modelSHA, identity, tokens, numerics)
 	return hex.EncodeToString(h.Sum(nil))
 }
 
@@ -246,6 +262,7 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 		return refused("%s", reason)
 	}
 	fz, probe := pl.fz, pl.probe
+	o.numerics = pl.numerics
 
 	// The engine's probe runs first: while it does, the reference's answer
 	// started beside the load (F2Run.Prepare) is still being computed.
@@ -285,36 +302,82 @@ func RunF2(ctx context.Context, eng model.Engine, o F2Options) (res F2Result) {
 		return res
 	}
 	res.MinCosine, res.MeanCosine, res.Worst, res.Mismatches = rep.MinCosine, rep.MeanCosine, rep.Worst, len(rep.ArgmaxMismatches)
-	measured := map[string]float64{"min_cosine": rep.MinCosine, "mean_cosine": rep.MeanCosine,
-		"argmax_mismatches": float64(len(rep.ArgmaxMismatches))}
-	names := make([]string, 0, len(fz.Thresholds))
-	for name := range fz.Thresholds {
-		names = append(names, name)
+	bad, refusal := f2Holds(pl, rep)
+	if refusal != "" {
+		return refused("%s", refusal)
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		th := fz.Thresholds[name]
-		v, ok := measured[name]
-		if !ok {
-			// A threshold F2 does not measure cannot be held: never a pass.
-			return refused("%s has a threshold on %s, which F2 does not measure (it measures min_cosine, mean_cosine, argmax_mismatches)", pl.id, name)
+	if bad != "" && pl.floorK > 0 && jitterTwin(pl.numerics) != "" {
+		// Below the tier on a model whose own noise the contract allows
+		// for: judged again beyond pl.floorK times the reference's distance
+		// from its jittered twin (a pass without it passes with it, so the
+		// twin is computed only now).
+		t := time.Now()
+		to := o
+		to.numerics, to.early = jitterTwin(pl.numerics), nil
+		twin, _, err := f2Reference(ctx, to, probe)
+		res.ReferenceMS += ms(time.Since(t))
+		if err != nil {
+			return refused("the noise floor needs the reference (%s) in %s numerics, which cannot answer: %v", o.Reference, to.numerics, err)
 		}
-		if !th.Holds(v) {
-			res.Verdict = verdict.Fail
-			res.Reason = fmt.Sprintf("%s %.9g (want %s, %s's tier) — worst position %d of %d", name, v, verdict.FormatThreshold(th), pl.id, rep.Worst, len(probe))
-			return res
+		floor, err := oracle.Parity{Margin: margin}.Judge(twin, want)
+		if err != nil {
+			return refused("the noise floor: %v", err)
 		}
+		if rep, err = rep.AtFloor(floor.SeqReport, want, pl.floorK); err != nil {
+			return refused("the noise floor: %v", err)
+		}
+		res.FloorMinCosine, res.FloorMeanCosine = floor.MinCosine, floor.MeanCosine
+		res.MeasuredMinCosine, res.MeasuredMeanCosine = res.MinCosine, res.MeanCosine
+		res.MinCosine, res.MeanCosine, res.Worst, res.Mismatches = rep.MinCosine, rep.MeanCosine, rep.Worst, len(rep.ArgmaxMismatches)
+		if bad, refusal = f2Holds(pl, rep); refusal != "" {
+			return refused("%s", refusal)
+		}
+		if bad != "" {
+			bad += " " + rep.FloorNote(numericsName(pl.numerics))
+		}
+	}
+	if bad != "" {
+		res.Verdict, res.Reason = verdict.Fail, bad
+		return res
 	}
 	res.Verdict = verdict.Pass
 	return res
 }
 
+// f2Holds judges rep by pl's thresholds: the first that does not hold as a
+// failure's reason, or a refusal's reason (a threshold F2 does not
+// measure), or both empty.
+func f2Holds(pl f2Plan, rep oracle.ParityReport) (bad, refusal string) {
+	measured := map[string]float64{"min_cosine": rep.MinCosine, "mean_cosine": rep.MeanCosine,
+		"argmax_mismatches": float64(len(rep.ArgmaxMismatches))}
+	names := make([]string, 0, len(pl.fz.Thresholds))
+	for name := range pl.fz.Thresholds {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		th := pl.fz.Thresholds[name]
+		v, ok := measured[name]
+		if !ok {
+			// A threshold F2 does not measure cannot be held: never a pass.
+			return "", fmt.Sprintf("%s has a threshold on %s, which F2 does not measure (it measures min_cosine, mean_cosine, argmax_mismatches)", pl.id, name)
+		}
+		if !th.Holds(v) {
+			return fmt.Sprintf("%s %.9g (want %s, %s's tier, the reference in %s numerics) — worst position %d of %d", name, v, verdict.FormatThreshold(th), pl.id, numericsName(pl.numerics), rep.Worst, len(rep.Positions)), ""
+		}
+	}
+	return "", ""
+}
+
 // f2Plan is what F2 checks before it runs anything: the contract
-// falsifier whose tier and probe length apply, and the probe itself.
+// falsifier whose tier and probe length apply, the probe itself, the
+// numerics the reference judges in and the noise floor's multiple (0: none).
 type f2Plan struct {
-	id    string
-	fz    schema.Falsifier
-	probe []int32
+	id       string
+	fz       schema.Falsifier
+	probe    []int32
+	numerics string
+	floorK   float64
 }
 
 // f2PlanOf reads o's plan, or the reason F2 must be refused. It needs
@@ -333,13 +396,29 @@ func f2PlanOf(o F2Options) (f2Plan, string) {
 		return pl, err.Error()
 	}
 	arch := f.Architecture()
+	tier := WeightTier(f)
 	f.Close()
 	pl.id = arch + ".f2"
+	if tier == TierQuantized {
+		pl.id = arch + ".f2_quantized"
+	}
 	fz, ok := set.Falsifier(pl.id)
 	if !ok {
 		return pl, fmt.Sprintf("the contracts have no %s falsifier to take F2's tier and probe from", pl.id)
 	}
 	pl.fz = fz
+	backend, _ := fz.Params["backend"].(string)
+	if backend == "" {
+		return pl, fmt.Sprintf("%s gives no params.backend (the device engine whose numerics the reference judges in)", pl.id)
+	}
+	pl.numerics = RefNumerics(fz, backend)
+	if v, ok := fz.Params[ParamNoiseFloor]; ok {
+		k, ok := toFloat(v)
+		if !ok || math.IsNaN(k) || k < 0 {
+			return pl, fmt.Sprintf("%s: params.%s %v: want a number ≥ 0", pl.id, ParamNoiseFloor, v)
+		}
+		pl.floorK = k
+	}
 	n := paramNumber(fz.Params["f2_tokens"])
 	if n < 2 {
 		return pl, fmt.Sprintf("%s gives no params.f2_tokens of at least 2 (a prefill and a decode step)", pl.id)
@@ -409,7 +488,7 @@ func f2CachePath(dir string, o F2Options, probe []int32) string {
 	if dir == "-" {
 		return ""
 	}
-	return filepath.Join(dir, F2CacheKey(o.ModelSHA256, probe, o.Identity)+F2CacheExt)
+	return filepath.Join(dir, F2CacheKey(o.ModelSHA256, probe, o.Identity, o.numerics)+F2CacheExt)
 }
 
 // f2CacheRead reads the answer at path; a missing file is a miss, an entry
@@ -426,9 +505,9 @@ func f2CacheRead(path string, o F2Options, probe []int32) ([][]float32, bool, er
 	if err != nil {
 		return nil, false, fmt.Errorf("cache entry %s is unreadable: %v", path, err)
 	}
-	key := F2CacheKey(o.ModelSHA256, probe, o.Identity)
-	if c.Key != key || c.Identity != o.Identity || c.ModelSHA256 != o.ModelSHA256 || !slices.Equal(c.Tokens, probe) {
-		return nil, false, fmt.Errorf("cache entry %s was written for another binary, model or probe (identity %q, model %.12s): it is not this reference's answer", path, c.Identity, c.ModelSHA256)
+	key := F2CacheKey(o.ModelSHA256, probe, o.Identity, o.numerics)
+	if c.Key != key || c.Identity != o.Identity || c.ModelSHA256 != o.ModelSHA256 || c.Numerics != o.numerics || !slices.Equal(c.Tokens, probe) {
+		return nil, false, fmt.Errorf("cache entry %s was written for another binary, model, probe or numerics (identity %q, model %.12s, numerics %s): it is not this reference's answer", path, c.Identity, c.ModelSHA256, numericsName(c.Numerics))
 	}
 	if c.Rows != len(probe) {
 		return nil, false, fmt.Errorf("cache entry %s holds %d rows for %d probe tokens", path, c.Rows, len(probe))
@@ -444,12 +523,12 @@ func f2CacheRead(path string, o F2Options, probe []int32) ([][]float32, bool, er
 func f2Compute(ctx context.Context, o F2Options, probe []int32) ([][]float32, error) {
 	eval := o.RefLogits
 	if eval == nil {
-		eval = func(ctx context.Context, m, backend string, tokens []int32) ([][]float32, error) {
-			r, err := generate.Logits(ctx, generate.LogitsOptions{Model: m, Backend: backend, Tokens: tokens})
+		eval = func(ctx context.Context, m, backend, numerics string, tokens []int32) ([][]float32, error) {
+			r, err := generate.Logits(ctx, generate.LogitsOptions{Model: m, Backend: backend, Tokens: tokens, Numerics: numerics})
 			return r.Logits, err
 		}
 	}
-	logits, err := eval(ctx, o.Model, o.Reference, probe)
+	logits, err := eval(ctx, o.Model, o.Reference, o.numerics, probe)
 	if err != nil {
 		return nil, err
 	}
@@ -466,7 +545,7 @@ func f2CacheWrite(dir, path string, o F2Options, probe []int32, logits [][]float
 		return
 	}
 	packed, cols := packRows(logits)
-	b, err := f2Cache{Key: F2CacheKey(o.ModelSHA256, probe, o.Identity), ModelSHA256: o.ModelSHA256, Tokens: probe, Identity: o.Identity,
+	b, err := f2Cache{Key: F2CacheKey(o.ModelSHA256, probe, o.Identity, o.numerics), ModelSHA256: o.ModelSHA256, Tokens: probe, Identity: o.Identity, Numerics: o.numerics,
 		Rows: len(logits), Cols: cols, LogitsF32LE: packed}.encode()
 	if err == nil && os.MkdirAll(dir, 0o755) == nil {
 		_ = atomicfile.WriteFile(path, b)
@@ -565,10 +644,10 @@ func f2Code(ctx context.Context, c *Check) error {
 	var refErr error
 	r := RunF2(ctx, eng, F2Options{Model: c.ModelPath(), ModelSHA256: sha, Tokens: toks, Identity: "falsifier (uncached)",
 		CacheDir: "-", Contracts: c.Set,
-		RefLogits: func(ctx context.Context, m, b string, t []int32) ([][]float32, error) {
+		RefLogits: func(ctx context.Context, m, b, numerics string, t []int32) ([][]float32, error) {
 			var out [][]float32
 			refErr = c.CallRef("reference engine", func() error {
-				r, err := generate.Logits(ctx, generate.LogitsOptions{Model: m, Backend: b, Tokens: t})
+				r, err := generate.Logits(ctx, generate.LogitsOptions{Model: m, Backend: b, Tokens: t, Numerics: numerics})
 				out = r.Logits
 				return err
 			})
@@ -584,11 +663,19 @@ func f2Code(ctx context.Context, c *Check) error {
 	c.Measure("min_cosine", r.MinCosine)
 	c.Measure("mean_cosine", r.MeanCosine)
 	c.Measure("argmax_mismatches", float64(r.Mismatches))
+	if r.FloorMinCosine != 0 {
+		c.Note("judged beyond the model's noise floor (the reference against its jittered twin: min cosine %.9f, mean %.9f); measured before it: min cosine %.9f, mean %.9f",
+			r.FloorMinCosine, r.FloorMeanCosine, r.MeasuredMinCosine, r.MeasuredMeanCosine)
+	}
 	return nil
 }
 
-// f2Applies: the f2 falsifier runs where its backend can run.
+// f2Applies: an f2 falsifier runs on models of its weight tier
+// (params.tier) where its backend can run.
 func f2Applies(c *Check) (bool, string) {
+	if ok, why := TierApplies(c); !ok {
+		return false, why
+	}
 	b, _ := c.ParamString("backend", "cuda")
 	if err := model.Available(b); err != nil {
 		return false, fmt.Sprintf("backend %s cannot run here: %v", b, err)
@@ -628,8 +715,8 @@ type F2Run struct {
 	path      string
 	log       *slog.Logger
 	early     *f2Early
-	refLogits func(ctx context.Context, model, backend string, tokens []int32) ([][]float32, error) // tests: F2Options.RefLogits
-	cacheDir  string                                                                                // tests: F2Options.CacheDir
+	refLogits func(ctx context.Context, model, backend, numerics string, tokens []int32) ([][]float32, error) // tests: F2Options.RefLogits
+	cacheDir  string                                                                                          // tests: F2Options.CacheDir
 }
 
 // NewF2Run returns the F2 of one run of the model at path.
@@ -678,6 +765,7 @@ func (f *F2Run) Prepare(ctx context.Context, sha func() (string, error), tokens 
 		if reason != "" {
 			return // Validate refuses, naming why
 		}
+		o.numerics = pl.numerics
 		dir, err := f2CacheDir(o)
 		if err != nil {
 			return // Validate refuses, naming why
@@ -742,7 +830,7 @@ func (e *f2Early) answer(ctx context.Context, o F2Options, probe []int32) *f2Ear
 		return nil // f2Reference then reports the cancellation
 	}
 	if !e.started || e.o.Model != o.Model || e.o.ModelSHA256 != o.ModelSHA256 || e.o.Identity != o.Identity ||
-		e.o.CacheDir != o.CacheDir || e.o.Reference != o.Reference || !slices.Equal(e.probe, probe) {
+		e.o.CacheDir != o.CacheDir || e.o.Reference != o.Reference || e.o.numerics != o.numerics || !slices.Equal(e.probe, probe) {
 		return nil
 	}
 	return e

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aprqa/apr/contracts"
+	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
@@ -25,9 +26,9 @@ import (
 )
 
 // f2Model writes apr synth's tiny llama at Q8_0 and opens it on the
-// reference engine, which stands in for a device engine that computes in
-// the reference's numerics (F2 is engine-agnostic; engine/cuda's
-// TestPlantedDefect runs it on the CUDA engine).
+// reference engine in ggml numerics, which stands in for a device engine
+// that computes in them as the CUDA engine does (F2 is engine-agnostic;
+// engine/cuda's TestPlantedDefect runs it on the CUDA engine).
 func f2Model(t *testing.T) (string, string, model.Engine) {
 	t.Helper()
 	p, err := synth.FindPreset("llama", "tiny")
@@ -51,7 +52,7 @@ func f2Model(t *testing.T) (string, string, model.Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := model.OpenBackend("ref", f, spec, model.OpenOptions{Threads: 1})
+	eng, err := model.OpenBackend("ref", f, spec, model.OpenOptions{Threads: 1, Numerics: f2Numerics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,14 +91,18 @@ func (s wrongSession) Eval(tokens []int32, all bool) ([][]float32, error) {
 	return rows, err
 }
 
+// f2Numerics is the reference's numerics in F2 of the CUDA engine
+// (contracts' _engine_numerics), which keys its cache entries.
+const f2Numerics = "ggml"
+
 func TestF2(t *testing.T) {
 	path, sha, eng := f2Model(t)
 	ctx := context.Background()
 	tokens := []int32{1, 20, 30, 40, 50, 60, 70, 80, 90, 100}
 	refCalls := 0
-	counting := func(ctx context.Context, m, backend string, toks []int32) ([][]float32, error) {
+	counting := func(ctx context.Context, m, backend, numerics string, toks []int32) ([][]float32, error) {
 		refCalls++
-		return realLogitsOf(ctx, m, backend, toks)
+		return realLogitsOf(ctx, m, backend, numerics, toks)
 	}
 	base := falsify.F2Options{Model: path, ModelSHA256: sha, Tokens: tokens, Identity: "test-binary sha256 aaaa",
 		CacheDir: t.TempDir(), RefLogits: counting}
@@ -107,7 +112,7 @@ func TestF2(t *testing.T) {
 		if r.Verdict != verdict.Pass || r.ProbeTokens != 8 || r.RefCached {
 			t.Fatalf("F2 on a correct engine: %+v; want pass over 8 probe tokens, reference computed", r)
 		}
-		if r.Falsifier != "llama.f2" || r.MinCosine < 0.99999 {
+		if r.Falsifier != "llama.f2_quantized" || r.MinCosine < 0.99999 {
 			t.Errorf("F2 applied %s, min cosine %g", r.Falsifier, r.MinCosine)
 		}
 		if r.SetupMS <= 0 || r.ProbeMS <= 0 || r.ReferenceMS <= 0 || r.SetupMS+r.ProbeMS+r.ReferenceMS > r.MS {
@@ -120,9 +125,31 @@ func TestF2(t *testing.T) {
 		}
 	})
 	t.Run("planted wrong kernel fails", func(t *testing.T) {
-		r := falsify.RunF2(ctx, wrongEngine{Engine: eng, shift: 0.05}, base)
+		r := falsify.RunF2(ctx, wrongEngine{Engine: eng, shift: 0.2}, base)
 		if r.Verdict != verdict.Fail || !errors.Is(r.Err(), falsify.ErrF2Failed) || !strings.Contains(r.Reason, "worst position") {
 			t.Fatalf("F2 on a wrong engine: %+v; want fail naming the worst position", r)
+		}
+		// Below the tier, it was judged again beyond the model's own noise
+		// (the reference against its jittered twin): on this model ~0.
+		if !strings.Contains(r.Reason, "noise floor") || r.FloorMinCosine < 0.99999 {
+			t.Errorf("F2's failure: %q, noise floor min cosine %g; want judged beyond a noise floor near 1", r.Reason, r.FloorMinCosine)
+		}
+	})
+	t.Run("beyond a noise floor the contract multiplies", func(t *testing.T) {
+		// The same wrong engine passes where the contract allows 1e15 times
+		// the model's own noise: the floor's judgement is what decides.
+		dir := contractsDir(t, func(files map[string]string) {
+			files["common.cue"] = mustReplace(t, files["common.cue"], "_noise_floor: {llama: 2,", "_noise_floor: {llama: 1e15,")
+		})
+		set, err := contracts.LoadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := base
+		o.Contracts = set
+		r := falsify.RunF2(ctx, wrongEngine{Engine: eng, shift: 0.2}, o)
+		if r.Verdict != verdict.Pass || r.FloorMinCosine == 0 || r.MeasuredMinCosine > 0.999 || r.MinCosine < 0.999 {
+			t.Fatalf("F2 on a wrong engine beyond 1e15× the noise floor: %+v; want a pass judged by the floor", r)
 		}
 	})
 	refusals := []struct {
@@ -133,7 +160,7 @@ func TestF2(t *testing.T) {
 	}{
 		{"reference unavailable", func(o *falsify.F2Options) {
 			o.CacheDir = "-"
-			o.RefLogits = func(context.Context, string, string, []int32) ([][]float32, error) {
+			o.RefLogits = func(context.Context, string, string, string, []int32) ([][]float32, error) {
 				return nil, refuse.New("backend", "backend \"ref\" is not available in this build")
 			}
 		}, eng, "reference"},
@@ -157,8 +184,8 @@ func TestF2(t *testing.T) {
 	t.Run("a threshold F2 does not measure", func(t *testing.T) {
 		dir := contractsDir(t, func(files map[string]string) {
 			files["common.cue"] = mustReplace(t, files["common.cue"],
-				`mean_cosine: {op: ">=", value: _parity_tiers.plain.mean}`,
-				`mean_cosine: {op: ">=", value: _parity_tiers.plain.mean}
+				`mean_cosine: {op: ">=", value: _parity_tiers.deployed[_arch].mean, doc: "beyond params.noise_floor times the model's own noise"}`,
+				`mean_cosine: {op: ">=", value: _parity_tiers.deployed[_arch].mean, doc: "beyond params.noise_floor times the model's own noise"}
 			max_kl: {op: "<=", value: 1}`)
 		})
 		set, err := contracts.LoadDir(dir)
@@ -178,7 +205,7 @@ func TestF2(t *testing.T) {
 		if r := falsify.RunF2(ctx, eng, o); r.Verdict != verdict.Pass || r.RefCached {
 			t.Fatalf("F2 filling the cache: %+v", r)
 		}
-		path := filepath.Join(o.CacheDir, falsify.F2CacheKey(sha, tokens[:8], o.Identity)+falsify.F2CacheExt)
+		path := filepath.Join(o.CacheDir, falsify.F2CacheKey(sha, tokens[:8], o.Identity, f2Numerics)+falsify.F2CacheExt)
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -194,7 +221,7 @@ func TestF2(t *testing.T) {
 	t.Run("cache entry of another binary", func(t *testing.T) {
 		o := base
 		o.CacheDir = t.TempDir()
-		key := falsify.F2CacheKey(sha, tokens[:8], o.Identity)
+		key := falsify.F2CacheKey(sha, tokens[:8], o.Identity, f2Numerics)
 		b, _ := json.Marshal(map[string]any{"key": key, "model_sha256": sha, "tokens": tokens[:8], "identity": "another binary", "rows": 1, "cols": 1})
 		b = append(b, "\n\x00\x00\x80\x3f"...)
 		if err := os.WriteFile(filepath.Join(o.CacheDir, key+falsify.F2CacheExt), b, 0o644); err != nil {
@@ -207,8 +234,9 @@ func TestF2(t *testing.T) {
 	})
 }
 
-func realLogitsOf(ctx context.Context, m, backend string, toks []int32) ([][]float32, error) {
-	return realLogits(ctx, m, backend, toks)
+func realLogitsOf(ctx context.Context, m, backend, numerics string, toks []int32) ([][]float32, error) {
+	res, err := generate.Logits(ctx, generate.LogitsOptions{Model: m, Backend: backend, Tokens: toks, Numerics: numerics})
+	return res.Logits, err
 }
 
 // TestF2Receipt: a receipt is keyed by (identity, model, device); another
@@ -262,11 +290,11 @@ func TestF2Early(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var calls []call
-	counting := func(ctx context.Context, m, backend string, toks []int32) ([][]float32, error) {
+	counting := func(ctx context.Context, m, backend, numerics string, toks []int32) ([][]float32, error) {
 		mu.Lock()
 		calls = append(calls, call{time.Now(), toks})
 		mu.Unlock()
-		return realLogitsOf(ctx, m, backend, toks)
+		return realLogitsOf(ctx, m, backend, numerics, toks)
 	}
 	ncalls := func() int { mu.Lock(); defer mu.Unlock(); return len(calls) }
 	run := func(t *testing.T, minCPU int, prepTokens []int32, prepSHA string) (verdictS string, err error, validateAt time.Time) {

@@ -88,10 +88,10 @@ func plainNumerics(t *testing.T) *contracts.Set {
 		}
 		s := string(b)
 		if filepath.Base(f) == "common.cue" {
-			if !strings.Contains(s, `_engine_numerics: {cpu: "ggml", cuda: "plain"}`) || !strings.Contains(s, "_parity_tiers.deployed[_arch]") {
-				t.Fatal(`common.cue no longer holds _engine_numerics: {cpu: "ggml", cuda: "plain"} and _parity_tiers.deployed[_arch]`)
+			if !strings.Contains(s, `_engine_numerics: {cpu: "ggml", cuda: "ggml"}`) || !strings.Contains(s, "_parity_tiers.deployed[_arch]") {
+				t.Fatal(`common.cue no longer holds _engine_numerics: {cpu: "ggml", cuda: "ggml"} and _parity_tiers.deployed[_arch]`)
 			}
-			s = strings.ReplaceAll(s, `_engine_numerics: {cpu: "ggml", cuda: "plain"}`, `_engine_numerics: {cpu: "plain", cuda: "plain"}`)
+			s = strings.ReplaceAll(s, `_engine_numerics: {cpu: "ggml", cuda: "ggml"}`, `_engine_numerics: {cpu: "plain", cuda: "plain"}`)
 			s = strings.ReplaceAll(s, "_parity_tiers.deployed[_arch]", "_parity_tiers.quantized[_arch]")
 		}
 		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), []byte(s), 0o644); err != nil {

@@ -186,7 +186,8 @@ func (m *modelRun) baselineExists(backend string) bool {
 // falsifiers finds the contract falsifiers a gate is held to, by code: in
 // the model contract of the file's architecture (timing: in the run verb's
 // contract; serving: in the serve verb's). tensor_contract is held to tensor_contract and tensor_values;
-// parity to the engine_parity of the model's weight tier; failclosed to the
+// parity to the engine_parity of the model's weight tier (golden_output,
+// gpu_cpu and f2 likewise to their tier's); failclosed to the
 // failclosed falsifier whose target is that parity (returned first, the
 // parity second). A missing one refuses the gate.
 func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *verdict.Outcome) {
@@ -243,10 +244,11 @@ func (m *modelRun) falsifiers(gate string) ([]schema.Falsifier, *verdict.Outcome
 			return nil, o
 		}
 		return []schema.Falsifier{f}, nil
-	case GateGPUCPU:
-		f, o := find(fmt.Sprintf("falsifier with code %s for %s weights", FalsifierGPUCPU, tier(m.f)), func(f schema.Falsifier) bool {
+	case GateGPUCPU, GateF2:
+		code := gateCode[gate]
+		f, o := find(fmt.Sprintf("falsifier with code %s for %s weights", code, tier(m.f)), func(f schema.Falsifier) bool {
 			t, _ := f.Params["tier"].(string)
-			return f.Code == FalsifierGPUCPU && t == tier(m.f)
+			return f.Code == code && t == tier(m.f)
 		})
 		if o != nil {
 			return nil, o

@@ -9,8 +9,8 @@ import (
 )
 
 // TestRefNumericsPerBackend: the reference judges each backend in the
-// numerics the contract names for it — the shipped contracts: cpu in ggml's,
-// cuda and any backend they do not name in the plain one ("" is plain);
+// numerics the contract names for it — the shipped contracts: cpu and cuda
+// in ggml's, any backend they do not name in the plain one ("" is plain);
 // one name applies to every backend.
 func TestRefNumericsPerBackend(t *testing.T) {
 	set, err := contracts.Embedded()
@@ -22,14 +22,14 @@ func TestRefNumericsPerBackend(t *testing.T) {
 		if !ok {
 			t.Fatalf("no falsifier %s", id)
 		}
-		for b, want := range map[string]string{"cpu": "ggml", "cuda": "", "perturbed": ""} {
+		for b, want := range map[string]string{"cpu": "ggml", "cuda": "ggml", "perturbed": ""} {
 			if got := qa.RefNumerics(fz, b); got != want {
 				t.Errorf("%s: %s judged in numerics %q, want %q", id, b, got, want)
 			}
 		}
 	}
 	one := schema.Falsifier{Params: map[string]any{"numerics": "ggml"}}
-	if qa.RefNumerics(one, "cuda") != "ggml" || qa.RefNumerics(schema.Falsifier{}, "cpu") != "" {
+	if qa.RefNumerics(one, "perturbed") != "ggml" || qa.RefNumerics(schema.Falsifier{}, "cpu") != "" {
 		t.Error("a single numerics name, or none, is not applied to every backend")
 	}
 }

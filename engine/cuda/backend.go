@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -43,7 +44,10 @@ type backend struct {
 	// results and its counters (k_attn; zero between launches).
 	scores, attnP, attnCnt devArea
 	mmP                    devArea // the prompt product's split partials
-	plant                  *Plant
+	// The prompt products' activations in ggml numerics (k_round): codes,
+	// scales and sums for mq_<type>, values for mm_<type> and mmid_<type>.
+	mqQ, mqX devArea
+	plant    *Plant
 
 	// held is true while a session's Eval holds the driver on its thread
 	// (cu.Driver.Hold): ops then call the driver directly.
@@ -67,6 +71,7 @@ type backend struct {
 	prof       *profiler     // APR_CUDA_PROFILE=1
 	steps      *stepProfiler // APR_CUDA_PROFILE=steps
 	noFuse     bool          // APR_CUDA_FUSE=0
+	noMQ       bool          // APR_CUDA_MQ=0: prompt products of MqForm types take mm_<type>
 	noChunk    bool          // APR_CUDA_CHUNK=0
 	noAttg     bool          // APR_CUDA_ATTG=0: decode rows take k_attn
 	noAttgRope bool          // APR_CUDA_ATTG=norope: k_attg leaves the rotation and store to k_rope
@@ -609,10 +614,16 @@ func (be *backend) readAll(b *buf) []float32 {
 // matrix is a prepared weight matrix (2-D, or 3-D with one matrix per
 // expert), its bytes uploaded as they are in the file.
 type matrix struct {
-	t                  *model.Tensor
-	name               string  // kernel suffix: the ggml type name
-	mv                 cu.Func // mv_<name>, looked up once
-	rows, cols         int     // of one expert
+	t      *model.Tensor
+	name   string  // kernel suffix: the ggml type name
+	mv     cu.Func // mv_<name>, looked up once
+	mq     cu.Func // mq_<name> for mqTypes, else 0
+	mqName string
+	// mqOnly: Q4_1 and Q5_1, whose prompt products only mq_<type> computes
+	// in ggml numerics (the min times the activations' stored sum s, not
+	// times Σ x̂ as mm_<type> would): APR_CUDA_MQ=0 leaves them there.
+	mqOnly             bool
+	rows, cols         int // of one expert
 	experts            int
 	rowBytes, expBytes int64
 	p                  cu.Ptr
@@ -669,6 +680,11 @@ func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
 	}
 	m := &matrix{t: t, name: t.Type.String(), cols: t.Cols(), rows: int(t.Shape[1]), experts: 1, rowBytes: int64(t.RowBytes)}
 	m.mv = be.fn["mv_"+m.name]
+	if slices.Contains(mqTypes, t.Type) {
+		m.mqName = "mq_" + m.name
+		m.mq = be.fn[m.mqName]
+		m.mqOnly = t.Type == quant.Q4_1 || t.Type == quant.Q5_1
+	}
 	if len(t.Shape) == 3 {
 		m.experts = int(t.Shape[2])
 	}
@@ -878,20 +894,27 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 	nc := (m.cols + 31) / 32
 	err := be.do(func() error {
 		if xb.rows > 1 {
+			if m.mq != 0 && (!be.noMQ || m.mqOnly) {
+				return be.mqProduct(xb, ds[0], m)
+			}
+			x, err := be.rounded(xb, m)
+			if err != nil {
+				return err
+			}
 			grid := cu.Dim{X: uint32((m.rows + mmBM - 1) / mmBM), Y: uint32((xb.rows + mmBN - 1) / mmBN), Z: 1}
 			grid.Z = uint32(mmSplits(int(grid.X*grid.Y), nc, be.sms))
 			if grid.Z == 1 {
 				return be.launch("mm_"+m.name, grid, cu.Dim{X: 128}, 0,
-					m.p, m.rowBytes, nc, m.cols, xb.p, xb.stride, ds[0].p, ds[0].stride, m.rows, xb.rows, cu.Ptr(0))
+					m.p, m.rowBytes, nc, m.cols, x.p, x.stride, ds[0].p, ds[0].stride, m.rows, xb.rows, cu.Ptr(0))
 			}
 			if err := be.ensure(&be.mmP, uint64(4*int(grid.Z)*xb.rows*m.rows)); err != nil {
 				return err
 			}
 			if err := be.launch("mm_"+m.name, grid, cu.Dim{X: 128}, 0,
-				m.p, m.rowBytes, nc, m.cols, xb.p, xb.stride, ds[0].p, ds[0].stride, m.rows, xb.rows, be.mmP.p); err != nil {
+				m.p, m.rowBytes, nc, m.cols, x.p, x.stride, ds[0].p, ds[0].stride, m.rows, xb.rows, be.mmP.p); err != nil {
 				return err
 			}
-			return be.launch("k_sumk", grid1(xb.rows*m.rows), cu.Dim{X: 256}, 0, ds[0].p, ds[0].stride, be.mmP.p, int(grid.Z), xb.rows, m.rows)
+			return be.sumSplits(ds[0], int(grid.Z), xb.rows, m.rows)
 		}
 		tpr := mvThreads(nc)
 		rpb := 128 / tpr
@@ -934,6 +957,126 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 		}
 	}
 	return be.err
+}
+
+// sumSplits adds the prompt product's grid.z partials (be.mmP) into d.
+func (be *backend) sumSplits(d *buf, splits, ntok, nrows int) error {
+	return be.launch("k_sumk", grid1(ntok*nrows), cu.Dim{X: 256}, 0, d.p, d.stride, be.mmP.p, splits, ntok, nrows)
+}
+
+// The activation formats of apr.cu (ACT_*, quant.cuh's ActOf): what a
+// product with weights of each type rounds x to in ggml numerics.
+const (
+	actNone = iota
+	actF16
+	actBF16
+	actQ8_0
+	actQ8_1
+	actQ8_K
+)
+
+// actFormat is the activation format of products with weights of type t:
+// quant.VecDotType's, as apr.cu's ActOf gives it (TestActivationFormats).
+func actFormat(t quant.Type) int {
+	a, err := quant.VecDotType(t)
+	if err != nil {
+		panic(fmt.Sprintf("cuda: %v", err)) // Types() are weight types: a product takes every one
+	}
+	switch a {
+	case quant.F16:
+		return actF16
+	case quant.BF16:
+		return actBF16
+	case quant.Q8_0:
+		return actQ8_0
+	case quant.Q8_1:
+		return actQ8_1
+	case quant.Q8_K:
+		return actQ8_K
+	}
+	return actNone
+}
+
+// roundGrid is k_round's grid for ntok rows of cols values
+// (nc chunks) in format f: 256 threads per block, a warp per chunk (Q8_0,
+// Q8_1) or per 256 values (Q8_K), a thread per value (F16, BF16).
+func roundGrid(f, ntok, cols, nc int) cu.Dim {
+	x := (nc + 7) / 8
+	switch f {
+	case actQ8_K:
+		x = (nc + 63) / 64
+	case actF16, actBF16, actNone:
+		x = (cols + 255) / 256
+	}
+	return cu.Dim{X: uint32(x), Y: uint32(ntok)}
+}
+
+// rounded returns x as a prompt product with m's weights multiplies it in
+// ggml numerics: x itself for F32 weights, else k_round's copy (be.mqX,
+// rows 16-byte aligned), valid until the next product's.
+func (be *backend) rounded(xb *buf, m *matrix) (*buf, error) {
+	f := actFormat(m.t.Type)
+	if f == actNone {
+		return xb, nil
+	}
+	nc := (m.cols + 31) / 32
+	rs := (m.cols + 3) &^ 3
+	if err := be.ensure(&be.mqX, uint64(4*xb.rows*rs)); err != nil {
+		return nil, err
+	}
+	r := &buf{p: be.mqX.p, rows: xb.rows, cols: m.cols, stride: rs}
+	return r, be.launch("k_round", roundGrid(f, xb.rows, m.cols, nc), cu.Dim{X: 256}, 0,
+		xb.p, xb.stride, xb.rows, m.cols, nc, f, r.p, rs, cu.Ptr(0), 0, cu.Ptr(0), cu.Ptr(0))
+}
+
+// mqTypes are the weight types with a prompt product on the int8 tensor
+// cores (mq_<type>; apr.cu's APR_MQ_TYPES).
+var mqTypes = []quant.Type{quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K}
+
+// mqProduct is a prompt's product with an MqForm matrix: k_round rounds x
+// (Q8_0 or Q8_K codes, each chunk's d and d·Σ q, in be.mqQ), then mq_<type>
+// multiplies the integers (split over grid.z as mm_<type> is).
+func (be *backend) mqProduct(xb, d *buf, m *matrix) error {
+	nc := (m.cols + 31) / 32
+	f := actFormat(m.t.Type)
+	qs := 32 * nc // bytes per token: 16-byte aligned rows
+	codes := uint64(xb.rows * qs)
+	if err := be.ensure(&be.mqQ, codes+uint64(8*xb.rows*nc)); err != nil {
+		return err
+	}
+	q := be.mqQ.p
+	dp := q + cu.Ptr(codes)
+	sp := dp + cu.Ptr(4*xb.rows*nc)
+	if err := be.launch("k_round", roundGrid(f, xb.rows, m.cols, nc), cu.Dim{X: 256}, 0,
+		xb.p, xb.stride, xb.rows, m.cols, nc, f, cu.Ptr(0), 0, q, qs, dp, sp); err != nil {
+		return err
+	}
+	grid := cu.Dim{X: uint32((m.rows + mmBM - 1) / mmBM), Y: uint32((xb.rows + mmBN - 1) / mmBN), Z: 1}
+	grid.Z = uint32(mqSplits(int(grid.X*grid.Y), nc, be.sms))
+	p := cu.Ptr(0)
+	if grid.Z > 1 {
+		if err := be.ensure(&be.mmP, uint64(4*int(grid.Z)*xb.rows*m.rows)); err != nil {
+			return err
+		}
+		p = be.mmP.p
+	}
+	if err := be.launch(m.mqName, grid, cu.Dim{X: 128}, 0,
+		m.p, m.rowBytes, nc, q, qs, dp, sp, d.p, d.stride, m.rows, xb.rows, p); err != nil {
+		return err
+	}
+	if grid.Z > 1 {
+		return be.sumSplits(d, int(grid.Z), xb.rows, m.rows)
+	}
+	return nil
+}
+
+// mqBK is apr.cu's MQ_BK: the chunks of a stage of mq_<type>.
+const mqBK = 8
+
+// mqSplits is mmSplits for mq_<type>, whose splits are whole stages.
+func mqSplits(tiles, nchunk, sms int) int {
+	want := (4*max(sms, 1) + tiles - 1) / tiles
+	return max(1, min(want, 8, nchunk/(4*mqBK)))
 }
 
 // mvRowsPerSlot is how many rows each row slot of a one-token product
@@ -1031,8 +1174,12 @@ func (be *backend) MatMulID(dst graph.Buf, w graph.Weight, x graph.Buf, ids []in
 		if err != nil {
 			return err
 		}
+		x, err := be.rounded(xb, m)
+		if err != nil {
+			return err
+		}
 		return be.launch("mmid_"+m.name, cu.Dim{X: uint32((m.rows + 3) / 4), Y: uint32(len(ids))}, cu.Dim{X: 128}, 0,
-			m.p, m.expBytes, m.rowBytes, nc, m.cols, p, xdiv, xb.p, xb.stride, d.p, d.stride, m.rows)
+			m.p, m.expBytes, m.rowBytes, nc, m.cols, p, xdiv, x.p, x.stride, d.p, d.stride, m.rows)
 	})
 }
 
@@ -1847,7 +1994,7 @@ func (be *backend) close() {
 			_ = be.d.FreeHost(unsafe.Pointer(unsafe.SliceData(be.stage)))
 			be.stage = nil
 		}
-		for _, a := range []*devArea{&be.stageDev, &be.scores, &be.attnP, &be.attnCnt, &be.mmP} {
+		for _, a := range []*devArea{&be.stageDev, &be.scores, &be.attnP, &be.attnCnt, &be.mmP, &be.mqQ, &be.mqX} {
 			_ = be.d.Free(a.p)
 			*a = devArea{}
 		}

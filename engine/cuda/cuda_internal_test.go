@@ -199,6 +199,40 @@ func f32s(b []byte) []float32 {
 	return out
 }
 
+// TestActivationFormats: the activation format each weight type's products
+// round x to on the device (apr.cu's ActOf, read by k_actfmt) is the one
+// the host launches k_round with and the reference's ggml
+// numerics use (actFormat, from quant.VecDotType), for every type of the
+// kernels.
+func TestActivationFormats(t *testing.T) {
+	be := testBackend(t)
+	n := len(Types()) + 1 // the kernels' APR_TYPES also hold Q8_K
+	out := be.Work(1, 2*n).(*buf)
+	if err := be.launch("k_actfmt", cu.Dim{X: 1}, cu.Dim{X: 1}, 0, out.p); err != nil {
+		t.Fatal(err)
+	}
+	got := be.readAll(out)
+	seen := 0
+	for i := 0; i < n; i++ {
+		id, f := int(math.Float32bits(got[2*i])), int(math.Float32bits(got[2*i+1]))
+		typ := quant.Type(id)
+		if typ == quant.Q8_K {
+			continue // an activation format: no product takes it
+		}
+		if !supported(typ) {
+			t.Errorf("k_actfmt lists type id %d, which is not a weight type of the kernels", id)
+			continue
+		}
+		seen++
+		if want := actFormat(typ); f != want {
+			t.Errorf("%s: the device rounds x to activation format %d, the host and the reference to %d", typ, f, want)
+		}
+	}
+	if seen != len(Types()) {
+		t.Errorf("k_actfmt listed %d weight types, the kernels have %d", seen, len(Types()))
+	}
+}
+
 // TestGetRowsBitExact: every type's device dequantization equals ggml's own
 // to_float on the fixture blocks, bit for bit.
 func TestGetRowsBitExact(t *testing.T) {
@@ -288,7 +322,7 @@ func TestProducts(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := be.readAll(d)
-				check(t, fmt.Sprintf("MatMul m=%d", m), got, wf, x, rows, cols, m)
+				check(t, fmt.Sprintf("MatMul m=%d", m), fx.typ, fx.q.Data, fx.q.RowBytes, got, wf, x, rows, cols, m)
 				// mmid: slot s = token s/2's product with expert ids[s].
 				ids := make([]int32, 2*m)
 				for i := range ids {
@@ -299,9 +333,12 @@ func TestProducts(t *testing.T) {
 					t.Fatal(err)
 				}
 				gotID := be.readAll(dd)
+				// mmid multiplies x as k_round rounds it, without Q4_1's and
+				// Q5_1's correction of the mins (mq_<type> has it, mmid not).
+				xr, _ := ggmlActs(t, fx.typ, x, m, cols)
 				for s := range ids {
 					for r := 0; r < rows/2; r++ {
-						want, sa := dot(wf[(int(ids[s])*rows/2+r)*cols:][:cols], x[(s/2)*cols:][:cols])
+						want, sa := dot(wf[(int(ids[s])*rows/2+r)*cols:][:cols], xr[(s/2)*cols:][:cols])
 						if g := float64(gotID[s*rows/2+r]); !(math.Abs(g-want) <= 1e-5*sa+1e-6) {
 							t.Errorf("MatMulID m=%d slot %d expert %d row %d: got %g, want %g", m, s, ids[s], r, g, want)
 						}
@@ -328,12 +365,55 @@ func dot(w, x []float32) (float64, float64) {
 	return s, sa
 }
 
-func check(t *testing.T, what string, got, wf, x []float32, rows, cols, m int) {
+// ggmlActs is x (m rows of cols values) as products with weights of type
+// typ take it in ggml numerics (the engine's: apr.cu's act_round and
+// k_round): each row rounded to typ's activation format by
+// engine/quant's own quantizers; for Q4_1 and Q5_1 also each row's and
+// block's s − Σ x̂ (quant.MinSumCorrections), else nil.
+func ggmlActs(t *testing.T, typ quant.Type, x []float32, m, cols int) ([]float32, [][]float64) {
 	t.Helper()
+	out := make([]float32, len(x))
+	var corr [][]float64
+	var scratch []byte
+	for i := 0; i < m; i++ {
+		var err error
+		if scratch, err = quant.RoundActivations(typ, x[i*cols:(i+1)*cols], out[i*cols:(i+1)*cols], scratch); err != nil {
+			t.Fatal(err)
+		}
+		c, err := quant.MinSumCorrections(typ, x[i*cols:(i+1)*cols])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c != nil {
+			corr = append(corr, c)
+		}
+	}
+	return out, corr
+}
+
+// check holds got (m tokens × rows) to the products of the dequantized
+// weights wf (of type typ, raw rows in q, rowBytes each) with x in ggml
+// numerics (ggmlActs; Q4_1, Q5_1: plus each block's min times s − Σ x̂),
+// summed in float64.
+func check(t *testing.T, what string, typ quant.Type, q []byte, rowBytes int, got, wf, x []float32, rows, cols, m int) {
+	t.Helper()
+	xr, corr := ggmlActs(t, typ, x, m, cols)
+	var mins []float32
+	if corr != nil {
+		mins = make([]float32, len(corr[0]))
+	}
 	bad := 0
 	for i := 0; i < m; i++ {
 		for r := 0; r < rows; r++ {
-			want, sa := dot(wf[r*cols:(r+1)*cols], x[i*cols:(i+1)*cols])
+			want, sa := dot(wf[r*cols:(r+1)*cols], xr[i*cols:(i+1)*cols])
+			if corr != nil {
+				if err := quant.BlockMins(typ, q[r*rowBytes:(r+1)*rowBytes], mins); err != nil {
+					t.Fatal(err)
+				}
+				for b, mb := range mins {
+					want += float64(mb) * corr[i][b]
+				}
+			}
 			if g := float64(got[i*rows+r]); !(math.Abs(g-want) <= 1e-5*sa+1e-6) {
 				if bad < 3 {
 					t.Errorf("%s: token %d row %d: got %g, want %g (Σ|w·x| %g)", what, i, r, g, want, sa)
@@ -410,7 +490,7 @@ func TestWideProducts(t *testing.T) {
 				if ntok > 1 {
 					op = "mm"
 				}
-				check(t, op, be.readAll(d), wf, x, c.rows, c.cols, ntok)
+				check(t, op, c.typ, data, rowBytes, be.readAll(d), wf, x, c.rows, c.cols, ntok)
 				be.Release(xb)
 				be.Release(d)
 			}

@@ -12,12 +12,18 @@
 //
 // # Conventions
 //
-// Buffers are row-major F32 with a row stride; products dequantize each
-// 32-value chunk of a weight row in registers and multiply it with F32
-// activations (a prompt's on the tensor cores in 3xTF32, F32's accuracy;
-// two products where the weights have no small part: F16, BF16, and the
-// integers of Q4_0, Q5_0, Q8_0 and Q6_K, scaled after each group, apr.cu's
-// mmt_int_body; formats with mins keep three, which measured faster);
+// Buffers are row-major F32 with a row stride. The engine computes in ggml
+// numerics (the reference's ref.NumericsGGML): every product rounds its
+// activations to its weight type's activation format (quant.VecDotType,
+// apr.cu's act_* to the bit of engine/quant's quantizers). A decode step's
+// products (mv_<type>) round x as they stage it and multiply the weights
+// dequantized in registers; a prompt's products with the MqForm types
+// (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) multiply the weights'
+// integers by k_round's int8 codes on the tensor cores (mq_<type>), the
+// others the dequantized weights by k_round's rounded x in 3xTF32
+// (mm_<type>; two products where the weights have no small part: F16,
+// BF16, and the integers of Q4_0, Q5_0, Q8_0 and Q6_K under
+// APR_CUDA_MQ=0, mmt_int_body);
 // element-wise ops follow engine/graph's definitions. Every op is queued
 // on the backend's stream in order; Read waits for it. Inside an Eval the
 // queued kernels run in parts as they are recorded (backend.go, push),

@@ -173,6 +173,7 @@ var switches = []struct {
 	{EnvEarly, []string{"0", "1"}},
 	{EnvChunk, []string{"0", "1"}},
 	{EnvAttg, []string{"0", "1", "norope", "group"}},
+	{EnvMQ, []string{"0", "1"}},
 	{EnvProfile, []string{"0", "1", ProfileSteps}},
 }
 
@@ -202,7 +203,8 @@ func checkSwitches() error {
 // stream the backend queues its work on.
 func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backend, cu.Info, error) {
 	be := &backend{d: d, fn: map[string]cu.Func{}, used: map[string]int{}, plant: plant, graphs: newGraphCache(),
-		noFuse: os.Getenv(EnvFuse) == "0", noChunk: os.Getenv(EnvChunk) == "0", noAttg: os.Getenv(EnvAttg) == "0", noAttgRope: os.Getenv(EnvAttg) == "norope", noAttw: os.Getenv(EnvAttg) == "group"}
+		noFuse: os.Getenv(EnvFuse) == "0", noChunk: os.Getenv(EnvChunk) == "0", noAttg: os.Getenv(EnvAttg) == "0", noAttgRope: os.Getenv(EnvAttg) == "norope", noAttw: os.Getenv(EnvAttg) == "group",
+		noMQ: os.Getenv(EnvMQ) == "0"}
 	var info cu.Info
 	err := d.Do(func() error {
 		var err error
@@ -242,6 +244,10 @@ func kernelNames() []string {
 		names = append(names, k.name, k.rope)
 	}
 	names = append(names, flashNames[:]...)
+	names = append(names, "k_round", "k_actfmt")
+	for _, t := range mqTypes {
+		names = append(names, "mq_"+t.String())
+	}
 	for _, t := range Types() {
 		for _, p := range []string{"mv_", "mm_", "mmid_", "getrows_"} {
 			names = append(names, p+t.String())

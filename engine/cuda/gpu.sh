@@ -20,7 +20,7 @@
 #        read) on apr synth's qwen2.5-0.5b at Q4_K, Q8_0 and F16 and
 #        qwen3.5-0.8b at Q4_K and Q8_0; tg128 at depth 4096 (Q4_K, both
 #        shapes); time to first token on a ~512-token prompt; Q4_K with the
-#        graph cache and fusion off
+#        graph cache and fusion off; pp512 with APR_CUDA_MQ=0 and without
 #     6. Nsight Compute's per-kernel times of decode and pp512, and one decode
 #        product in detail, where the machine has ncu (APR_GPU_NCU=0: not run,
 #        for a call short of time)
@@ -104,7 +104,9 @@ tests() {
 	[ -e "$(dirname "$root")/shared/fixtures" ] || ln -sfn /tmp/apr-shared/shared "$(dirname "$root")/shared"
 	unxz cuda.test
 	nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv >>"$out/summary.txt" 2>&1
-	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run '^(TestUnavailableIsRefused|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect|TestGraphReplay|TestWideProducts|TestProfile|TestFusion|TestChunks|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestProfileSteps|TestStreamRead)$')
+	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run '^(TestUnavailableIsRefused|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect|TestGraphReplay|TestWideProducts|TestProfile|TestFusion|TestChunks|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestProfileSteps|TestStreamRead|TestActivationFormats)$')
+	# The prompt products on mm_<type> (APR_CUDA_MQ=0) as well.
+	(cd engine/cuda && APR_CUDA_MQ=0 step 60 /tmp/cuda.test -test.v -test.run '^(TestProducts|TestWideProducts)$')
 	export APR_CUDA_PTX="$out/kernels.fatbin"
 	(cd engine/cuda && step 120 /tmp/cuda.test -test.v -test.run '^(TestParity|TestGraphReplay)$')
 }
@@ -157,6 +159,12 @@ apps() {
 	wait
 	# The release gate first: under a deadline it is what must not be skipped.
 	[ -n "${APR_GPU_NO_QA:-}" ] || qa_steps
+	# The prompt products on the float tensor cores (mm_<type>) against the
+	# int8 ones (mq_<type>, the default), in turns.
+	for m in q25-Q4_K q35-Q4_K q25-Q8_0; do
+		APR_CUDA_MQ=0 step 60 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 0 --reps 5
+		step 60 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 0 --reps 5
+	done
 	APR_CUDA_PROFILE=1 step 60 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 32 --reps 1 --warmup 0
 	for m in q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0; do
 		step 90 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --reps 5 --stream --json

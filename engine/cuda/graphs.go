@@ -38,6 +38,15 @@ const EnvChunk = "APR_CUDA_CHUNK"
 // block-per-head k_attw.
 const EnvAttg = "APR_CUDA_ATTG"
 
+// EnvMQ set to "0" sends a prompt's products with Q4_0, Q5_0, Q8_0, Q4_K,
+// Q5_K and Q6_K weights through the float tensor-core kernel (mm_<type>, x
+// rounded by k_round) instead of the int8 one (mq_<type>, x rounded by
+// k_round): for bisecting and for measuring one against the other. Both
+// compute in ggml numerics; only the order of the float additions differs
+// (TestProducts checks each). Q4_1 and Q5_1 stay on mq_<type>: only it
+// takes their mins in ggml numerics (times the activations' stored sums).
+const EnvMQ = "APR_CUDA_MQ"
+
 // maxKernelArgs is the most arguments a kernel of apr.cu takes (k_rope: 28).
 const maxKernelArgs = 32
 

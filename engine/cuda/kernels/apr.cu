@@ -1,9 +1,10 @@
 // apr.cu: the CUDA engine's kernels, one per graph.Backend op (see
 // engine/graph/backend.go for each op's math). Buffers are row-major F32
-// with a row stride in values; products dequantize each 32-value chunk of a
-// weight row in registers and multiply it with F32 activations (no
-// activation quantization: the CPU engine's Q8 rounding is not reproduced,
-// which the gpu_cpu tier in the contracts accounts for).
+// with a row stride in values. Products compute in ggml numerics: x is
+// first rounded to the weight type's activation format (ActOf, act_*: the
+// CPU engine's and ggml-cpu's Q8_0, Q8_1, Q8_K, F16 or BF16 rounding),
+// then multiplied by the weights, dequantized in registers (mv, mm) or as
+// integers on the int8 tensor cores (mq).
 //
 // Built by `make kernels` (nvcc -ptx -arch=sm_90 -fmad=false) into
 // engine/cuda/kernels.ptx; -fmad=false keeps every dequantized value equal
@@ -153,8 +154,8 @@ __device__ __forceinline__ void prefetch_line(const void *p) {
 // ("3xTF32"): each F32 value v is split into big = tf32(v) and small =
 // tf32(v − big), and a·b is taken as a_small·b_big + a_big·b_small +
 // a_big·b_big, which leaves out only a_small·b_small (~2^-22 of the
-// product): F32's accuracy at the tensor cores' rate, so that the engine
-// still computes in the reference's numerics (the plain tier). Off the
+// product): F32's accuracy at the tensor cores' rate, so that the product
+// of the rounded x (k_round) adds no error of its own. Off the
 // GPU (the host emulator, the clang check) a fragment is the whole tile in
 // lane 0 of the warp, which does the warp's product and store.
 #if defined(__NVCC__)
@@ -269,14 +270,11 @@ template <class F> __device__ __forceinline__ void tc_split(F &f, F &small) {
 #ifndef MM_MINB
 #define MM_MINB 3 // blocks resident per multiprocessor the registers must leave room for
 #endif
-// MM_INT 1: prompt products of IntForm formats take mmt_int_body, those
-// with mins (Q4_K, Q5_K) only with MM_INTK 1 too (the others keep
-// mmt_body's three products).
+// MM_INT 1: prompt products of IntForm formats (quant.cuh) take
+// mmt_int_body; the others, Q4_K and Q5_K among them, mmt_body's three
+// products (mmt_int_body says why the formats with mins stay there).
 #ifndef MM_INT
 #define MM_INT 1
-#endif
-#ifndef MM_INTK
-#define MM_INTK 0
 #endif
 // Tf32Exact<T>: every dequantized value of T is a TF32 value (F16's 11
 // significant bits and BF16's 8 fit TF32's 11), so a weight fragment's
@@ -362,6 +360,14 @@ __device__ __forceinline__ void mm_stage_x(float *Xs, int ld, const float *X, in
   }
 }
 
+// mm_zero: a warp's 2×2 accumulator fragments, zeroed.
+__device__ __forceinline__ void mm_zero(TcC (&acc)[2][2]) {
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 2; j++) tc_zero(acc[i][j]);
+}
+
 // mm_out: the warp's 2×2 accumulator fragments (tokens wt…, rows wr…) leave
 // through shared memory (Cs, MM_BN × MM_LD floats over the staged weights),
 // a row of tokens at a time.
@@ -390,10 +396,7 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
   int r0 = blockIdx.x * MM_BM, t0 = blockIdx.y * MM_BN;
   int wt = (w >> 1) * 32, wr = (w & 1) * 32;
   TcC acc[2][2];
-#pragma unroll
-  for (int i = 0; i < 2; i++)
-#pragma unroll
-    for (int j = 0; j < 2; j++) tc_zero(acc[i][j]);
+  mm_zero(acc);
   int rr = tid % MM_BM, kc = tid / MM_BM;
   bool vec = (xs & 3) == 0 && ((unsigned long long)X & 15) == 0;
   for (int c = cbeg; c < cend; c += MM_BK) {
@@ -443,111 +446,65 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
 // row and token read from a fragment loaded from an index tile (the
 // accumulator's layout is the library's; loading it learns it).
 //
-// Formats with mins (Q4_K, Q5_K; MM_INTK) subtract B·(Σ x) per chunk as one
-// more k-step of the tensor cores: the stage's rows carry MM_IK more
-// columns, −B of each chunk beside its integers and each token's Σ x over
-// the chunk beside its values (the rest zero), multiplied in 3xTF32 (B and
-// Σ x are not TF32 values) straight into the accumulators. Folding it into
-// the per-group scaling instead (B·Σx for every fragment element) needed
-// 168 registers and a stack, and was slower than mmt_body.
-#define MM_IK 8
+// Formats with mins (Q4_K, Q5_K: A·q − B) are not IntForm formats: two
+// ways of taking B·(Σ x) into this kernel lost to mmt_body's three
+// products, both at the 168-register cap of three blocks per
+// multiprocessor, and were removed. On one H100, qwen3.5-0.8b Q4_K pp512
+// measured 16,031 tok/s against 16,713 with B·Σx folded into each
+// fragment element's group scaling (a 160-byte stack, 2026-12-06), and
+// 16,437 against 16,628 with −B and Σx as one more 3xTF32 k-step (a
+// 96-byte stack, 2026-12-07).
 template <class T>
 __device__ void mmt_int_body(const u8 *W, long long rowBytes, int nchunk, int cols, const float *X, int xs, float *Y,
                              int ys, int nrows, int ntok, float *P) {
   using I = IntForm<T>;
-  const int CPB = T::QK / 32;
-  const int LD = I::mins ? MM_LD + MM_IK : MM_LD, K = 32 * MM_BK; // the mins' columns: K…K+MM_IK−1
-  static_assert(!I::mins || (I::GS == 32 && MM_BK <= MM_IK), "a min per chunk, every chunk's in the k-step");
+  const int CPB = T::QK / 32, K = 32 * MM_BK;
   int cbeg, cend;
   mm_split(nchunk, ntok, nrows, P, Y, ys, cbeg, cend);
-  __shared__ __align__(32) float Ws[MM_BM * LD];
-  __shared__ __align__(32) float Xs[MM_BN * LD];
+  __shared__ __align__(32) float Ws[MM_BM * MM_LD];
+  __shared__ __align__(32) float Xs[MM_BN * MM_LD];
   __shared__ float Wa[MM_BM][2 * MM_BK];
   __shared__ __align__(32) float idx[256];
   int tid = threadIdx.x, w = tid >> 5;
   int r0 = blockIdx.x * MM_BM, t0 = blockIdx.y * MM_BN;
   int wt = (w >> 1) * 32, wr = (w & 1) * 32;
   for (int e = tid; e < 256; e += blockDim.x) idx[e] = (float)e;
-  if constexpr (I::mins) {
-    static_assert(MM_BM == MM_BN, "one loop zeroes both tiles' columns");
-    // The mins' columns past MM_BK stay zero: no stage writes them.
-    for (int e = tid; e < MM_BM * (MM_IK - MM_BK); e += blockDim.x) {
-      int r = e / (MM_IK - MM_BK), k = K + MM_BK + e % (MM_IK - MM_BK);
-      Ws[r * LD + k] = 0.f, Xs[r * LD + k] = 0.f;
-    }
-  }
   __syncthreads();
   TcC rc; // element e of a fragment is (row, column) (rc.x[e] / 16, rc.x[e] % 16) of its tile
   tc_load_acc(rc, idx, 16);
   TcC acc[2][2];
-#pragma unroll
-  for (int i = 0; i < 2; i++)
-#pragma unroll
-    for (int j = 0; j < 2; j++) tc_zero(acc[i][j]);
+  mm_zero(acc);
   int rr = tid % MM_BM, kc = tid / MM_BM;
   bool vec = (xs & 3) == 0 && ((unsigned long long)X & 15) == 0;
   for (int c = cbeg; c < cend; c += MM_BK) {
     __syncthreads();
     {
-      float v[32], A[2] = {0.f, 0.f}, B[2] = {0.f, 0.f};
+      float v[32], A[2] = {0.f, 0.f};
       int row = r0 + rr, cc = c + kc;
       if (row < nrows && cc < cend) {
-        I::deqi(W + (long long)row * rowBytes + (long long)(cc / CPB) * T::TS, cc % CPB, v, A, B);
+        I::deqi(W + (long long)row * rowBytes + (long long)(cc / CPB) * T::TS, cc % CPB, v, A);
       } else {
 #pragma unroll
         for (int j = 0; j < 32; j++) v[j] = 0.f;
       }
-      mm_stage_w(&Ws[rr * LD + kc * 32], v);
+      mm_stage_w(&Ws[rr * MM_LD + kc * 32], v);
       Wa[rr][2 * kc] = A[0], Wa[rr][2 * kc + 1] = A[1];
-      if constexpr (I::mins) Ws[rr * LD + K + kc] = -B[0];
     }
-    mm_stage_x(Xs, LD, X, xs, vec, t0, ntok, c, cend, cols);
+    mm_stage_x(Xs, MM_LD, X, xs, vec, t0, ntok, c, cend, cols);
     __syncthreads();
-    if constexpr (I::mins) {
-      // Each token's Σ x over each chunk of the stage, in order.
-      for (int e = tid; e < MM_BN * MM_BK; e += blockDim.x) {
-        int t = e / MM_BK, h = e % MM_BK;
-        const float *xr = &Xs[t * LD + 32 * h];
-        float a = 0.f;
-#pragma unroll
-        for (int j = 0; j < 32; j++) a += xr[j];
-        Xs[t * LD + K + h] = a;
-      }
-      __syncthreads();
-      TcA a[2], as[2];
-      TcB b[2], bs[2];
-#pragma unroll
-      for (int i = 0; i < 2; i++) {
-        tc_load(a[i], &Xs[(wt + 16 * i) * LD + K], LD);
-        tc_split(a[i], as[i]);
-        tc_load(b[i], &Ws[(wr + 16 * i) * LD + K], LD);
-        tc_split(b[i], bs[i]);
-      }
-#pragma unroll
-      for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-          tc_mma(acc[i][j], as[i], b[j]);
-          tc_mma(acc[i][j], a[i], bs[j]);
-          tc_mma(acc[i][j], a[i], b[j]);
-        }
-    }
 #pragma unroll
     for (int g0 = 0; g0 < K; g0 += I::GS) {
       TcC tmp[2][2];
-#pragma unroll
-      for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) tc_zero(tmp[i][j]);
+      mm_zero(tmp);
 #pragma unroll
       for (int k = g0; k < g0 + I::GS; k += 8) {
         TcA a[2], as[2];
         TcB b[2];
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-          tc_load(a[i], &Xs[(wt + 16 * i) * LD + k], LD);
+          tc_load(a[i], &Xs[(wt + 16 * i) * MM_LD + k], MM_LD);
           tc_split(a[i], as[i]);
-          tc_load(b[i], &Ws[(wr + 16 * i) * LD + k], LD);
+          tc_load(b[i], &Ws[(wr + 16 * i) * MM_LD + k], MM_LD);
         }
 #pragma unroll
         for (int i = 0; i < 2; i++)
@@ -574,6 +531,421 @@ __device__ void mmt_int_body(const u8 *W, long long rowBytes, int nchunk, int co
   mm_out(acc, Ws, wt, wr, Y, ys, t0, r0, ntok, nrows);
 }
 
+// ---- prompt products on quantized activations (mq) ----------------------------------
+// A prompt's products with MqForm weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K,
+// Q6_K) round x first, as ggml-cpu does before its dot products: k_round
+// writes each token's row in the weights' activation format (Q8_0, Q8_1 or Q8_K,
+// quant.QuantizeRowQ8_0 and QuantizeRowQ8_K to the bit), and mq_<type>
+// multiplies the weights' int8 integers by it on the tensor cores
+// (mma.sync m16n8k32, s8·s8 into s32: exact), then scales each 32-value
+// chunk's sums: y += d_x·A·Σ q·q_x − B·d_x·Σ q_x (two halves of 16 with
+// their own A for Q6_K). That is the reference's ggml numerics
+// (ref.NumericsGGML: Σ dequant(w)·dequant(act(x))) up to the order of the
+// float additions. APR_CUDA_MQ=0 keeps these products on mm_<type> (k_round's
+// values), except Q4_1 and Q5_1, whose mins only mq_<type> takes as ggml does.
+
+// imma_k32 / imma_k16: c += a·b for a warp's 16×32 (16×16) int8 tile a
+// (row-major) and 32×8 (16×8) tile b (column-major), the PTX fragment
+// layouts: lane l = 4g + t holds a's rows g and g + 8, bytes 4t…4t+3 of
+// columns 0–15 (a[0], a[1]) and 16–31 (a[2], a[3]), b's column g at rows
+// 4t…4t+3 (b[0]) and 16 + 4t… (b[1]), c's rows g (c[0], c[1]) and g + 8
+// (c[2], c[3]) at columns 2t and 2t + 1. The host emulator gathers the
+// warp's fragments and computes each lane's c from them (emu.cpp).
+#ifdef APR_HOST
+static void apr_imma(int *c, const u32 *a, const u32 *b, int k);
+__device__ __forceinline__ void imma_k32(int (&c)[4], const u32 (&a)[4], const u32 (&b)[2]) { apr_imma(c, a, b, 32); }
+__device__ __forceinline__ void imma_k16(int (&c)[4], u32 a0, u32 a1, u32 b0) {
+  u32 a[4] = {a0, a1, 0u, 0u}, b[2] = {b0, 0u};
+  apr_imma(c, a, b, 16);
+}
+#else
+__device__ __forceinline__ void imma_k32(int (&c)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};"
+               : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void imma_k16(int (&c)[4], u32 a0, u32 a1, u32 b0) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};"
+               : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+               : "r"(a0), "r"(a1), "r"(b0));
+}
+#endif
+
+// f2h_rn: x as an IEEE half (to nearest, ties to even; subnormals kept), as
+// quant's FP32ToFP16 and cvt.rn.f16.f32 round it.
+__device__ __forceinline__ unsigned short f2h_rn(float x) {
+#ifdef APR_HOST
+  u32 u = __float_as_uint(x), s = (u >> 16) & 0x8000u, e = (u >> 23) & 255, m = u & 0x7fffffu;
+  if (e == 255) return (unsigned short)(s | 0x7c00u | (m ? 0x200u : 0u));
+  if (e < 103) return (unsigned short)s; // below half the smallest subnormal
+  u32 hm, rem, halfway;
+  if (e < 113) { // a half subnormal
+    m |= 0x800000u;
+    int sh = 126 - (int)e;
+    hm = m >> sh, rem = m & ((1u << sh) - 1), halfway = 1u << (sh - 1);
+  } else {
+    hm = ((e - 112) << 10) | (m >> 13), rem = m & 0x1fffu, halfway = 0x1000u;
+    if (e > 142) return (unsigned short)(s | 0x7c00u);
+  }
+  if (rem > halfway || (rem == halfway && (hm & 1))) hm++;
+  return (unsigned short)(s | hm); // a carry into the exponent is the right value (infinity past the largest)
+#else
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+#endif
+}
+
+// ---- activations in ggml numerics --------------------------------------------------
+// act_q8: the lane's value v of a 32-value chunk (one per lane) as
+// quant.QuantizeRowQ8_0 (and Q8_1) round it: its code, and the chunk's d
+// (fp16(amax/127); dr: amax/127 before that rounding, which Q8_1's sum
+// s = fp16(dr·Σ q) takes); q = roundeven(v·(127/amax)), saturated. d·q is
+// the value ggml numerics multiply (quant's dequantization).
+__device__ __forceinline__ int act_q8(float v, float &d, float &dr) {
+  float amax = warp_max(fabsf(v));
+  dr = amax / 127.f;
+  d = h2f(f2h_rn(dr));
+  float id = amax != 0.f ? 127.f / amax : 0.f;
+  float r = rintf(v * id);
+  return r > 127.f ? 127 : (r < -128.f ? -128 : (int)r);
+}
+// act_q8k: a 256-value block, lane j holding values j, j + 32, … (v[i] is
+// value 32i + j), as quant's Q8_K quantizer rounds it: max is the first
+// value of the largest magnitude, iscale = −127/max, q = min(127,
+// roundeven(iscale·x)), d = 1/iscale (an all-zero block: 0 and 0).
+__device__ __forceinline__ void act_q8k(const float (&v)[8], int (&q)[8], float &d) {
+  int lane = threadIdx.x & 31;
+  float am = 0.f;
+  int at = 1 << 30; // the first index of the lane's largest magnitude
+#pragma unroll
+  for (int i = 0; i < 8; i++)
+    if (fabsf(v[i]) > am) am = fabsf(v[i]), at = 32 * i + lane;
+  float amax = warp_max(am);
+  bool top = amax != 0.f && am == amax;
+  float first = -warp_max(top ? -(float)at : -(float)(1 << 30)); // the smallest such index
+  float mine = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; i++) mine = top && 32 * i + lane == (int)first ? v[i] : mine;
+  float mx = warp_sum(mine); // one lane's value, the rest zeros
+  float iscale = amax != 0.f ? -127.f / mx : 0.f;
+  d = amax != 0.f ? 1.f / iscale : 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    float r = rintf(iscale * v[i]);
+    q[i] = r > 127.f ? 127 : (int)r;
+  }
+}
+__device__ __forceinline__ float act_f16(float v) { return h2f(f2h_rn(v)); }
+__device__ __forceinline__ float act_bf16(float v) {
+  u32 u = __float_as_uint(v);
+  u32 h = (u & 0x7fffffffu) > 0x7f800000u ? ((u >> 16) | 64u) : ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return __uint_as_float(h << 16);
+}
+// act_round<A>: nct 32-value chunks of x in place (chunk c at x + c·ld,
+// 16-byte aligned; a decode step's staged x), the values in ggml numerics
+// for activation format A, as act_q8 and act_q8k round them (the prompt's
+// kernels), by the whole block: a thread per chunk, with no warp
+// reduction in its chain (a decode product waits for it); Q8_K's blocks
+// of eight chunks meet through scr (2 floats per chunk) at a barrier, so
+// every thread calls it. Q8_1: each chunk's stored sum s to s[c].
+template <int A> __device__ void act_round(float *x, int ld, int nct, float *s, float *scr) {
+  if constexpr (A == ACT_F16 || A == ACT_BF16) {
+    for (int i = threadIdx.x; i < nct * 32; i += blockDim.x) {
+      float *p = x + (i >> 5) * ld + (i & 31);
+      *p = A == ACT_F16 ? act_f16(*p) : act_bf16(*p);
+    }
+  } else if constexpr (A == ACT_Q8_0 || A == ACT_Q8_1) {
+    for (int c = threadIdx.x; c < nct; c += blockDim.x) {
+      float4 *p = (float4 *)(x + c * ld);
+      float4 v[8];
+      float m4[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        v[k] = p[k];
+        m4[0] = fmaxf(m4[0], fabsf(v[k].x)), m4[1] = fmaxf(m4[1], fabsf(v[k].y));
+        m4[2] = fmaxf(m4[2], fabsf(v[k].z)), m4[3] = fmaxf(m4[3], fabsf(v[k].w));
+      }
+      float amax = fmaxf(fmaxf(m4[0], m4[1]), fmaxf(m4[2], m4[3]));
+      float dr = amax / 127.f, d = h2f(f2h_rn(dr)), id = amax != 0.f ? 127.f / amax : 0.f, sum = 0.f;
+      auto r8 = [&](float f) {
+        float r = fminf(127.f, fmaxf(-128.f, rintf(f * id)));
+        sum += r; // integers: exact
+        return d * r;
+      };
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float4 o = {r8(v[k].x), r8(v[k].y), r8(v[k].z), r8(v[k].w)};
+        p[k] = o;
+      }
+      if constexpr (A == ACT_Q8_1) s[c] = h2f(f2h_rn(dr * sum));
+    }
+  } else if constexpr (A == ACT_Q8_K) {
+    // Each chunk's largest magnitude and its first value of it, then each
+    // block's from its chunks' in order: the first value of the block's
+    // largest magnitude, as quant's Q8_K quantizer finds it.
+    for (int c = threadIdx.x; c < nct; c += blockDim.x) {
+      const float *p = x + c * ld;
+      float am = 0.f, mv = 0.f;
+      for (int j = 0; j < 32; j++) {
+        float f = p[j];
+        if (fabsf(f) > am) am = fabsf(f), mv = f;
+      }
+      scr[2 * c] = am, scr[2 * c + 1] = mv;
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < nct; c += blockDim.x) {
+      const float *b = scr + 2 * (c & ~7);
+      float amax = 0.f, mx = 0.f;
+#pragma unroll
+      for (int i = 0; i < 8; i++)
+        if (b[2 * i] > amax) amax = b[2 * i], mx = b[2 * i + 1];
+      float iscale = amax != 0.f ? -127.f / mx : 0.f, d = amax != 0.f ? 1.f / iscale : 0.f;
+      float4 *p = (float4 *)(x + c * ld);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float4 v = p[k];
+        v.x = d * fminf(127.f, rintf(iscale * v.x)), v.y = d * fminf(127.f, rintf(iscale * v.y));
+        v.z = d * fminf(127.f, rintf(iscale * v.z)), v.w = d * fminf(127.f, rintf(iscale * v.w));
+        p[k] = v;
+      }
+    }
+  }
+}
+
+// k_round: token rows of X (xs apart, cols values, nc chunks) in ggml
+// numerics for activation format fmt (ACT_*), for a prompt's products:
+// with R, the rounded values (rows rs apart), which mm_<type> and
+// mmid_<type> multiply; else (fmt ACT_Q8_0, ACT_Q8_1 or ACT_Q8_K) the
+// codes for mq_<type>: Q (rows qs bytes apart), and D and S per token and
+// chunk (nc apart), the d the chunk's codes are multiplied by (Q8_K: its
+// block's) and the chunk's sum (Q8_0: d·Σ q; Q8_1: its stored s,
+// fp16(dr·Σ q); Q8_K: Σ q, in units of the block's d, which mq_body
+// multiplies once per block). Grid (ceil(nc / 8), ntok) blocks of 256
+// threads: a warp per chunk (Q8_0, Q8_1) or per 256-value block (Q8_K; grid
+// ceil(nc / 64)), a thread per value (F16, BF16: grid ceil(cols / 256)).
+extern "C" __global__ void __launch_bounds__(256)
+    k_round(const float *X, int xs, int ntok, int cols, int nc, int fmt, float *R, int rs, signed char *Q, int qs,
+            float *D, float *S) {
+  pdl();
+  int tok = blockIdx.y, w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const float *x = X + (long long)tok * xs;
+  float *r = R ? R + (long long)tok * rs : nullptr;
+  signed char *q = Q + (long long)tok * qs;
+  if (fmt == ACT_NONE || fmt == ACT_F16 || fmt == ACT_BF16) {
+    for (int i = blockIdx.x * 256 + threadIdx.x; i < cols && i < (blockIdx.x + 1) * 256; i += 256)
+      r[i] = fmt == ACT_F16 ? act_f16(x[i]) : (fmt == ACT_BF16 ? act_bf16(x[i]) : x[i]);
+    return;
+  }
+  if (fmt == ACT_Q8_K) {
+    int b = blockIdx.x * 8 + w; // chunks 8b … 8b + 7
+    bool in = 8 * b < nc;
+    float v[8], d, sums[8];
+    int qi[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) v[i] = in ? x[256 * b + 32 * i + lane] : 0.f;
+    act_q8k(v, qi, d);
+    if (r) {
+      if (in)
+#pragma unroll
+        for (int i = 0; i < 8; i++) r[256 * b + 32 * i + lane] = d * (float)qi[i];
+      return;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; i++) sums[i] = warp_sum((float)qi[i]); // integers: exact in any order
+    if (!in) return;
+#pragma unroll
+    for (int i = 0; i < 8; i++) q[256 * b + 32 * i + lane] = (signed char)qi[i];
+    if (lane < 8) {
+      float sl = sums[0];
+#pragma unroll
+      for (int i = 1; i < 8; i++) sl = lane == i ? sums[i] : sl;
+      long long o = (long long)tok * nc + 8 * b + lane;
+      D[o] = d, S[o] = sl;
+    }
+    return;
+  }
+  int c = blockIdx.x * 8 + w;
+  float v = c < nc ? x[32 * c + lane] : 0.f, d, dr;
+  int qi = act_q8(v, d, dr);
+  if (r) {
+    if (c < nc) r[32 * c + lane] = d * (float)qi;
+    return;
+  }
+  float sum = warp_sum((float)qi);
+  if (c >= nc) return;
+  q[32 * c + lane] = (signed char)qi;
+  if (lane == 0) D[(long long)tok * nc + c] = d, S[(long long)tok * nc + c] = fmt == ACT_Q8_1 ? h2f(f2h_rn(dr * sum)) : d * sum;
+}
+
+// fill244: a warp's 2×4 mma tiles of 4 elements each, set to v.
+template <class V> __device__ __forceinline__ void fill244(V (&x)[2][4][4], V v) {
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) x[i][j][e] = v;
+}
+#define MQ_BM 64
+#define MQ_BN 64
+#define MQ_BK 8 // chunks per stage: one Q8_K block
+#define MQ_LD (32 * MQ_BK + 16) // bytes: 16-byte aligned, a row's words 4 banks past the row before
+template <class T>
+__device__ void mq_body(const u8 *W, long long rowBytes, int nchunk, const signed char *Q, int qs, const float *D,
+                        const float *S, float *Y, int ys, int nrows, int ntok, float *P) {
+  using F = MqForm<T>;
+  const int CPB = T::QK / 32;
+  int per = (nchunk + gridDim.z - 1) / gridDim.z;
+  per = (per + MQ_BK - 1) / MQ_BK * MQ_BK;
+  int cbeg = blockIdx.z * per, cend = nchunk < cbeg + per ? nchunk : cbeg + per;
+  if (gridDim.z > 1) Y = P + (long long)blockIdx.z * ntok * nrows, ys = nrows;
+  __shared__ __align__(16) u8 Ws[MQ_BM * MQ_LD];
+  __shared__ __align__(16) u8 Xs[MQ_BN * MQ_LD];
+  __shared__ float Wa[MQ_BK][3][MQ_BM]; // A0, A1, B per chunk and row
+  __shared__ float Xa[MQ_BK][2][MQ_BN]; // d_x, d_x·Σ q_x per chunk and token
+  int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  int r0 = blockIdx.x * MQ_BM, t0 = blockIdx.y * MQ_BN;
+  int wt = (w >> 1) * 32, wr = (w & 1) * 32;
+  // K8: x in Q8_K, one d_x per stage (a 256-value block): each chunk's sums
+  // go to sacc in units of it, multiplied by it once per stage.
+  constexpr bool K8 = ActOf<T>::v == ACT_Q8_K;
+  float acc[2][4][4], sacc[2][4][4];
+  fill244(acc, 0.f), fill244(sacc, 0.f);
+  pdl();
+  for (int c0 = cbeg; c0 < cend; c0 += MQ_BK) {
+    __syncthreads();
+    // The weights: thread (row tid % 64) takes chunks tid / 64, + 2, + 4, + 6.
+#pragma unroll
+    for (int s = 0; s < MQ_BK / 2; s++) {
+      int rr = tid % MQ_BM, kc = tid / MQ_BM + 2 * s, row = r0 + rr, cc = c0 + kc;
+      u32 wq[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+      float A[2] = {0.f, 0.f}, B = 0.f;
+      if (row < nrows && cc < cend) F::ints(W + (long long)row * rowBytes + (long long)(cc / CPB) * T::TS, cc % CPB, wq, A, B);
+      u32x4 *d = (u32x4 *)&Ws[rr * MQ_LD + 32 * kc];
+      d[0] = u32x4{wq[0], wq[1], wq[2], wq[3]};
+      d[1] = u32x4{wq[4], wq[5], wq[6], wq[7]};
+      Wa[kc][0][rr] = A[0], Wa[kc][1][rr] = A[1], Wa[kc][2][rr] = B;
+    }
+    // The tokens' integers: 16-byte pieces, MQ_BN rows of MQ_BK·2.
+#pragma unroll
+    for (int u = 0; u < MQ_BN * MQ_BK * 2 / 128; u++) {
+      int i = tid + 128 * u, tk = i / (2 * MQ_BK), p = i % (2 * MQ_BK), cc = c0 + p / 2;
+      u32x4 v = {0u, 0u, 0u, 0u};
+      if (t0 + tk < ntok && cc < cend) v = *(const u32x4 *)(Q + (long long)(t0 + tk) * qs + 16 * (c0 * 2 + p));
+      *(u32x4 *)&Xs[tk * MQ_LD + 16 * p] = v;
+    }
+#pragma unroll
+    for (int u = 0; u < MQ_BN * MQ_BK / 128; u++) {
+      int i = tid + 128 * u, tk = i / MQ_BK, kc = i % MQ_BK, cc = c0 + kc;
+      bool in = t0 + tk < ntok && cc < cend;
+      Xa[kc][0][tk] = in ? D[(long long)(t0 + tk) * nchunk + cc] : 0.f;
+      Xa[kc][1][tk] = in ? S[(long long)(t0 + tk) * nchunk + cc] : 0.f;
+    }
+    __syncthreads();
+    int nk = cend - c0 < MQ_BK ? cend - c0 : MQ_BK;
+    for (int kc = 0; kc < nk; kc++) {
+      u32 a[2][4], b[4][2];
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        const u8 *p = &Ws[(wr + 16 * i + g) * MQ_LD + 32 * kc + 4 * t];
+        a[i][0] = *(const u32 *)p, a[i][1] = *(const u32 *)(p + 8 * MQ_LD);
+        a[i][2] = *(const u32 *)(p + 16), a[i][3] = *(const u32 *)(p + 8 * MQ_LD + 16);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const u8 *p = &Xs[(wt + 8 * j + g) * MQ_LD + 32 * kc + 4 * t];
+        b[j][0] = *(const u32 *)p, b[j][1] = *(const u32 *)(p + 16);
+      }
+      int c[2][4][4], c1[2][4][4];
+      fill244(c, 0), fill244(c1, 0);
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          if constexpr (F::GS == 32) {
+            imma_k32(c[i][j], a[i], b[j]);
+          } else {
+            imma_k16(c[i][j], a[i][0], a[i][1], b[j][0]);
+            imma_k16(c1[i][j], a[i][2], a[i][3], b[j][1]);
+          }
+        }
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int hf = 0; hf < 2; hf++) {
+          int rl = wr + 16 * i + g + 8 * hf;
+          float A0 = Wa[kc][0][rl], A1 = Wa[kc][1][rl], B = Wa[kc][2][rl];
+#pragma unroll
+          for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e1 = 0; e1 < 2; e1++) {
+              int tl = wt + 8 * j + 2 * t + e1, e = 2 * hf + e1;
+              if constexpr (K8) {
+                // d_x is the stage's: the chunk's sums in units of it.
+                float v = __fmaf_rn(A0, (float)c[i][j][e], sacc[i][j][e]);
+                if constexpr (F::GS != 32) v = __fmaf_rn(A1, (float)c1[i][j][e], v);
+                if constexpr (F::mins) v = __fmaf_rn(-B, Xa[kc][1][tl], v);
+                sacc[i][j][e] = v;
+              } else {
+                float v = __fmaf_rn(A0 * Xa[kc][0][tl], (float)c[i][j][e], acc[i][j][e]);
+                if constexpr (F::mins) v = __fmaf_rn(-B, Xa[kc][1][tl], v);
+                acc[i][j][e] = v;
+              }
+            }
+        }
+    }
+    if constexpr (K8) {
+#pragma unroll
+      for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            acc[i][j][e] = __fmaf_rn(Xa[0][0][wt + 8 * j + 2 * t + (e & 1)], sacc[i][j][e], acc[i][j][e]);
+            sacc[i][j][e] = 0.f;
+          }
+    }
+  }
+  // Out through shared memory (Cs[token][row], MQ_BM + 4 floats a row, over Ws).
+  __syncthreads();
+  float *Cs = (float *)Ws;
+  const int CL = MQ_BM + 4;
+  static_assert(MQ_BN * CL * 4 <= MQ_BM * MQ_LD, "the output tile fits over Ws");
+#pragma unroll
+  for (int i = 0; i < 2; i++)
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) Cs[(wt + 8 * j + 2 * t + (e & 1)) * CL + wr + 16 * i + g + 8 * (e >> 1)] = acc[i][j][e];
+  __syncthreads();
+  for (int e = tid; e < MQ_BN * MQ_BM; e += blockDim.x) {
+    int tk = e / MQ_BM, r = e % MQ_BM;
+    if (t0 + tk < ntok && r0 + r < nrows) Y[(long long)(t0 + tk) * ys + r0 + r] = Cs[tk * CL + r];
+  }
+}
+#define APR_MQ(N)                                                                                               \
+  extern "C" __global__ void __launch_bounds__(128) mq_##N(const u8 *W, long long rb, int nc, const signed char *Q, \
+                                                           int qs, const float *D, const float *S, float *Y, int ys, \
+                                                           int nr, int nt, float *P) {                         \
+    mq_body<N>(W, rb, nc, Q, qs, D, S, Y, ys, nr, nt, P);                                                       \
+  }
+// APR_MQ_TYPES(X): the formats with mq_<type> (MqForm), X(name); backend.go's
+// mqTypes lists the same.
+#define APR_MQ_TYPES(X) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q4_K) X(Q5_K) X(Q6_K)
+APR_MQ_TYPES(APR_MQ)
+
+// k_actfmt: for each format of APR_TYPES, its ggml type id and ActOf (out[2i],
+// out[2i + 1]), for TestActivationFormats to hold against quant.VecDotType.
+// One thread.
+extern "C" __global__ void k_actfmt(int *out) {
+  int i = 0;
+#define ACTFMT(N, ID) out[2 * i] = ID, out[2 * i + 1] = ActOf<N>::v, i++;
+  APR_TYPES(ACTFMT)
+#undef ACTFMT
+}
+
 // mv: Y[0][r] = Σ_c W[r][c]·X[0][c] for rows r < nrows and one token (a
 // decode step). tpr threads (32, 64 or 128: one to four warps of the
 // block) share a row and take its 32-value chunks in turn, so that rows of
@@ -592,6 +964,11 @@ __device__ void mmt_int_body(const u8 *W, long long rowBytes, int nchunk, int co
 #define MV_V4 1
 #endif
 #define MV_ST4 5 // float4s of x each thread stages per trip to memory (MV_V4)
+// MV_ACT 0: x is not rounded to the weights' activation format (act_round):
+// not ggml numerics; only for measuring what the rounding costs.
+#ifndef MV_ACT
+#define MV_ACT 1
+#endif
 //
 // One launch serves what a decode step does with one X (backend.go, fuse),
 // each the same float arithmetic the separate kernels do, so that results
@@ -659,6 +1036,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
                         int nflags, float *glu, const u8 *W3, float *Y3, int nr3, const float *bias3) {
   __shared__ __align__(16) float xs[MV_TILE * MV_XS];
   __shared__ float xsum[MV_TILE];
+  __shared__ float ascr[2 * MV_TILE]; // act_round's (Q8_K)
   __shared__ __align__(16) float nws[MV_TILE * 32];
   __shared__ float part[2][MV_G][4];
   __shared__ double nsh[32];
@@ -823,7 +1201,14 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
           }
         }
         __syncthreads();
-        if constexpr (Dot<T>::xsum) {
+#if MV_ACT
+        if constexpr (ActOf<T>::v != ACT_NONE) {
+          // x in ggml numerics (after the norm, whose output nout keeps F32).
+          act_round<ActOf<T>::v>(xs, MV_XS, nct, xsum, ascr); // Q8_1: xsum is each chunk's s
+          __syncthreads();
+        }
+#endif
+        if constexpr (Dot<T>::xsum && !(MV_ACT && ActOf<T>::v == ACT_Q8_1)) {
           for (int c = threadIdx.x; c < nct; c += blockDim.x) {
             const float *xc = xs + c * MV_XS;
             float a = 0.f;
@@ -933,7 +1318,7 @@ __device__ void getrows_body(const u8 *W, long long rowBytes, int nchunk, int co
       mm_##N(const u8 *W, long long rb, int nc, int cols, const float *X, int xs, float *Y, int ys, int nr, int nt,  \
              float *P) {                                                                                       \
     pdl();                                                                                                     \
-    if constexpr (MM_INT && IntForm<N>::has && (MM_INTK || !IntForm<N>::mins))                                 \
+    if constexpr (MM_INT && IntForm<N>::has)                                 \
       mmt_int_body<N>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, P);                                               \
     else                                                                                                       \
       mmt_body<N>(W, rb, nc, cols, X, xs, Y, ys, nr, nt, P);                                                   \
@@ -1564,11 +1949,12 @@ extern "C" __global__ void __launch_bounds__(128)
 // AG_L positions (grid (nkv, splits)), for all G = nhead/nkv query heads of
 // the group at once, so that each key and value row is read once per
 // block, not once per head as k_attn does. Block: AG_T threads. Scores:
-// four threads per position, each a quarter of the key's float4s against
-// every head's query (staged in shared memory), the quarters added in
-// order; weights e = exp(s − m_h) per head (warp h: max, then the sum in
-// double); values: warp w takes positions w, w + 8, …, lane the columns
-// lane, lane + 32, …, for every head; the warps' sums added in warp order.
+// AG_TP = AG_T/AG_L threads per position, each an AG_TP-th of the key's
+// float4s against every head's query (staged in shared memory), the parts
+// added in order; weights e = exp(s − m_h) per head (warp h: max, then the
+// sum in double); values: warp w takes positions w, w + 8, …, lane the
+// columns lane, lane + 32, …, for every head; the warps' sums added in
+// warp order.
 // One split: out = a/l. Otherwise each block writes its heads' m, l (PM)
 // and a (PA, 16-byte aligned rows of hv) and the last of the group to
 // finish (cnt[g]) combines them: M = max m_s, out = Σ_s e^(m_s−M)·a_s /
@@ -1576,8 +1962,16 @@ extern "C" __global__ void __launch_bounds__(128)
 // a_s read as float4s over (part, column) threads, the parts added in
 // order. The host takes it for G ≤ AG_MAXG, G·hk ≤ AG_QS, G·hv ≤ AG_AS,
 // hk and hv multiples of 4 and G·splits ≤ AG_WS.
-#define AG_L 64
+#ifndef AG_L
+#define AG_L 64 // positions per split (64 or 128; the host's splits are of 64, the blocks past the positions return)
+#endif
 #define AG_T 256
+#define AG_TP (AG_T / AG_L) // threads per position in the scores
+#ifndef AG_CU
+#define AG_CU 8 // the combine's loads in flight per thread
+#endif
+static_assert(AG_L % 32 == 0 && AG_T % AG_L == 0 && AG_L / (AG_T / 32) >= 1, "AG_L: 32, 64, 128 or 256");
+constexpr int agCU = AG_CU;
 #define AG_MAXG 8
 #define AG_QS 2048
 #define AG_AS 1024
@@ -1667,9 +2061,9 @@ __device__ void attg_body(float *out, float *q, float *K, float *V, const int *p
                 rp.attnFactor, rp.corr0, rp.corr1, rp.ff, rp.imrope, rp.sec0, rp.sec1, rp.sec2, rp.sec3, nullptr);
     __syncthreads();
   }
-  // Scores: thread (p, sub) takes float4s sub, sub + 4, … of key p.
+  // Scores: thread (p, sub) takes float4s sub, sub + AG_TP, … of key p.
   {
-    int p = tid >> 2, sub = tid & 3, h4 = hk >> 2;
+    int p = tid / AG_TP, sub = tid % AG_TP, h4 = hk >> 2;
     float acc[AG_MAXG];
 #pragma unroll
     for (int h = 0; h < AG_MAXG; h++) acc[h] = 0.f;
@@ -1677,7 +2071,7 @@ __device__ void attg_body(float *out, float *q, float *K, float *V, const int *p
       const float4 *k4 = (const float4 *)(K + (long long)(j0 + p) * kdim + (long long)g * hk);
       const float4 *q4 = (const float4 *)qs;
 #pragma unroll 4
-      for (int f = sub; f < h4; f += 4) {
+      for (int f = sub; f < h4; f += AG_TP) {
         float4 kv = k4[f];
 #pragma unroll
         for (int h = 0; h < AG_MAXG; h++) {
@@ -1693,26 +2087,40 @@ __device__ void attg_body(float *out, float *q, float *K, float *V, const int *p
     }
 #pragma unroll
     for (int h = 0; h < AG_MAXG; h++)
-      if (h < G) (&red[0][0])[(h * AG_L + p) * 4 + sub] = acc[h];
+      if (h < G) (&red[0][0])[(h * AG_L + p) * AG_TP + sub] = acc[h];
   }
   __syncthreads();
   for (int i = tid; i < G * AG_L; i += AG_T) {
     int h = i / AG_L, p = i % AG_L;
-    const float *r = &red[0][0] + i * 4;
-    sc[h][p] = p < n ? (((r[0] + r[1]) + r[2]) + r[3]) * scale : -INFINITY;
+    const float *r = &red[0][0] + i * AG_TP;
+    float d = r[0];
+#pragma unroll
+    for (int k = 1; k < AG_TP; k++) d += r[k];
+    sc[h][p] = p < n ? d * scale : -INFINITY;
   }
   __syncthreads();
   // Weights: warp h (every warp reduces, as the emulator needs; warps
   // past G discard theirs).
   {
     int h = w < G ? w : 0;
-    float v0 = sc[h][lane], v1 = sc[h][lane + 32];
-    float m = warp_max(fmaxf(v0, v1));
-    float e0 = lane < n ? expf(v0 - m) : 0.f, e1 = lane + 32 < n ? expf(v1 - m) : 0.f;
-    double l = warp_sumd((double)e0 + (double)e1);
+    float v[AG_L / 32], e[AG_L / 32];
+#pragma unroll
+    for (int k = 0; k < AG_L / 32; k++) v[k] = sc[h][lane + 32 * k];
+    float m = v[0];
+#pragma unroll
+    for (int k = 1; k < AG_L / 32; k++) m = fmaxf(m, v[k]);
+    m = warp_max(m);
+    double l = 0;
+#pragma unroll
+    for (int k = 0; k < AG_L / 32; k++) {
+      e[k] = lane + 32 * k < n ? expf(v[k] - m) : 0.f;
+      l = k ? l + (double)e[k] : (double)e[k];
+    }
+    l = warp_sumd(l);
     __syncthreads();
     if (w < G) {
-      sc[h][lane] = e0, sc[h][lane + 32] = e1;
+#pragma unroll
+      for (int k = 0; k < AG_L / 32; k++) sc[h][lane + 32 * k] = e[k];
       if (lane == 0) hm[h] = m, hl[h] = l;
     }
   }
@@ -1797,7 +2205,7 @@ __device__ void attg_body(float *out, float *q, float *K, float *V, const int *p
   for (int i = tid; i < f4 * parts; i += AG_T) {
     int part = i / f4, f = i % f4, h = (4 * f) / hv;
     float4 acc = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
+#pragma unroll agCU
     for (int k = part; k < nsplit; k += parts) {
       float e = wt[h * nsplit + k];
       float4 v = ld_l2x4(PA + (base + (long long)k * G) * hv + 4 * f);

@@ -106,6 +106,37 @@ static unsigned atomicAdd(unsigned *p, unsigned v) {
 
 #include "apr.cu"
 
+// apr_imma: one lane's part of a warp's mma.sync (m16n8k32, or m16n8k16
+// with a[2], a[3], b[1] zero), in the PTX fragment layouts (apr.cu,
+// imma_k32): the warp's fragments are gathered (every lane writes its six
+// words, the block meets), each lane sums its four elements of c exactly
+// in int, the block meets again.
+static std::vector<u32> immaX;
+static void apr_imma(int *c, const u32 *a, const u32 *b, int k) {
+  int n = blockDim.x * blockDim.y * blockDim.z, t = apr_cur_index;
+  if ((int)immaX.size() < 6 * n) immaX.resize(6 * n); // the block's first caller, before any lane writes
+  for (int i = 0; i < 4; i++) immaX[6 * t + i] = a[i];
+  immaX[6 * t + 4] = b[0], immaX[6 * t + 5] = b[1];
+  __syncthreads();
+  int base = t & ~31, lane = t & 31, g = lane >> 2, tq = lane & 3;
+  auto A = [&](int r, int kk) {
+    int l = base + (r % 8) * 4 + (kk % 16) / 4, reg = (r >= 8) + 2 * (kk >= 16);
+    return (int)(int8_t)(immaX[6 * l + reg] >> (8 * (kk % 4)));
+  };
+  auto B = [&](int kk, int col) {
+    int l = base + col * 4 + (kk % 16) / 4, reg = 4 + (kk >= 16);
+    return (int)(int8_t)(immaX[6 * l + reg] >> (8 * (kk % 4)));
+  };
+  int out[4];
+  for (int e = 0; e < 4; e++) {
+    int row = g + 8 * (e >> 1), col = 2 * tq + (e & 1), s = 0;
+    for (int kk = 0; kk < k; kk++) s += A(row, kk) * B(kk, col);
+    out[e] = c[e] + s;
+  }
+  __syncthreads();
+  for (int e = 0; e < 4; e++) c[e] = out[e];
+}
+
 // ---- launching ------------------------------------------------------------------
 static bool needsFibers(const std::string &name);
 typedef void (*Call)(void *fn, void **params);
@@ -131,9 +162,12 @@ static std::map<std::string, Kernel> &kernels() {
 }
 #define REG(name) kernels()[#name] = Kernel{(void *)&name, launcherOf(&name), needsFibers(#name), #name, nargsOf(&name)};
 #define REG_T(N, ID) REG(mv_##N) REG(mm_##N) REG(mmid_##N) REG(getrows_##N)
+#define REG_MQ(N) REG(mq_##N)
 static void registerAll() {
   if (!kernels().empty()) return;
   APR_TYPES(REG_T)
+  APR_MQ_TYPES(REG_MQ)
+  REG(k_round) REG(k_actfmt)
   REG(k_zero) REG(k_add) REG(k_addvec) REG(k_swiglu) REG(k_sigmoid) REG(k_silu) REG(k_mulsigmoid)
   REG(k_softplusmul) REG(k_deinterleave) REG(k_wsum) REG(k_rmsnorm) REG(k_l2norm) REG(k_gatednorm) REG(k_softmax)
   REG(k_rope) REG(k_store) REG(k_attend) REG(k_attn) REG(k_attg1) REG(k_attg2) REG(k_attg4) REG(k_attg8) REG(k_attgr1) REG(k_attgr2) REG(k_attgr4) REG(k_attgr8) REG(k_attw1) REG(k_attw2) REG(k_attw4) REG(k_attw8) REG(k_attwr1) REG(k_attwr2) REG(k_attwr4) REG(k_attwr8) REG(k_flash1) REG(k_flash2) REG(k_flash4) REG(k_stream) REG(k_sumk) REG(k_conv) REG(k_delta) REG(k_deltaw2) REG(k_deltaw4) REG(k_deltaw8) REG(k_perturb)
@@ -152,7 +186,7 @@ static void fiberMain() {
 // Kernels that meet at barriers or exchange values within a warp run as
 // fibers; the others run their threads one after another.
 static bool needsFibers(const std::string &name) {
-  static const char *prefixes[] = {"mv_", "mm_", "mmid_", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_attend", "k_attn", "k_attg", "k_attw", "k_flash", "k_conv", "k_delta"};
+  static const char *prefixes[] = {"mv_", "mm_", "mmid_", "k_rmsnorm", "k_l2norm", "k_gatednorm", "k_softmax", "k_attend", "k_attn", "k_attg", "k_attw", "k_flash", "k_conv", "k_delta", "mq_", "k_round"};
   for (const char *p : prefixes)
     if (name.rfind(p, 0) == 0) return true;
   return false;

@@ -632,6 +632,37 @@ template <> struct Dot<Q5_0> { // 22-byte blocks: 2-aligned
     return d * sum4(acc);
   }
 };
+// Q4_1, Q5_1: d·Σ q·x + m·xs, xs the chunk's stored sum s of its Q8_1
+// activations (apr.cu's act_round), as ggml-cpu's kernels take the min.
+template <> struct Dot<Q4_1> { // 20-byte blocks: 4-aligned
+  static const bool has = true, xsum = true;
+  __device__ static float dot(const u8 *b, int, const float *x, float xs) {
+    const float4 *x4 = (const float4 *)x;
+    float d = h2f(ld16(b)), m = h2f(ld16(b + 2)), acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      u32 w = ld32h(b + 4 + 4 * i);
+      dot4(w & 0x0F0F0F0Fu, x4[i], acc, TWO23);
+      dot4((w >> 4) & 0x0F0F0F0Fu, x4[4 + i], acc, TWO23);
+    }
+    return d * sum4(acc) + m * xs;
+  }
+};
+template <> struct Dot<Q5_1> { // 24-byte blocks: 4-aligned
+  static const bool has = true, xsum = true;
+  __device__ static float dot(const u8 *b, int, const float *x, float xs) {
+    const float4 *x4 = (const float4 *)x;
+    float d = h2f(ld16(b)), m = h2f(ld16(b + 2)), acc[4] = {0.f, 0.f, 0.f, 0.f};
+    u32 qh = ld32h(b + 4);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      u32 w = ld32h(b + 8 + 4 * i);
+      dot4((w & 0x0F0F0F0Fu) | spread4(qh >> (4 * i)), x4[i], acc, TWO23);
+      dot4(((w >> 4) & 0x0F0F0F0Fu) | spread4(qh >> (16 + 4 * i)), x4[4 + i], acc, TWO23);
+    }
+    return d * sum4(acc) + m * xs;
+  }
+};
 template <> struct Dot<Q8_0> { // 34-byte blocks: 2-aligned
   static const bool has = true, xsum = false;
   __device__ static float dot(const u8 *b, int, const float *x, float) {
@@ -686,45 +717,38 @@ template <> struct Dot<Q6_K> { // 210-byte blocks: 2-aligned
 };
 #undef TWO23
 
-// IntForm<T>: formats whose 32-value chunk is A·q − B with small integers q
-// (|q| < 2^11, so each is a TF32 value exactly) and per-half scales A and
-// mins B (B = 0 where the format has none; mins: it has them, one per
-// chunk): the prompt product (apr.cu's mmt_int_body, MM_INT; formats with
-// mins with MM_INTK) multiplies the integers on the tensor cores, two
-// products per pair of tiles instead of three, applies A to each group's
-// sums and subtracts B·(Σ x) per chunk. A is the float deq multiplies q by,
-// computed the same way (Q6_K: d·sc; Q4_K: d·sc), B the float it
-// subtracts; deqi writes q as floats, A[h] and B[h] for h = 0 (values
-// 0–15) and 1 (16–31). GS: the values one scale covers (16 or 32; A[0] =
-// A[1] for 32).
-template <class T> struct IntForm { static const bool has = false, mins = false; static const int GS = 32; };
-// kmins: Q4_K's and Q5_K's scale A = d·sc and min B = dmin·m of chunk sub,
-// both halves.
-__device__ __forceinline__ void kmins(const u8 *b, int sub, float *A, float *B) {
-  float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
-  u8 sc, m;
-  scale_min_k4(sub, b + 4, sc, m);
-  A[0] = A[1] = d * (float)sc, B[0] = B[1] = dmin * (float)m;
-}
-template <> struct IntForm<Q4_0> {
-  static const bool has = true, mins = false;
+// IntForm<T>: formats whose 32-value chunk is A·q with small integers q
+// (|q| < 2^11, so each is a TF32 value exactly) and per-half scales A: the
+// prompt product (apr.cu's mmt_int_body, MM_INT) multiplies the integers
+// on the tensor cores, two products per pair of tiles instead of three,
+// and applies A to each group's sums. A is the float deq multiplies q by,
+// computed the same way (Q6_K: d·sc); deqi writes q as floats and A[h] for
+// h = 0 (values 0–15) and 1 (16–31). GS: the values one scale covers (16
+// or 32; A[0] = A[1] for 32). Formats with mins (Q4_K, Q5_K: A·q − B) are
+// not IntForm formats (mmt_int_body says why).
+template <class T> struct IntForm { static const bool has = false; static const int GS = 32; };
+// IntForm32: a format of one scale d per 32-value block (Q4_0, Q5_0,
+// Q8_0), its integers from Q(block, q).
+template <class Q> struct IntForm32 {
+  static const bool has = true;
   static const int GS = 32;
-  __device__ static void deqi(const u8 *b, int, float *q, float *A, float *B) {
-    float d = h2f(ld16(b));
+  __device__ static void deqi(const u8 *b, int, float *q, float *A) {
+    Q::ints(b, q);
+    A[0] = A[1] = h2f(ld16(b));
+  }
+};
+struct IntQ4_0 {
+  __device__ static void ints(const u8 *b, float *q) {
 #pragma unroll
     for (int j = 0; j < 16; j++) {
       u8 v = b[2 + j];
       q[j] = (float)((int)(v & 15) - 8);
       q[j + 16] = (float)((int)(v >> 4) - 8);
     }
-    A[0] = A[1] = d, B[0] = B[1] = 0.f;
   }
 };
-template <> struct IntForm<Q5_0> {
-  static const bool has = true, mins = false;
-  static const int GS = 32;
-  __device__ static void deqi(const u8 *b, int, float *q, float *A, float *B) {
-    float d = h2f(ld16(b));
+struct IntQ5_0 {
+  __device__ static void ints(const u8 *b, float *q) {
     u32 qh = ld32(b + 2);
 #pragma unroll
     for (int j = 0; j < 16; j++) {
@@ -733,57 +757,21 @@ template <> struct IntForm<Q5_0> {
       q[j] = (float)(((int)(v & 15) | h0) - 16);
       q[j + 16] = (float)(((int)(v >> 4) | h1) - 16);
     }
-    A[0] = A[1] = d, B[0] = B[1] = 0.f;
   }
 };
-template <> struct IntForm<Q8_0> {
-  static const bool has = true, mins = false;
-  static const int GS = 32;
-  __device__ static void deqi(const u8 *b, int, float *q, float *A, float *B) {
-    float d = h2f(ld16(b));
+struct IntQ8_0 {
+  __device__ static void ints(const u8 *b, float *q) {
 #pragma unroll
     for (int j = 0; j < 32; j++) q[j] = (float)(signed char)b[2 + j];
-    A[0] = A[1] = d, B[0] = B[1] = 0.f;
   }
 };
-template <> struct IntForm<Q4_K> {
-  static const bool has = true, mins = true;
-  static const int GS = 32;
-  __device__ static void deqi(const u8 *b, int sub, float *q, float *A, float *B) {
-    kmins(b, sub, A, B);
-    const u8 *qs = b + 16 + 32 * (sub / 2);
-    int shift = 4 * (sub % 2);
-    if (aligned16(qs)) {
-      u32x4 a = ld128(qs), c = ld128(qs + 16);
-      u32 w[8] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
-#pragma unroll
-      for (int l = 0; l < 32; l++) q[l] = (float)((w[l / 4] >> (8 * (l % 4) + shift)) & 15);
-    } else {
-#pragma unroll
-      for (int l = 0; l < 32; l++) q[l] = (float)((qs[l] >> shift) & 15);
-    }
-  }
-};
-template <> struct IntForm<Q5_K> {
-  static const bool has = true, mins = true;
-  static const int GS = 32;
-  __device__ static void deqi(const u8 *b, int sub, float *q, float *A, float *B) {
-    kmins(b, sub, A, B);
-    const u8 *qh = b + 16, *qs = b + 48 + 32 * (sub / 2);
-    int shift = 4 * (sub % 2);
-    u8 u = (u8)(1 << sub);
-#pragma unroll
-    for (int l = 0; l < 32; l++) {
-      int x = (qs[l] >> shift) & 15;
-      if (qh[l] & u) x += 16;
-      q[l] = (float)x;
-    }
-  }
-};
+template <> struct IntForm<Q4_0> : IntForm32<IntQ4_0> {};
+template <> struct IntForm<Q5_0> : IntForm32<IntQ5_0> {};
+template <> struct IntForm<Q8_0> : IntForm32<IntQ8_0> {};
 template <> struct IntForm<Q6_K> {
-  static const bool has = true, mins = false;
+  static const bool has = true;
   static const int GS = 16;
-  __device__ static void deqi(const u8 *b, int sub, float *q, float *A, float *B) {
+  __device__ static void deqi(const u8 *b, int sub, float *q, float *A) {
     float d = h2f(ld16(b + 208));
     int n = sub / 4, k = sub % 4;
     const u8 *ql = b + 64 * n + (k & 1) * 32, *qh = b + 128 + 32 * n;
@@ -791,7 +779,131 @@ template <> struct IntForm<Q6_K> {
     int shift = (k >> 1) * 4;
 #pragma unroll
     for (int l = 0; l < 32; l++) q[l] = (float)((int)(((ql[l] >> shift) & 15) | (((qh[l] >> (2 * k)) & 3) << 4)) - 32);
-    A[0] = d * (float)sc[2 * k], A[1] = d * (float)sc[1 + 2 * k], B[0] = B[1] = 0.f;
+    A[0] = d * (float)sc[2 * k], A[1] = d * (float)sc[1 + 2 * k];
+  }
+};
+
+// ActOf<T>::v: the format ggml-cpu rounds an activation row to before a
+// product with weights of type T (its vec_dot_type on x86-64, quant.VecDotType;
+// TestActivationFormats holds the two to each other): the CUDA engine
+// computes in the reference's ggml numerics (ref.NumericsGGML), so every
+// product rounds x so first (apr.cu: act_*).
+enum { ACT_NONE = 0, ACT_F16 = 1, ACT_BF16 = 2, ACT_Q8_0 = 3, ACT_Q8_1 = 4, ACT_Q8_K = 5 };
+template <class T> struct ActOf { static const int v = ACT_Q8_K; }; // the k-quants, IQ and TQ formats
+template <> struct ActOf<F32> { static const int v = ACT_NONE; };
+template <> struct ActOf<F16> { static const int v = ACT_F16; };
+template <> struct ActOf<BF16> { static const int v = ACT_BF16; };
+template <> struct ActOf<Q4_0> { static const int v = ACT_Q8_0; };
+template <> struct ActOf<Q5_0> { static const int v = ACT_Q8_0; };
+template <> struct ActOf<Q8_0> { static const int v = ACT_Q8_0; };
+template <> struct ActOf<MXFP4> { static const int v = ACT_Q8_0; };
+template <> struct ActOf<NVFP4> { static const int v = ACT_Q8_0; };
+template <> struct ActOf<IQ4_NL> { static const int v = ACT_Q8_0; };
+template <> struct ActOf<Q1_0> { static const int v = ACT_Q8_0; };
+template <> struct ActOf<Q2_0> { static const int v = ACT_Q8_0; };
+template <> struct ActOf<Q4_1> { static const int v = ACT_Q8_1; };
+template <> struct ActOf<Q5_1> { static const int v = ACT_Q8_1; };
+
+// MqForm<T>: formats whose prompt products multiply their integers by the
+// activations' (apr.cu's mq_body, on the int8 tensor cores): a 32-value
+// chunk is A[j/16]·q[j] − B with int8 integers q, as deq computes it (A =
+// d·sc and B = dmin·m as floats, the same products), x rounded to ActOf<T>
+// (Q8_0, Q8_1 or Q8_K) by k_round; GS: the values one scale covers (16 or 32);
+// mins: B is not always 0. ints writes the chunk's integers packed four to a
+// word (q[0] in the low byte of w[0]), A[0], A[1] and B.
+template <class T> struct MqForm { static const bool has = false; };
+// ld8w: the 32 bytes at p as eight words, in two 16-byte loads where p is
+// 16-byte aligned (the k-quants' rows of whole blocks), else byte by byte.
+__device__ __forceinline__ void ld8w(const u8 *p, u32 *w) {
+  if (aligned16(p)) {
+    u32x4 a = ld128(p), c = ld128(p + 16);
+    w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = c.x, w[5] = c.y, w[6] = c.z, w[7] = c.w;
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 8; j++) w[j] = ld32(p + 4 * j);
+}
+// vsub4: a − b in each byte, modulo 256 (no borrow between bytes).
+__device__ __forceinline__ u32 vsub4(u32 a, u32 b) { return ((a | 0x80808080u) - (b & 0x7f7f7f7fu)) ^ ((a ^ ~b) & 0x80808080u); }
+// MqNibble: Q4_0, Q4_1, Q5_0 and Q5_1, a 32-value block of 4-bit codes
+// (bytes at QS: value j's low nibble, value j + 16's high one), their fifth
+// bits at QH (QH < 0: none), minus OFF, d at byte 0 and (MINS) m at byte 2:
+// value d·q + m, so B = −m.
+template <int QS, int QH, int OFF, bool MINS> struct MqNibble {
+  static const bool has = true, mins = MINS;
+  static const int GS = 32;
+  __device__ static void ints(const u8 *b, int, u32 *w, float *A, float &B) {
+    u32 qh = QH >= 0 ? ld32h(b + (QH >= 0 ? QH : 0)) : 0u;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+      u32 v = ld32h(b + QS + 4 * j), lo = v & 0x0f0f0f0fu, hi = (v >> 4) & 0x0f0f0f0fu;
+      if (QH >= 0) lo |= spread4(qh >> (4 * j)), hi |= spread4(qh >> (16 + 4 * j));
+      w[j] = vsub4(lo, OFF * 0x01010101u), w[j + 4] = vsub4(hi, OFF * 0x01010101u);
+    }
+    A[0] = A[1] = h2f(ld16(b)), B = MINS ? -h2f(ld16(b + 2)) : 0.f;
+  }
+};
+template <> struct MqForm<Q4_0> : MqNibble<2, -1, 8, false> {};
+template <> struct MqForm<Q4_1> : MqNibble<4, -1, 0, true> {};
+template <> struct MqForm<Q5_0> : MqNibble<6, 2, 16, false> {};
+template <> struct MqForm<Q5_1> : MqNibble<8, 4, 0, true> {};
+template <> struct MqForm<Q8_0> {
+  static const bool has = true, mins = false;
+  static const int GS = 32;
+  __device__ static void ints(const u8 *b, int, u32 *w, float *A, float &B) {
+#pragma unroll
+    for (int j = 0; j < 8; j++) w[j] = ld32h(b + 2 + 4 * j);
+    A[0] = A[1] = h2f(ld16(b)), B = 0.f;
+  }
+};
+template <> struct MqForm<Q4_K> {
+  static const bool has = true, mins = true;
+  static const int GS = 32;
+  __device__ static void ints(const u8 *b, int sub, u32 *w, float *A, float &B) {
+    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    u8 sc, m;
+    scale_min_k4(sub, b + 4, sc, m);
+    A[0] = A[1] = d * (float)sc, B = dmin * (float)m;
+    const u8 *q = b + 16 + 32 * (sub / 2);
+    int shift = 4 * (sub % 2);
+    u32 v[8];
+    ld8w(q, v);
+#pragma unroll
+    for (int j = 0; j < 8; j++) w[j] = (v[j] >> shift) & 0x0f0f0f0fu;
+  }
+};
+template <> struct MqForm<Q5_K> {
+  static const bool has = true, mins = true;
+  static const int GS = 32;
+  __device__ static void ints(const u8 *b, int sub, u32 *w, float *A, float &B) {
+    float d = h2f(ld16(b)), dmin = h2f(ld16(b + 2));
+    u8 sc, m;
+    scale_min_k4(sub, b + 4, sc, m);
+    A[0] = A[1] = d * (float)sc, B = dmin * (float)m;
+    const u8 *qh = b + 16, *q = b + 48 + 32 * (sub / 2);
+    int shift = 4 * (sub % 2);
+    u32 v[8], hv[8];
+    ld8w(q, v);
+    ld8w(qh, hv);
+#pragma unroll
+    for (int j = 0; j < 8; j++) w[j] = ((v[j] >> shift) & 0x0f0f0f0fu) | (((hv[j] >> sub) & 0x01010101u) << 4);
+  }
+};
+template <> struct MqForm<Q6_K> {
+  static const bool has = true, mins = false;
+  static const int GS = 16;
+  __device__ static void ints(const u8 *b, int sub, u32 *w, float *A, float &B) {
+    float d = h2f(ld16(b + 208));
+    int n = sub / 4, k = sub % 4;
+    const u8 *ql = b + 64 * n + (k & 1) * 32, *qh = b + 128 + 32 * n;
+    const signed char *sc = (const signed char *)(b + 192 + 8 * n);
+    int shift = (k >> 1) * 4;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+      u32 lo = (ld32h(ql + 4 * j) >> shift) & 0x0f0f0f0fu, hi = ((ld32h(qh + 4 * j) >> (2 * k)) & 0x03030303u) << 4;
+      w[j] = vsub4(lo | hi, 0x20202020u);
+    }
+    A[0] = d * (float)sc[2 * k], A[1] = d * (float)sc[1 + 2 * k], B = 0.f;
   }
 };
 
