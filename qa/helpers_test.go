@@ -75,6 +75,19 @@ func wantStatus(t *testing.T, g qa.Gate, status string) {
 // plain-numerics engine against cpu).
 func plainNumerics(t *testing.T) *contracts.Set {
 	t.Helper()
+	return editedContracts(t, func(s string) string {
+		if !strings.Contains(s, `_engine_numerics: {cpu: "ggml", cuda: "ggml"}`) || !strings.Contains(s, "_parity_tiers.deployed[_arch]") {
+			t.Fatal(`common.cue no longer holds _engine_numerics: {cpu: "ggml", cuda: "ggml"} and _parity_tiers.deployed[_arch]`)
+		}
+		s = strings.ReplaceAll(s, `_engine_numerics: {cpu: "ggml", cuda: "ggml"}`, `_engine_numerics: {cpu: "plain", cuda: "plain"}`)
+		return strings.ReplaceAll(s, "_parity_tiers.deployed[_arch]", "_parity_tiers.quantized[_arch]")
+	})
+}
+
+// editedContracts returns the repository's contracts with common.cue
+// passed through edit.
+func editedContracts(t *testing.T, edit func(common string) string) *contracts.Set {
+	t.Helper()
 	dir := t.TempDir()
 	src := filepath.Join(testutil.RepoRoot(t), "contracts")
 	files, err := filepath.Glob(filepath.Join(src, "*.cue"))
@@ -88,11 +101,7 @@ func plainNumerics(t *testing.T) *contracts.Set {
 		}
 		s := string(b)
 		if filepath.Base(f) == "common.cue" {
-			if !strings.Contains(s, `_engine_numerics: {cpu: "ggml", cuda: "ggml"}`) || !strings.Contains(s, "_parity_tiers.deployed[_arch]") {
-				t.Fatal(`common.cue no longer holds _engine_numerics: {cpu: "ggml", cuda: "ggml"} and _parity_tiers.deployed[_arch]`)
-			}
-			s = strings.ReplaceAll(s, `_engine_numerics: {cpu: "ggml", cuda: "ggml"}`, `_engine_numerics: {cpu: "plain", cuda: "plain"}`)
-			s = strings.ReplaceAll(s, "_parity_tiers.deployed[_arch]", "_parity_tiers.quantized[_arch]")
+			s = edit(s)
 		}
 		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), []byte(s), 0o644); err != nil {
 			t.Fatal(err)

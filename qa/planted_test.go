@@ -103,3 +103,29 @@ func TestPlantedDefectsFailTheGates(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenNoiseFloor: golden_output counts, on a case beyond the
+// contract's logit noise, only what lies beyond params.noise_floor times
+// the reference's own distance from its jittered twin there. A planted
+// block scale × 1.05 fails the gate (TestPlantedDefectsFailTheGates); where
+// the contract allows 1e12 times the model's noise, the same engine passes
+// and the gate reports what it measured and the floor it judged by.
+func TestGoldenNoiseFloor(t *testing.T) {
+	set := editedContracts(t, func(s string) string {
+		if !strings.Contains(s, "_noise_floor: {llama: 2, qwen2: 2,") {
+			t.Fatal("common.cue no longer holds _noise_floor: {llama: 2, qwen2: 2, …}")
+		}
+		return strings.Replace(s, "_noise_floor: {llama: 2, qwen2: 2,", "_noise_floor: {llama: 2, qwen2: 1e12,", 1)
+	})
+	t.Setenv(cpu.EnvPlant, "Q8_0:scale:1:1.05")
+	rep := gateRun(t, qa.Options{Model: testutil.Fixture(t, "models/synth/qwen2-tiny-Q8_0.gguf"), Backends: []string{"cpu"},
+		Gates: []string{qa.GateGolden}, Contracts: set})
+	g := gate(t, rep, qa.GateGolden, "cpu")
+	wantStatus(t, g, "pass")
+	if m := value(t, g, "measured_max_logit_delta").Value; m <= 0.25 {
+		t.Errorf("measured_max_logit_delta %v: want the planted defect beyond the noise 0.25 before the floor", m)
+	}
+	if f := value(t, g, "noise_floor_max_abs").Value; f <= 0 {
+		t.Errorf("noise_floor_max_abs %v: want the twin's distance measured", f)
+	}
+}
