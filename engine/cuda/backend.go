@@ -623,6 +623,7 @@ type matrix struct {
 	// in ggml numerics (the min times the activations' stored sum s, not
 	// times Σ x̂ as mm_<type> would): APR_CUDA_MQ=0 leaves them there.
 	mqOnly             bool
+	act                int // the activation format its products round x to (actFormat)
 	rows, cols         int // of one expert
 	experts            int
 	rowBytes, expBytes int64
@@ -678,7 +679,11 @@ func (be *backend) Matrix(t *model.Tensor) (graph.Weight, error) {
 	if info, err := quant.Lookup(t.Type); err != nil || (info.BlockSize > 1 && t.Cols()%32 != 0) {
 		return nil, refuse.New(ContractID("matvec", t.Type), "tensor %q: rows of %d values are not whole 32-value chunks", t.Name, t.Cols())
 	}
-	m := &matrix{t: t, name: t.Type.String(), cols: t.Cols(), rows: int(t.Shape[1]), experts: 1, rowBytes: int64(t.RowBytes)}
+	act, err := actFormat(t.Type)
+	if err != nil {
+		return nil, refuse.New(ContractID("matvec", t.Type), "tensor %q: %v", t.Name, err)
+	}
+	m := &matrix{t: t, name: t.Type.String(), cols: t.Cols(), rows: int(t.Shape[1]), experts: 1, rowBytes: int64(t.RowBytes), act: act}
 	m.mv = be.fn["mv_"+m.name]
 	if slices.Contains(mqTypes, t.Type) {
 		m.mqName = "mq_" + m.name
@@ -976,25 +981,26 @@ const (
 )
 
 // actFormat is the activation format of products with weights of type t:
-// quant.VecDotType's, as apr.cu's ActOf gives it (TestActivationFormats).
-func actFormat(t quant.Type) int {
+// quant.VecDotType's, as apr.cu's ActOf gives it (TestActivationFormats); an
+// error for a type no product takes.
+func actFormat(t quant.Type) (int, error) {
 	a, err := quant.VecDotType(t)
 	if err != nil {
-		panic(fmt.Sprintf("cuda: %v", err)) // Types() are weight types: a product takes every one
+		return 0, err
 	}
 	switch a {
 	case quant.F16:
-		return actF16
+		return actF16, nil
 	case quant.BF16:
-		return actBF16
+		return actBF16, nil
 	case quant.Q8_0:
-		return actQ8_0
+		return actQ8_0, nil
 	case quant.Q8_1:
-		return actQ8_1
+		return actQ8_1, nil
 	case quant.Q8_K:
-		return actQ8_K
+		return actQ8_K, nil
 	}
-	return actNone
+	return actNone, nil
 }
 
 // roundGrid is k_round's grid for ntok rows of cols values
@@ -1005,7 +1011,7 @@ func roundGrid(f, ntok, cols, nc int) cu.Dim {
 	switch f {
 	case actQ8_K:
 		x = (nc + 63) / 64
-	case actF16, actBF16, actNone:
+	case actF16, actBF16:
 		x = (cols + 255) / 256
 	}
 	return cu.Dim{X: uint32(x), Y: uint32(ntok)}
@@ -1015,7 +1021,7 @@ func roundGrid(f, ntok, cols, nc int) cu.Dim {
 // ggml numerics: x itself for F32 weights, else k_round's copy (be.mqX,
 // rows 16-byte aligned), valid until the next product's.
 func (be *backend) rounded(xb *buf, m *matrix) (*buf, error) {
-	f := actFormat(m.t.Type)
+	f := m.act
 	if f == actNone {
 		return xb, nil
 	}
@@ -1038,7 +1044,7 @@ var mqTypes = []quant.Type{quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant
 // multiplies the integers (split over grid.z as mm_<type> is).
 func (be *backend) mqProduct(xb, d *buf, m *matrix) error {
 	nc := (m.cols + 31) / 32
-	f := actFormat(m.t.Type)
+	f := m.act
 	qs := 32 * nc // bytes per token: 16-byte aligned rows
 	codes := uint64(xb.rows * qs)
 	if err := be.ensure(&be.mqQ, codes+uint64(8*xb.rows*nc)); err != nil {

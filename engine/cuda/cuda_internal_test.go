@@ -224,7 +224,7 @@ func TestActivationFormats(t *testing.T) {
 			continue
 		}
 		seen++
-		if want := actFormat(typ); f != want {
+		if want, err := actFormat(typ); err != nil || f != want {
 			t.Errorf("%s: the device rounds x to activation format %d, the host and the reference to %d", typ, f, want)
 		}
 	}

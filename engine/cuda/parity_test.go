@@ -19,7 +19,7 @@ import (
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/internal/enginetest"
 	"github.com/aprqa/apr/engine/model"
-	"github.com/aprqa/apr/engine/ref"
+	refeng "github.com/aprqa/apr/engine/ref"
 	"github.com/aprqa/apr/falsify"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/oracle"
@@ -115,7 +115,7 @@ func TestParity(t *testing.T) {
 func parity(t *testing.T, dir, path string) string {
 	name := strings.TrimSuffix(filepath.Base(path), ".gguf")
 	cpu := enginetest.Open(t, path, "cpu", 0)
-	judge, err := model.OpenBackend("ref", cpu.F, cpu.Spec, model.OpenOptions{Numerics: ref.NumericsGGML})
+	judge, err := model.OpenBackend("ref", cpu.F, cpu.Spec, model.OpenOptions{Numerics: refeng.NumericsGGML})
 	if err != nil {
 		t.Fatal(err)
 	}
