@@ -122,10 +122,15 @@ qa_steps() {
 	step 150 /tmp/apr qa /tmp/q35-Q4_K.gguf --backend cuda
 	step 150 /tmp/apr qa /tmp/q35-Q8_0.gguf --backend cuda
 	# The planted wrong kernel must fail the engine gates (exit 1): a pass
-	# here is the failure. In ggml numerics F2 alone let this one through on
-	# qwen2.5-0.5b Q4_K (2026-12-07): the step names which gates catch it.
+	# here is the failure. It must lie beyond the model's own noise, which
+	# on apr synth's random-weight 0.5B is large: through the host emulator
+	# (2026-12-07) gpu_cpu on qwen2.5-0.5b Q4_K measured 1 − min cosine
+	# 2.1e-4 clean against a noise floor (the reference against its jittered
+	# twin) of 3.4e-4; blk.3.ffn_down's column 7 × 1.5 moved it to 2.7e-4
+	# and × 3 to 8.6e-4, both within 2× the floor (pass), × 6 to 4.0e-3
+	# (fail). The step names which gates catch it.
 	before=$rc
-	APR_CUDA_PLANT=blk.3.ffn_down.weight:7:1.5 step 150 /tmp/apr qa /tmp/q25-Q8_0.gguf --backend cuda --gate f2,parity,gpu_cpu,golden_output
+	APR_CUDA_PLANT=blk.3.ffn_down.weight:7:6 step 150 /tmp/apr qa /tmp/q25-Q4_K.gguf --backend cuda --gate f2,parity,gpu_cpu,golden_output
 	s=$?
 	rc=$before
 	if [ $s -ne 1 ]; then
