@@ -36,6 +36,9 @@
 #                 APR_GPU_AB_ROUNDS (2) rounds; a line per model, variant and
 #                 round in the summary. The apr carried must know the
 #                 kernels' names (a fatbin without one it loads is refused).
+#                 Every variant's fatbin (build.sh's gencode) comes back in
+#                 variants.tar.xz: make a winner's flags the sources'
+#                 defaults and its fatbin is theirs (record their sum).
 #
 # Every step runs even when an earlier one failed, under its own time limit;
 # the exit code is the first failure's (the planted step inverts: it must
@@ -239,7 +242,9 @@ ab() {
 		else
 			# Side by side (one nvcc process each), each with its own log.
 			# shellcheck disable=SC2086 # the flags are words
-			timeout 300 nvcc -fatbin -gencode arch=compute_90,code=sm_90 -O3 -fmad=false ${flags[$i]} \
+			# build.sh's gencode, so that a winner's fatbin can be committed
+			# once its flags are made the sources' defaults (the same code).
+			timeout 300 nvcc -fatbin -gencode arch=compute_90,code='[sm_90,compute_90]' -O3 -fmad=false ${flags[$i]} \
 				-o "/tmp/ab/${names[$i]}.fatbin" engine/cuda/kernels/apr.cu >"/tmp/ab/${names[$i]}.log" 2>&1 &
 		fi
 	done
@@ -266,6 +271,9 @@ ab() {
 			[ $rc -ne 0 ] || rc=1
 		fi
 	done
+	# The variants' fatbins come back (one archive: the device tool returns
+	# only a few files), each named as in the summary's "vN: flags" lines.
+	(cd /tmp/ab && tar -cf - "${built[@]/%/.fatbin}" | xz -T0 -6 >"$out/variants.tar.xz")
 	if [ -n "$emu" ]; then
 		echo "== emulator dry run: the benchmarks need a GPU (built: ${built[*]})" | tee -a "$out/summary.txt"
 		return
