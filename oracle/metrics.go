@@ -300,3 +300,67 @@ func topKOverlap(got, want []float32, k int) (float64, error) {
 	}
 	return float64(n) / float64(k), nil
 }
+
+// ChannelSums accumulates, channel by channel over the rows (positions) of
+// one traced stage, what WorstChannel reports. A defect confined to one
+// channel (an output column of a product scaled, one row of a weight
+// matrix wrong) puts a large share of the difference into that channel and
+// moves its scale away from 1; rounding noise spreads over every channel
+// and leaves each scale near 1. Its zero value is ready to use.
+type ChannelSums struct {
+	dd, gw, ww []float64
+}
+
+// Add adds one pair of rows; a pair of unequal length, of another width
+// than the rows before, or holding a NaN or an Inf is refused.
+func (c *ChannelSums) Add(got, want []float32) error {
+	if err := pair(got, want); err != nil {
+		return err
+	}
+	if c.dd == nil {
+		c.dd, c.gw, c.ww = make([]float64, len(want)), make([]float64, len(want)), make([]float64, len(want))
+	}
+	if len(want) != len(c.dd) {
+		return fmt.Errorf("%w: a row of %d channels after rows of %d", ErrLength, len(want), len(c.dd))
+	}
+	for j := range want {
+		g, w := float64(got[j]), float64(want[j])
+		c.dd[j] += (g - w) * (g - w)
+		c.gw[j] += g * w
+		c.ww[j] += w * w
+	}
+	return nil
+}
+
+// ChannelShare is the channel of a stage that carries the largest share of
+// the difference between two computations.
+type ChannelShare struct {
+	Channel int     // -1: the computations do not differ
+	Share   float64 // its Σ(got−want)² over the positions, as a fraction of every channel's
+	// Scale is got's least-squares scale against want in it, Σ got·want /
+	// Σ want²; ok false where want is 0 throughout the channel.
+	Scale   float64
+	ScaleOK bool
+}
+
+// Worst returns the channel with the largest share of the difference (the
+// lowest such channel on a tie), or Channel -1 when there is none.
+func (c *ChannelSums) Worst() ChannelShare {
+	out := ChannelShare{Channel: -1}
+	var tot float64
+	for j, d := range c.dd {
+		tot += d
+		if d > 0 && (out.Channel < 0 || d > c.dd[out.Channel]) {
+			out.Channel = j
+		}
+	}
+	if out.Channel < 0 {
+		return out
+	}
+	j := out.Channel
+	out.Share = c.dd[j] / tot
+	if c.ww[j] > 0 {
+		out.Scale, out.ScaleOK = c.gw[j]/c.ww[j], true
+	}
+	return out
+}

@@ -293,3 +293,44 @@ func TestTopKSelectsAsASortWould(t *testing.T) {
 		}
 	}
 }
+
+// TestWorstChannel: one channel scaled by 1.5 on top of rounding-sized
+// noise in every channel is the worst, with most of the difference and a
+// scale of 1.5; noise alone leaves no channel with much of it and every
+// scale near 1; equal rows have none; rows of another width are refused.
+func TestWorstChannel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 0))
+	const width, rows = 896, 24
+	var planted, noise oracle.ChannelSums
+	for p := 0; p < rows; p++ {
+		want, got, got2 := make([]float32, width), make([]float32, width), make([]float32, width)
+		for j := range want {
+			want[j] = float32(rng.NormFloat64())
+			e := float32(rng.NormFloat64() * 0.03) // 1 − cos ≈ 4.5e-4, the 0.5B models' noise
+			got[j], got2[j] = want[j]+e, want[j]+e
+		}
+		got[7] = 1.5*want[7] + (got[7] - want[7])
+		if err := planted.Add(got, want); err != nil {
+			t.Fatal(err)
+		}
+		if err := noise.Add(got2, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := planted.Worst()
+	if w.Channel != 7 || !w.ScaleOK || math.Abs(w.Scale-1.5) > 0.02 || w.Share < 0.1 {
+		t.Errorf("planted: %+v, want channel 7 at scale 1.5 with ≥ 10%% of the difference", w)
+	}
+	n := noise.Worst()
+	t.Logf("planted %+v; noise alone %+v", w, n)
+	if n.Share > 0.01 || math.Abs(n.Scale-1) > 0.05 {
+		t.Errorf("noise alone: %+v, want no channel with ≥ 1%% of the difference and scales near 1", n)
+	}
+	var same oracle.ChannelSums
+	if err := same.Add([]float32{1, 2}, []float32{1, 2}); err != nil || same.Worst().Channel != -1 {
+		t.Errorf("equal rows: %+v, %v; want channel -1", same.Worst(), err)
+	}
+	if err := same.Add([]float32{1, 2, 3}, []float32{1, 2, 3}); err == nil {
+		t.Error("a row of another width was added")
+	}
+}

@@ -42,6 +42,13 @@ where it is and the largest absolute difference; then the first record
 and the logits. That first record is where to look: the ops before it
 agree, so the defect (or the amplification of noise) is in it.
 
+Each (layer, op) also names its worst channel: the output value that
+carries the largest share of the difference over the positions, with the
+backend's scale against the judge in it. Rounding noise spreads over every
+channel at scales near 1; a defect confined to one channel (a product's
+output column scaled) takes a large share at a scale away from 1 at the op
+where it enters, even where the model's noise hides it from the cosines.
+
 Tokens come from --tokens, or from --prompt tokenized as a raw prompt with
 the model's own tokenizer (BOS as the model says).
 
@@ -81,6 +88,16 @@ type diffStage struct {
 	Divergent  int     `json:"divergent_positions"`
 	NonFinite  bool    `json:"non_finite,omitempty"`
 	Mismatched bool    `json:"length_mismatch,omitempty"`
+	// The channel (value index of the op's output) that carries the
+	// largest share of the difference over the positions, that share, and
+	// the backend's scale against the judge in it (oracle.ChannelSums): a
+	// defect confined to one channel, such as a product's output column
+	// scaled, shows there at the op it enters even where rounding noise
+	// keeps the cosine near the model's own (-1 and no share: no
+	// difference; no scale: the judge is 0 throughout that channel).
+	WorstChannel int      `json:"worst_channel"`
+	ChannelShare float64  `json:"worst_channel_share"`
+	ChannelScale *float64 `json:"worst_channel_scale,omitempty"`
 }
 
 type diffReport struct {
@@ -238,6 +255,7 @@ func diffStages(want, got []oracle.Record, minCos float64) []diffStage {
 	}
 	idx := map[sk]int{}
 	var out []diffStage
+	var chans []oracle.ChannelSums
 	for _, r := range want {
 		gv, ok := gi[key{r.Layer, r.Op, r.Pos}]
 		if !ok {
@@ -248,6 +266,7 @@ func diffStages(want, got []oracle.Record, minCos float64) []diffStage {
 			i = len(out)
 			idx[sk{r.Layer, r.Op}] = i
 			out = append(out, diffStage{Layer: r.Layer, Op: r.Op, MinCosine: 1, WorstPos: -1})
+			chans = append(chans, oracle.ChannelSums{})
 		}
 		s := &out[i]
 		s.Positions++
@@ -276,6 +295,16 @@ func diffStages(want, got []oracle.Record, minCos float64) []diffStage {
 		if c < minCos {
 			s.Divergent++
 		}
+		if chans[i].Add(gv, r.Values) != nil {
+			s.Mismatched = true // a record of another width than the op's others
+		}
+	}
+	for i := range out {
+		w := chans[i].Worst()
+		out[i].WorstChannel, out[i].ChannelShare = w.Channel, w.Share
+		if w.ScaleOK {
+			out[i].ChannelScale = &w.Scale
+		}
 	}
 	return out
 }
@@ -284,7 +313,7 @@ func printDiff(env *Env, rep diffReport) error {
 	w := bufio.NewWriter(env.Stdout)
 	fmt.Fprintf(w, "%s: %s against %s over %d tokens (a record diverges below cosine %g)\n",
 		rep.Model, rep.Backend, rep.Against, len(rep.Tokens), rep.MinCosine)
-	fmt.Fprintf(w, "%-6s %-16s %-12s %-6s %-10s %-10s %s\n", "layer", "op", "1 - cos", "at", "max |d|", "nmse", "divergent")
+	fmt.Fprintf(w, "%-6s %-16s %-12s %-6s %-10s %-10s %-22s %s\n", "layer", "op", "1 - cos", "at", "max |d|", "nmse", "worst channel", "divergent")
 	for _, s := range rep.Stages {
 		layer := fmt.Sprint(s.Layer)
 		if s.Layer < 0 {
@@ -300,7 +329,14 @@ func printDiff(env *Env, rep diffReport) error {
 		case s.Mismatched:
 			mark += " length mismatch"
 		}
-		fmt.Fprintf(w, "%-6s %-16s %-12.3e %-6d %-10.3g %-10.3g %s\n", layer, s.Op, 1-s.MinCosine, s.WorstPos, s.MaxAbs, s.MaxNMSE, mark)
+		ch := "-"
+		if s.WorstChannel >= 0 {
+			ch = fmt.Sprintf("%d %.0f%%", s.WorstChannel, 100*s.ChannelShare)
+			if s.ChannelScale != nil {
+				ch += fmt.Sprintf(" ×%.3g", *s.ChannelScale)
+			}
+		}
+		fmt.Fprintf(w, "%-6s %-16s %-12.3e %-6d %-10.3g %-10.3g %-22s %s\n", layer, s.Op, 1-s.MinCosine, s.WorstPos, s.MaxAbs, s.MaxNMSE, ch, mark)
 	}
 	fmt.Fprintf(w, "logits: 1 - min cosine %.3e at position %d, 1 - mean %.3e, argmax %d/%d\n",
 		1-rep.Logits.MinCosine, rep.Logits.WorstPos, 1-rep.Logits.MeanCosine, rep.Logits.ArgmaxAgree, rep.Logits.ComparedPositions)

@@ -35,7 +35,7 @@ func TestDiff(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("llama F32: exit %d, want 0\n%s%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"attn_norm", "ffn_out", "l_out", "logits:", "no record below cosine 0.999"} {
+	for _, want := range []string{"attn_norm", "ffn_out", "l_out", "logits:", "no record below cosine 0.999", "worst channel"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("llama F32: output lacks %q:\n%s", want, stdout)
 		}
@@ -54,14 +54,24 @@ func TestDiff(t *testing.T) {
 			Cosine float64 `json:"cosine"`
 		} `json:"first_divergence"`
 		Stages []struct {
-			Layer     int     `json:"layer"`
-			Op        string  `json:"op"`
-			MinCosine float64 `json:"min_cosine"`
+			Layer        int      `json:"layer"`
+			Op           string   `json:"op"`
+			MinCosine    float64  `json:"min_cosine"`
+			WorstChannel *int     `json:"worst_channel"`
+			Share        float64  `json:"worst_channel_share"`
+			Scale        *float64 `json:"worst_channel_scale"`
 		} `json:"stages"`
 	}
 	oneJSON(t, stdout, &rep)
 	if rep.First == nil || !strings.HasPrefix(rep.First.Op, "ssm_") || rep.First.Cosine >= 0.99 {
 		t.Fatalf("qwen35 Q5_0: first divergence %+v, want a DeltaNet (ssm_*) op below 0.99", rep.First)
+	}
+	for _, s := range rep.Stages {
+		// Every stage names its worst channel: a value index with a share
+		// in (0, 1] where the engines differ, -1 with none where they agree.
+		if s.WorstChannel == nil || (*s.WorstChannel >= 0) != (s.Share > 0) || s.Share > 1 || (*s.WorstChannel < 0 && s.Scale != nil) {
+			t.Errorf("stage layer %d %s: worst channel %v, share %v, scale %v", s.Layer, s.Op, s.WorstChannel, s.Share, s.Scale)
+		}
 	}
 	for _, s := range rep.Stages {
 		if s.Layer == rep.First.Layer && s.Op == rep.First.Op {
