@@ -907,7 +907,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 				return err
 			}
 			grid := cu.Dim{X: uint32((m.rows + mmBM - 1) / mmBM), Y: uint32((xb.rows + mmBN - 1) / mmBN), Z: 1}
-			grid.Z = uint32(mmSplits(int(grid.X*grid.Y), nc, be.sms))
+			grid.Z = uint32(productSplits(int(grid.X*grid.Y), nc, be.sms, mmBK))
 			if grid.Z == 1 {
 				return be.launch("mm_"+m.name, grid, cu.Dim{X: 128}, 0,
 					m.p, m.rowBytes, nc, m.cols, x.p, x.stride, ds[0].p, ds[0].stride, m.rows, xb.rows, cu.Ptr(0))
@@ -1040,7 +1040,7 @@ func (be *backend) rounded(xb *buf, m *matrix) (*buf, error) {
 var mqTypes = []quant.Type{quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K}
 
 // mqProduct is a prompt's product with an MqForm matrix: k_round rounds x
-// (Q8_0 or Q8_K codes, each chunk's d and d·Σ q, in be.mqQ), then mq_<type>
+// (Q8_0, Q8_1 or Q8_K codes, each chunk's d and sum, in be.mqQ), then mq_<type>
 // multiplies the integers (split over grid.z as mm_<type> is).
 func (be *backend) mqProduct(xb, d *buf, m *matrix) error {
 	nc := (m.cols + 31) / 32
@@ -1058,7 +1058,7 @@ func (be *backend) mqProduct(xb, d *buf, m *matrix) error {
 		return err
 	}
 	grid := cu.Dim{X: uint32((m.rows + mmBM - 1) / mmBM), Y: uint32((xb.rows + mmBN - 1) / mmBN), Z: 1}
-	grid.Z = uint32(mqSplits(int(grid.X*grid.Y), nc, be.sms))
+	grid.Z = uint32(productSplits(int(grid.X*grid.Y), nc, be.sms, mqBK))
 	p := cu.Ptr(0)
 	if grid.Z > 1 {
 		if err := be.ensure(&be.mmP, uint64(4*int(grid.Z)*xb.rows*m.rows)); err != nil {
@@ -1079,11 +1079,6 @@ func (be *backend) mqProduct(xb, d *buf, m *matrix) error {
 // mqBK is apr.cu's MQ_BK: the chunks of a stage of mq_<type>.
 const mqBK = 8
 
-// mqSplits is mmSplits for mq_<type>, whose splits are whole stages.
-func mqSplits(tiles, nchunk, sms int) int {
-	want := (4*max(sms, 1) + tiles - 1) / tiles
-	return max(1, min(want, 8, nchunk/(4*mqBK)))
-}
 
 // mvRowsPerSlot is how many rows each row slot of a one-token product
 // takes (G in apr.cu's mv_body: 4, 2 or 1): the most that still leaves
@@ -1134,14 +1129,15 @@ const mvTile, mvBlocksPerSM = 160, 8
 // chunks per stage (MM_BK).
 const mmBM, mmBN, mmBK = 64, 64, 2
 
-// mmSplits is how many parts the prompt product's chunks are split into
-// (grid.z; k_sumk adds the parts): enough for about four blocks per
+// productSplits is how many parts a prompt product's chunks are split
+// into (grid.z; k_sumk adds the parts), for mm_<type> (stages of mmBK
+// chunks) and mq_<type> (mqBK): enough for about four blocks per
 // multiprocessor (at least three are resident at a time: apr.cu's MM_MINB)
 // when the tiles alone are fewer, each part at least four stages, at most 8.
 // (Eight per multiprocessor, the rule before MM_MINB, spent more in k_sumk.)
-func mmSplits(tiles, nchunk, sms int) int {
+func productSplits(tiles, nchunk, sms, stage int) int {
 	want := (4*max(sms, 1) + tiles - 1) / tiles
-	return max(1, min(want, 8, nchunk/(4*mmBK)))
+	return max(1, min(want, 8, nchunk/(4*stage)))
 }
 
 // UBatch is the most tokens one pass of the graph takes on this backend
