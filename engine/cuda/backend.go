@@ -32,6 +32,7 @@ type backend struct {
 	mod cu.Module
 	fn  map[string]cu.Func
 	sms int // the device's multiprocessors
+	agL int // k_attg's positions per split (AG_L), read from the kernels
 
 	mu   sync.Mutex
 	err  error // first failure
@@ -125,11 +126,35 @@ func (be *backend) ensureZero(a *devArea, n uint64) error {
 // (ATT_L, ATT_HV in apr.cu).
 const attnL, attnMaxHV = 64, 256
 
-// The grouped decode attention (k_attg<HC> in apr.cu): AG_L positions
-// per split, AG_T threads, and its limits AG_MAXG heads per group, AG_QS
-// query values and AG_AS value columns of a group, AG_WS weights (heads ×
-// splits) in its combine.
-const attgL, attgThreads, attgMaxG, attgQS, attgAS, attgWS = 64, 256, 8, 2048, 1024, 4096
+// The grouped decode attention (k_attg<HC> in apr.cu): AG_T threads, and
+// its limits AG_MAXG heads per group, AG_QS query values and AG_AS value
+// columns of a group, AG_WS weights (heads × splits) in its combine. Its
+// positions per split (AG_L, a build parameter: 32, 64, 128 or 256) the
+// backend reads from the kernels themselves (k_attgcfg, be.agL), so that
+// a fatbin built with another AG_L is launched with its own splits.
+const attgThreads, attgMaxG, attgQS, attgAS, attgWS = 256, 8, 2048, 1024, 4096
+
+// readAttgL reads k_attg's positions per split from the kernels
+// (k_attgcfg writes AG_L) and refuses a value the backend cannot size
+// splits for: a context cap (a multiple of 256) must hold whole splits.
+func (be *backend) readAttgL() error {
+	out := be.Work(1, 1).(*buf)
+	defer be.Release(out)
+	if err := be.do(func() error { return be.launch("k_attgcfg", cu.Dim{X: 1}, cu.Dim{X: 1}, 0, out.p) }); err != nil {
+		return err
+	}
+	var v [1]float32
+	be.Read(out, 0, v[:])
+	if be.err != nil {
+		return be.err // the read failed: the driver's error, not a NaN read as AG_L
+	}
+	l := int(int32(math.Float32bits(v[0])))
+	if l <= 0 || 256%l != 0 || l%32 != 0 {
+		return fmt.Errorf("cuda: the kernels' k_attg takes %d positions per split (AG_L); the backend takes 32, 64, 128 or 256", l)
+	}
+	be.agL = l
+	return nil
+}
 
 // headClass is the kernels' HC for heads of w values: the index of the
 // smallest of 32, 64, 128 and 256 values (HC 1, 2, 4, 8) that holds them,
@@ -159,7 +184,7 @@ var (
 // (a decode step), unless APR_CUDA_ATTG=0, within its limits.
 func (be *backend) attgKernel(n int, a graph.Attn, ctxCap int) (attnKernel, bool) {
 	g, hc := a.NHead/a.NKV, headClass(a.HV)
-	if be.noAttg || n != 1 || hc < 0 || g > attgMaxG || g*a.HK > attgQS || g*a.HV > attgAS || a.HK%4 != 0 || a.HV%4 != 0 || g*(ctxCap/attgL) > attgWS {
+	if be.noAttg || n != 1 || hc < 0 || g > attgMaxG || g*a.HK > attgQS || g*a.HV > attgAS || a.HK%4 != 0 || a.HV%4 != 0 || g*(ctxCap/be.agL) > attgWS {
 		return attnKernel{}, false
 	}
 	return attgKernels[hc], true
@@ -1873,7 +1898,7 @@ func (be *backend) Attend(out, q graph.Buf, kv graph.KV, pos0 int) error {
 			// A decode row: a block per KV group and split (k_attg), all
 			// the group's heads together, combined by the group's last.
 			// PA (each split's and head's a, 16-byte aligned), then PM.
-			nsplit := ctxCap / attgL
+			nsplit := ctxCap / be.agL
 			pa := uint64(4 * a.NHead * nsplit * a.HV)
 			if err := be.ensure(&be.attnP, pa+uint64(8*a.NHead*nsplit)); err != nil {
 				return err

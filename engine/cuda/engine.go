@@ -228,6 +228,9 @@ func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backe
 		be.stream, err = d.NewStream()
 		return err
 	})
+	if err == nil {
+		err = be.readAttgL()
+	}
 	if be.prof = newProfiler(be.fn); be.prof != nil {
 		be.graphs = nil // timed kernel by kernel
 	}
@@ -244,7 +247,7 @@ func kernelNames() []string {
 		names = append(names, k.name, k.rope)
 	}
 	names = append(names, flashNames[:]...)
-	names = append(names, "k_round", "k_actfmt")
+	names = append(names, "k_round", "k_actfmt", "k_attgcfg")
 	for _, t := range mqTypes {
 		names = append(names, "mq_"+t.String())
 	}

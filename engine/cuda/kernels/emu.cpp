@@ -92,6 +92,22 @@ template <class T, class F> static T warp_reduce(T v, F op) {
   return vals[t & 31];
 }
 static float warp_sum(float v) { return warp_reduce(v, [](float a, float b) { return a + b; }); }
+// quad_max, quad_sum: over the lanes 4k … 4k + 3, as the butterfly of the
+// device's two shuffles pairs them (every thread of the block meets).
+template <class F> static float quad_reduce(float v, F op) {
+  int t = apr_cur_index;
+  slots[t] = (double)v;
+  __syncthreads();
+  int b = t & ~3;
+  float a[4];
+  for (int i = 0; i < 4; i++) a[i] = (float)slots[b + i];
+  int l = t & 3;
+  float r1 = op(a[l], a[l ^ 1]), r2 = op(a[l ^ 2], a[l ^ 3]);
+  __syncthreads();
+  return op(r1, r2);
+}
+static float quad_max(float v) { return quad_reduce(v, [](float a, float b) { return fmaxf(a, b); }); }
+static float quad_sum(float v) { return quad_reduce(v, [](float a, float b) { return a + b; }); }
 static double warp_sumd(double v) { return warp_reduce(v, [](double a, double b) { return a + b; }); }
 static float warp_max(float v) { return warp_reduce(v, [](float a, float b) { return fmaxf(a, b); }); }
 
@@ -167,7 +183,7 @@ static void registerAll() {
   if (!kernels().empty()) return;
   APR_TYPES(REG_T)
   APR_MQ_TYPES(REG_MQ)
-  REG(k_round) REG(k_actfmt)
+  REG(k_round) REG(k_actfmt) REG(k_attgcfg)
   REG(k_zero) REG(k_add) REG(k_addvec) REG(k_swiglu) REG(k_sigmoid) REG(k_silu) REG(k_mulsigmoid)
   REG(k_softplusmul) REG(k_deinterleave) REG(k_wsum) REG(k_rmsnorm) REG(k_l2norm) REG(k_gatednorm) REG(k_softmax)
   REG(k_rope) REG(k_store) REG(k_attend) REG(k_attn) REG(k_attg1) REG(k_attg2) REG(k_attg4) REG(k_attg8) REG(k_attgr1) REG(k_attgr2) REG(k_attgr4) REG(k_attgr8) REG(k_attw1) REG(k_attw2) REG(k_attw4) REG(k_attw8) REG(k_attwr1) REG(k_attwr2) REG(k_attwr4) REG(k_attwr8) REG(k_flash1) REG(k_flash2) REG(k_flash4) REG(k_stream) REG(k_sumk) REG(k_conv) REG(k_delta) REG(k_deltaw2) REG(k_deltaw4) REG(k_deltaw8) REG(k_perturb)

@@ -833,7 +833,8 @@ template <int QS, int QH, int OFF, bool MINS> struct MqNibble {
   static const bool has = true, mins = MINS;
   static const int GS = 32;
   __device__ static void ints(const u8 *b, int, u32 *w, float *A, float &B) {
-    u32 qh = QH >= 0 ? ld32h(b + (QH >= 0 ? QH : 0)) : 0u;
+    u32 qh = 0u;
+    if constexpr (QH >= 0) qh = ld32h(b + QH);
 #pragma unroll
     for (int j = 0; j < 4; j++) {
       u32 v = ld32h(b + QS + 4 * j), lo = v & 0x0f0f0f0fu, hi = (v >> 4) & 0x0f0f0f0fu;
