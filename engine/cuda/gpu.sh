@@ -31,7 +31,8 @@
 #                 as they are ("base") and each of APR_GPU_AB's nvcc -D flag
 #                 sets (';' between variants: APR_GPU_AB='-DMM_INT=0;-DMV_V4=0'),
 #                 built side by side; apr bench (APR_GPU_AB_TESTS, '-p 512 -n
-#                 128'; APR_GPU_AB_REPS, 5) of each in turns on apr synth's
+#                 128'; '|' between sets of tests: '-p 512 -n 128|-p 0 -n 64
+#                 -d 4096'; APR_GPU_AB_REPS, 5) of each in turns on apr synth's
 #                 APR_GPU_AB_MODELS ('q25-Q4_K q35-Q4_K': q25/q35-TYPE) for
 #                 APR_GPU_AB_ROUNDS (2) rounds; a line per model, variant and
 #                 round in the summary. The apr carried must know the
@@ -278,12 +279,16 @@ ab() {
 		echo "== emulator dry run: the benchmarks need a GPU (built: ${built[*]})" | tee -a "$out/summary.txt"
 		return
 	fi
+	local sets
+	IFS='|' read -ra sets <<<"$tests"
 	for r in $(seq "$rounds"); do
-		for m in $models; do
-			for n in "${built[@]}"; do
-				# shellcheck disable=SC2086 # the tests are words
-				APR_CUDA_PTX="/tmp/ab/$n.fatbin" step 90 /tmp/apr bench "/tmp/$m.gguf" --backend cuda $tests --reps "$reps" &&
-					grep -E '^\| cuda' "$out/step.txt" | sed "s/^/$m $n round $r /" >>"$out/summary.txt"
+		for t in "${sets[@]}"; do
+			for m in $models; do
+				for n in "${built[@]}"; do
+					# shellcheck disable=SC2086 # the tests are words
+					APR_CUDA_PTX="/tmp/ab/$n.fatbin" step 90 /tmp/apr bench "/tmp/$m.gguf" --backend cuda $t --reps "$reps" &&
+						grep -E '^\| cuda' "$out/step.txt" | sed "s/^/$m $n round $r /" >>"$out/summary.txt"
+				done
 			done
 		done
 	done
