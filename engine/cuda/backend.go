@@ -1104,7 +1104,6 @@ func (be *backend) mqProduct(xb, d *buf, m *matrix) error {
 // mqBK is apr.cu's MQ_BK: the chunks of a stage of mq_<type>.
 const mqBK = 8
 
-
 // mvRowsPerSlot is how many rows each row slot of a one-token product
 // takes (G in apr.cu's mv_body: 4, 2 or 1): the most that still leaves
 // mvSlotsPerSM slots per multiprocessor, so that a decode step's small

@@ -297,18 +297,18 @@ func TestEmulated(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestFusion") {
 		t.Fatalf("the products on an emulator of 48 multiprocessors: %v\n%s", err, out)
 	}
-	// The kernels' build parameters that change which code runs (apr.cu:
-	// AG_L, which the host reads through k_attgcfg and sizes k_attg's
-	// splits by; MQ_ROWMAP; MV_QUAD), each away from its default, so that
-	// a variant an A/B may pick is known to compute the same results.
+	// The attention's build parameters (apr.cu: AG_L, which the host reads
+	// through k_attgcfg and sizes k_attg's splits by, and AG_CU, the
+	// combine's loads in flight), each away from its default, so that a
+	// value an A/B may pick is known to compute the same results.
 	vlib := filepath.Join(dir, "libcuda-emu-variants.so")
-	if out, err := exec.Command(cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-DAG_L=32", "-DMQ_ROWMAP=1", "-DMV_QUAD=0", "-o", vlib, "kernels/emu.cpp").CombinedOutput(); err != nil {
+	if out, err := exec.Command(cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-DAG_L=32", "-DAG_CU=16", "-o", vlib, "kernels/emu.cpp").CombinedOutput(); err != nil {
 		t.Fatalf("building the emulator with the variants: %v\n%s", err, out)
 	}
-	cmd = exec.Command(os.Args[0], "-test.run", "^(TestProducts|TestWideProducts|TestFusion|TestAttendKernels|TestAttendRope)$", "-test.v")
+	cmd = exec.Command(os.Args[0], "-test.run", "^(TestAttendKernels|TestAttendRope|TestEvalLast)$", "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+vlib, cuda.EnvPTX+"="+ptx)
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestAttendKernels") {
-		t.Fatalf("the kernels built with AG_L=32, MQ_ROWMAP=1, MV_QUAD=0: %v\n%s", err, out)
+		t.Fatalf("the kernels built with AG_L=32, AG_CU=16: %v\n%s", err, out)
 	}
 	runEmuProbes(t, append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx))
 }

@@ -714,81 +714,6 @@ template <int A> __device__ void act_round(float *x, int ld, int nct, float *s, 
   }
 }
 
-#ifndef APR_HOST // the host emulator (emu.cpp) brings its own
-// quad_max, quad_sum: v reduced over the four lanes 4k … 4k + 3 (every lane
-// of the warp takes part).
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-#endif
-// act_round_quad<A>: act_round's rounding with four threads per chunk,
-// each eight of its values: the chunk's largest magnitude by two quad
-// shuffles, then each thread rounds its own; Q8_K's blocks meet through
-// scr (8 floats per chunk: each quarter's largest magnitude and its first
-// value of it) at one barrier. The same values as act_round (TestProducts
-// holds both to quant's quantizers); MV_QUAD 0 keeps act_round.
-template <int A> __device__ void act_round_quad(float *x, int ld, int nct, float *s, float *scr) {
-  if constexpr (A == ACT_F16 || A == ACT_BF16) {
-    act_round<A>(x, ld, nct, s, scr);
-  } else {
-    const float4 z = {0.f, 0.f, 0.f, 0.f};
-    if constexpr (A == ACT_Q8_K) {
-      for (int base = 0; base < 4 * nct; base += blockDim.x) {
-        int i = base + threadIdx.x, c = i >> 2, qd = i & 3;
-        if (c < nct) {
-          const float *p = x + c * ld + 8 * qd;
-          float am = 0.f, mv = 0.f;
-#pragma unroll
-          for (int j = 0; j < 8; j++)
-            if (fabsf(p[j]) > am) am = fabsf(p[j]), mv = p[j];
-          scr[8 * c + 2 * qd] = am, scr[8 * c + 2 * qd + 1] = mv;
-        }
-      }
-      __syncthreads();
-    }
-    for (int base = 0; base < 4 * nct; base += blockDim.x) {
-      int i = base + threadIdx.x, c = i >> 2, qd = i & 3;
-      bool in = c < nct;
-      float4 *p = (float4 *)(x + c * ld + 8 * qd);
-      float4 v0 = in ? p[0] : z, v1 = in ? p[1] : z;
-      // sc·x rounded and clamped to [lo, 127], times d: Q8_0/Q8_1 as act_q8
-      // (sc = 127/amax), Q8_K as act_q8k (sc = iscale, no lower clamp).
-      float d, dr = 0.f, sc, lo, qs = 0.f;
-      if constexpr (A == ACT_Q8_K) {
-        // the block's first value of its largest magnitude, from its 32 quarters in order
-        const float *b = scr + 8 * (c & ~7);
-        float amax = 0.f, mx = 0.f;
-        if (in)
-#pragma unroll 4
-          for (int k = 0; k < 32; k++)
-            if (b[2 * k] > amax) amax = b[2 * k], mx = b[2 * k + 1];
-        sc = amax != 0.f ? -127.f / mx : 0.f, d = amax != 0.f ? 1.f / sc : 0.f, lo = -INFINITY;
-      } else {
-        float am = fmaxf(fmaxf(fmaxf(fabsf(v0.x), fabsf(v0.y)), fmaxf(fabsf(v0.z), fabsf(v0.w))),
-                         fmaxf(fmaxf(fabsf(v1.x), fabsf(v1.y)), fmaxf(fabsf(v1.z), fabsf(v1.w))));
-        float amax = quad_max(am);
-        dr = amax / 127.f, d = h2f(f2h_rn(dr)), sc = amax != 0.f ? 127.f / amax : 0.f, lo = -128.f;
-      }
-      auto r8 = [&](float f) {
-        float r = fminf(127.f, fmaxf(lo, rintf(f * sc)));
-        qs += r; // integers: exact
-        return d * r;
-      };
-      float4 o0 = {r8(v0.x), r8(v0.y), r8(v0.z), r8(v0.w)}, o1 = {r8(v1.x), r8(v1.y), r8(v1.z), r8(v1.w)};
-      if constexpr (A == ACT_Q8_1) {
-        float tot = quad_sum(qs);
-        if (in && qd == 0) s[c] = h2f(f2h_rn(dr * tot));
-      }
-      if (in) p[0] = o0, p[1] = o1;
-    }
-  }
-}
-
 // k_round: token rows of X (xs apart, cols values, nc chunks) in ggml
 // numerics for activation format fmt (ACT_*), for a prompt's products:
 // with R, the rounded values (rows rs apart), which mm_<type> and
@@ -866,9 +791,6 @@ template <class V> __device__ __forceinline__ void fill244(V (&x)[2][4][4], V v)
 #define MQ_BM 64
 #define MQ_BN 64
 #define MQ_BK 8 // chunks per stage: one Q8_K block
-#ifndef MQ_ROWMAP
-#define MQ_ROWMAP 0
-#endif
 static_assert(MQ_BM * MQ_BK == 4 * 128, "a stage's weight chunks: four per thread");
 #define MQ_LD (32 * MQ_BK + 16) // bytes: 16-byte aligned, a row's words 4 banks past the row before
 template <class T>
@@ -895,16 +817,13 @@ __device__ void mq_body(const u8 *W, long long rowBytes, int nchunk, const signe
   pdl();
   for (int c0 = cbeg; c0 < cend; c0 += MQ_BK) {
     __syncthreads();
-    // The weights: thread (row tid % 64) takes chunks tid / 64, + 2, + 4, + 6
-    // (MQ_ROWMAP 1: chunk tid % 8 of rows tid / 8, + 16, + 32, + 48, so that
-    // eight lanes read one row's stage, contiguous bytes).
+    // The weights: thread tid takes chunk tid % 8 of rows tid / 8, + 16,
+    // + 32, + 48, so that eight lanes read one row's stage, contiguous bytes
+    // (a lane per row instead, each its own row's chunks, measured 5–13%
+    // slower at pp512 on an H100, 2026-12-07).
 #pragma unroll
     for (int s = 0; s < MQ_BK / 2; s++) {
-#if MQ_ROWMAP
       int rr = tid / MQ_BK + (128 / MQ_BK) * s, kc = tid % MQ_BK, row = r0 + rr, cc = c0 + kc;
-#else
-      int rr = tid % MQ_BM, kc = tid / MQ_BM + 2 * s, row = r0 + rr, cc = c0 + kc;
-#endif
       u32 wq[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
       float A[2] = {0.f, 0.f}, B = 0.f;
       if (row < nrows && cc < cend) F::ints(W + (long long)row * rowBytes + (long long)(cc / CPB) * T::TS, cc % CPB, wq, A, B);
@@ -1052,11 +971,6 @@ extern "C" __global__ void k_actfmt(int *out) {
 #ifndef MV_ACT
 #define MV_ACT 1
 #endif
-// MV_QUAD 1: a decode product rounds its staged x with four threads per
-// chunk (act_round_quad) instead of one (act_round), the scratch in nws.
-#ifndef MV_QUAD
-#define MV_QUAD 1
-#endif
 //
 // One launch serves what a decode step does with one X (backend.go, fuse),
 // each the same float arithmetic the separate kernels do, so that results
@@ -1124,9 +1038,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
                         int nflags, float *glu, const u8 *W3, float *Y3, int nr3, const float *bias3) {
   __shared__ __align__(16) float xs[MV_TILE * MV_XS];
   __shared__ float xsum[MV_TILE];
-#if !MV_QUAD
   __shared__ float ascr[2 * MV_TILE]; // act_round's (Q8_K)
-#endif
   __shared__ __align__(16) float nws[MV_TILE * 32];
   __shared__ float part[2][MV_G][4];
   __shared__ double nsh[32];
@@ -1294,11 +1206,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
 #if MV_ACT
         if constexpr (ActOf<T>::v != ACT_NONE) {
           // x in ggml numerics (after the norm, whose output nout keeps F32).
-#if MV_QUAD
-          act_round_quad<ActOf<T>::v>(xs, MV_XS, nct, xsum, nws); // nws is free once the norm is applied
-#else
           act_round<ActOf<T>::v>(xs, MV_XS, nct, xsum, ascr); // Q8_1: xsum is each chunk's s
-#endif
           __syncthreads();
         }
 #endif

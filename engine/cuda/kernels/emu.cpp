@@ -92,22 +92,6 @@ template <class T, class F> static T warp_reduce(T v, F op) {
   return vals[t & 31];
 }
 static float warp_sum(float v) { return warp_reduce(v, [](float a, float b) { return a + b; }); }
-// quad_max, quad_sum: over the lanes 4k … 4k + 3, as the butterfly of the
-// device's two shuffles pairs them (every thread of the block meets).
-template <class F> static float quad_reduce(float v, F op) {
-  int t = apr_cur_index;
-  slots[t] = (double)v;
-  __syncthreads();
-  int b = t & ~3;
-  float a[4];
-  for (int i = 0; i < 4; i++) a[i] = (float)slots[b + i];
-  int l = t & 3;
-  float r1 = op(a[l], a[l ^ 1]), r2 = op(a[l ^ 2], a[l ^ 3]);
-  __syncthreads();
-  return op(r1, r2);
-}
-static float quad_max(float v) { return quad_reduce(v, [](float a, float b) { return fmaxf(a, b); }); }
-static float quad_sum(float v) { return quad_reduce(v, [](float a, float b) { return a + b; }); }
 static double warp_sumd(double v) { return warp_reduce(v, [](double a, double b) { return a + b; }); }
 static float warp_max(float v) { return warp_reduce(v, [](float a, float b) { return fmaxf(a, b); }); }
 
