@@ -29,8 +29,11 @@ type TimedRun func(ctx context.Context, plant map[string]time.Duration) (map[str
 // does. It
 // measures max_leak_ms, max_shortfall_ms and max_excess_ms (a planted
 // stage's field moving by more than the delay) over all stages; attempts > 1
-// repeats the whole measurement when noise pushed it over a threshold, and
-// measures the attempts used.
+// repeats the whole measurement when noise pushed it over a threshold, each
+// attempt with twice the samples of the one before (a stall that recurs,
+// such as a background hash of a large file landing in one stage, must then
+// miss the fastest of more runs), and measures the attempts and samples
+// used. A misplaced delay is in every run, so more samples never hide it.
 func CheckTiming(ctx context.Context, c *Check, run TimedRun, stages map[string]string, delay time.Duration, attempts, samples int) error {
 	leakTh, ok1 := c.F.Thresholds["max_leak_ms"]
 	shortTh, ok2 := c.F.Thresholds["max_shortfall_ms"]
@@ -62,7 +65,8 @@ func CheckTiming(ctx context.Context, c *Check, run TimedRun, stages map[string]
 		for i := range best {
 			best[i] = map[string]float64{}
 		}
-		for i := 0; i < max(1, samples); i++ {
+		n := max(1, samples) << (a - 1)
+		for i := 0; i < n; i++ {
 			for k, plant := range plants {
 				r, err := run(ctx, plant)
 				if err != nil {
@@ -98,6 +102,7 @@ func CheckTiming(ctx context.Context, c *Check, run TimedRun, stages map[string]
 			notes = append(notes, fmt.Sprintf("attempt %d, %.0f ms planted in %s: %s ms", a, delayMS, s, strings.Join(moves, ", ")))
 		}
 		c.Measure("attempts", float64(a))
+		c.Measure("samples", float64(n))
 		if leakTh.Holds(leak) && shortTh.Holds(short) && (!haveExcess || excessTh.Holds(excess)) {
 			break
 		}
