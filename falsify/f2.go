@@ -860,6 +860,17 @@ func (f *F2Run) Validate(ctx context.Context, eng model.Engine, sha string, toke
 	return string(r.Verdict), r.Err()
 }
 
+// F2Skip is generate.Options.Validate when the user turned F2 off (apr run
+// --no-f2, to measure what F2 costs): a device engine's verdict is
+// generate.F2Off, never a pass, and a host engine's generate.F2NotRequired,
+// as with F2 on.
+func F2Skip(_ context.Context, eng model.Engine, _ string, _ []int32) (string, error) {
+	if _, device := eng.(model.Uploader); !device {
+		return generate.F2NotRequired, nil
+	}
+	return generate.F2Off, nil
+}
+
 // F2Validate is generate.Options.Validate for the model at path: F2 on a
 // device engine (one that uploads its weights: cuda) keyed by this
 // binary's identity, before the prompt is evaluated; engines on the host

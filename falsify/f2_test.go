@@ -389,3 +389,16 @@ func TestF2Early(t *testing.T) {
 		}
 	})
 }
+
+// TestF2Skip: apr run --no-f2's Validate calls no engine and says so: a
+// device engine's verdict is "off", never "pass", and a host engine's stays
+// "not_required", as with F2 on.
+func TestF2Skip(t *testing.T) {
+	_, _, eng := f2Model(t)
+	if v, err := falsify.F2Skip(context.Background(), uploading{eng}, "sha", []int32{1, 2}); v != generate.F2Off || err != nil {
+		t.Errorf("F2Skip on a device engine: %q, %v; want %q", v, err, generate.F2Off)
+	}
+	if v, err := falsify.F2Skip(context.Background(), eng, "sha", []int32{1, 2}); v != generate.F2NotRequired || err != nil {
+		t.Errorf("F2Skip on a host engine: %q, %v; want %q", v, err, generate.F2NotRequired)
+	}
+}

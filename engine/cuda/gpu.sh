@@ -184,11 +184,13 @@ apps() {
 		step 120 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 0 -n 128 -d 4096 --reps 5
 	done
 	# Time to first token on a ~512-token prompt: twice (the second run's
-	# F2 answers from its cache); the stages are separate fields.
+	# F2 answers from its cache), then with F2 off; the stages are separate
+	# fields.
 	prompt="$(for i in $(seq 12); do printf 'the quick brown fox jumps over the lazy dog and then it runs far away '; done)"
 	for i in 1 2; do
 		step 60 /tmp/apr run /tmp/q25-Q4_K.gguf -p "$prompt" --raw -n 1 --backend cuda --json
 	done
+	step 60 /tmp/apr run /tmp/q25-Q4_K.gguf -p "$prompt" --raw -n 1 --backend cuda --json --no-f2 # what F2 costs
 	APR_CUDA_GRAPHS=0 APR_CUDA_FUSE=0 step 90 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 128 --reps 3
 	# Each kernel's device time inside the replayed decode graphs (Nsight
 	# Compute, clocks left alone), when the machine has it.

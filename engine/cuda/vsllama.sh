@@ -82,10 +82,11 @@ awk -F'|' '
 # llama.cpp in turns, then apr twice more with the answer cached; the median
 # of each.
 prompt="$(for i in $(seq 12); do printf 'the quick brown fox jumps over the lazy dog and then it runs far away '; done)"
-apr_ttft() { # model label cache-dir
+apr_ttft() { # model label cache-dir [flags: --no-f2]
 	local t0 t1 r
 	t0=$(date +%s%N)
-	XDG_CACHE_HOME=$3 timeout 60 /tmp/apr run /tmp/$1.gguf -p "$prompt" --raw -n 1 --backend cuda --json --log-level info >/tmp/run.json 2>/tmp/run.err
+	# shellcheck disable=SC2086 # the flags are words
+	XDG_CACHE_HOME=$3 timeout 60 /tmp/apr run /tmp/$1.gguf -p "$prompt" --raw -n 1 --backend cuda --json --log-level info ${4:-} >/tmp/run.json 2>/tmp/run.err
 	r=$?
 	t1=$(date +%s%N)
 	echo "ttft apr $1 $2 exit $r wall $(((t1 - t0) / 1000000)) ms: $(grep -oE '"(prompt_tokens|load_ms|h2d_ms|f2_ms|prefill_ms|wall_ms)": *[0-9.]+' /tmp/run.json | tr -d '"' | tr '\n' ' ') $(grep -oE '(reference_early_ms|reference_cached)=[0-9.a-z]+' /tmp/run.err | tr '\n' ' ')" >>"$S"
@@ -108,9 +109,10 @@ for m in q25-Q4_K q35-Q4_K; do
 		llama_ttft $m run
 	done
 	for i in 1 2; do apr_ttft $m cached /tmp/f2cache-$m-1; done
+	for i in 1 2; do apr_ttft $m f2-off /tmp/f2cache-$m-off --no-f2; done
 done
 echo "== time to first token, median process wall (ms)" >>"$S"
-grep -E '^ttft (apr [^ ]+ (uncached|cached)|llama.cpp [^ ]+ run) exit 0' "$S" |
+grep -E '^ttft (apr [^ ]+ (uncached|cached|f2-off)|llama.cpp [^ ]+ run) exit 0' "$S" |
 	awk '{ k = $2 " " $3 " " $4; v[k] = v[k] " " $8 } END { for (k in v) print k, v[k] }' |
 	while read -r tool model kind vals; do
 		printf '%-10s %-10s %-9s median %s ms of %s\n' "$tool" "$model" "$kind" \

@@ -124,7 +124,7 @@ type Result struct {
 	LoadMS        float64 `json:"load_ms"`    // the file's header, tokenizer, the backend's set-up, and the wait for its sha256 (after the upload)
 	H2DMS         float64 `json:"h2d_ms"`     // the weights' upload to the device (0 for a host engine)
 	F2MS          float64 `json:"f2_ms"`      // F2 before GPU generation (0 when none runs)
-	F2Verdict     string  `json:"f2_verdict"` // pass, or "not_required" for engines F2 does not gate
+	F2Verdict     string  `json:"f2_verdict"` // pass; "not_required" for engines F2 does not gate; "off" (--no-f2)
 	PrefillMS     float64 `json:"prefill_ms"`
 	DecodeMS      float64 `json:"decode_ms"`
 	WallMS        float64 `json:"wall_ms"`
@@ -272,7 +272,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		res.F2Verdict, err = o.Validate(ctx, m.Eng, m.SHA256, prompt)
 	}
 	res.F2MS = st.end()
-	if o.Validate == nil && o.PlantDelay[StageF2] == 0 {
+	if (res.F2Verdict == F2NotRequired || res.F2Verdict == F2Off) && o.PlantDelay[StageF2] == 0 {
 		res.F2MS = 0 // nothing was validated: 0, not the time it took to find that out
 	}
 	if err != nil {
@@ -359,6 +359,10 @@ func MessagesTokens(ctx context.Context, tok *tokenizer.Tokenizer, tmpl *chat.Te
 // F2NotRequired is Result.F2Verdict when no F2 ran (an engine F2 does not
 // gate: ref, cpu).
 const F2NotRequired = "not_required"
+
+// F2Off is Result.F2Verdict when F2 would gate the engine but the user
+// turned it off (apr run --no-f2): the output was not validated.
+const F2Off = "off"
 
 // promptTokens renders and tokenizes the prompt and checks that it and the
 // completion fit the context.

@@ -27,6 +27,7 @@ type runOptions struct {
 	Sampling   sample.Params
 	Threads    int
 	PlantDelay []string
+	NoF2       bool
 	JSON       bool
 }
 
@@ -48,6 +49,13 @@ The completion goes to stdout, the statistics to stderr. With --json, stdout
 carries exactly one JSON object: model, model_sha256, backend, prompt_tokens,
 tokens_out, token_ids, text, load_ms, h2d_ms, prefill_ms, decode_ms, wall_ms,
 decode_tok_per_s (decode only) and finish_reason ("stop" or "length").
+
+On a device backend (cuda) F2 runs before the prompt is evaluated: the
+device's logits over the prompt's first tokens against the reference's; a
+failed F2 exits 1 with nothing generated. --no-f2 skips it, to measure what
+F2 costs (time to first token with and without it): f2_verdict is then
+"off", a warning says the output is not validated, and apr qa's f2 gate is
+unaffected.
 
 --plant-delay STAGE=MS (stages load, h2d, prefill, decode) sleeps inside that
 stage: the timing falsifier's hook, to show that each field measures its own
@@ -76,13 +84,16 @@ stage. An unknown or unavailable backend is refused (exit 3), never replaced.`,
 	fl.IntVar(&opts.Sampling.RepeatLastN, "repeat-last-n", 64, "tokens the repetition penalty looks back over (0: all)")
 	threadsFlag(fl, &opts.Threads, "threads for the backend (0: its choice)")
 	fl.StringArrayVar(&opts.PlantDelay, "plant-delay", nil, "STAGE=MS: sleep MS milliseconds inside STAGE (load, h2d, prefill, decode)")
+	fl.BoolVar(&opts.NoF2, "no-f2", false, "skip F2 on a device backend (f2_verdict \"off\"): to measure what it costs; the output is not validated")
 	jsonFlag(c, &opts.JSON)
 	return c
 }
 
 func runRun(ctx context.Context, env *Env, opts runOptions) error {
 	if backends.Device(opts.Backend) {
-		falsify.F2Warm()            // while the model loads
+		if !opts.NoF2 {
+			falsify.F2Warm() // while the model loads
+		}
 		backends.Warm(opts.Backend) // the driver's set-up, beside the model's header
 	}
 	if ctx == nil {
@@ -104,7 +115,13 @@ func runRun(ctx context.Context, env *Env, opts runOptions) error {
 		MaxTokens: opts.N, IgnoreEOS: opts.IgnoreEOS, Sampling: opts.Sampling, Threads: opts.Threads,
 		PlantDelay: delays, Log: env.Log, Validate: f2.Validate,
 	}
-	if backends.Device(opts.Backend) {
+	switch {
+	case opts.NoF2:
+		g.Validate = falsify.F2Skip
+		if backends.Device(opts.Backend) {
+			env.Log.Warn("run: F2 is off (--no-f2): the device's output is not validated against the reference", "backend", opts.Backend)
+		}
+	case backends.Device(opts.Backend):
 		g.Prepare = f2.Prepare // the reference's answer beside the load and upload
 	}
 	if !opts.JSON {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -59,6 +60,8 @@ type runJSON struct {
 	Text          string  `json:"text"`
 	LoadMS        float64 `json:"load_ms"`
 	H2DMS         float64 `json:"h2d_ms"`
+	F2MS          float64 `json:"f2_ms"`
+	F2Verdict     string  `json:"f2_verdict"`
 	PrefillMS     float64 `json:"prefill_ms"`
 	DecodeMS      float64 `json:"decode_ms"`
 	WallMS        float64 `json:"wall_ms"`
@@ -269,5 +272,30 @@ func TestRunPlantDelayFlag(t *testing.T) {
 	oneJSON(t, stdout, &got)
 	if got.DecodeMS < 200 {
 		t.Errorf("decode_ms %.1f with a planted 200 ms", got.DecodeMS)
+	}
+}
+
+// TestRunNoF2: --no-f2 changes nothing on a host backend (F2 never gates
+// cpu: f2_verdict "not_required", no warning), the same tokens as without
+// it; on a device backend F2Skip makes the verdict "off" (falsify's
+// TestF2Skip).
+func TestRunNoF2(t *testing.T) {
+	args := []string{"run", fixtureModel(t, "stories260K"), "-p", "One day, Lily", "-n", "5", "--raw", "--json"}
+	code, stdout, stderr := runApr(t, append(args, "--no-f2")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var off, on runJSON
+	oneJSON(t, stdout, &off)
+	if off.F2Verdict != "not_required" || off.F2MS != 0 || strings.Contains(stderr, "F2 is off") {
+		t.Errorf("--no-f2 on cpu: f2_verdict %q f2_ms %v, stderr %q; want not_required, 0, no warning", off.F2Verdict, off.F2MS, stderr)
+	}
+	code, stdout, stderr = runApr(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	oneJSON(t, stdout, &on)
+	if !slices.Equal(on.TokenIDs, off.TokenIDs) {
+		t.Errorf("--no-f2 changed the tokens: %v, without it %v", off.TokenIDs, on.TokenIDs)
 	}
 }
