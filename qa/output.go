@@ -95,17 +95,29 @@ func GateReason(g Gate) string {
 // Measured renders a gate's thresholded values and their thresholds; a gate
 // with no thresholded value shows its first values instead. A refused gate
 // shows none: "mismatches=0" beside "refused" reads like a pass (its values,
-// if any, stay in the JSON report).
+// if any, stay in the JSON report). A value judged beyond the model's noise
+// floor shows what was measured beside it: "min_cosine=1 (measured 0.9981)"
+// (the judged 1 alone reads as if the engines agreed exactly).
 func Measured(g Gate) (string, string) {
 	if g.Verdict == verdict.Refused {
 		return "-", "-"
+	}
+	raw := map[string]Value{}
+	for _, v := range g.Values {
+		if name, ok := strings.CutPrefix(v.Name, "measured_"); ok {
+			raw[name] = v
+		}
 	}
 	var ms, ts []string
 	for _, v := range g.Values {
 		if v.Threshold == "" {
 			continue
 		}
-		ms = append(ms, v.Name+"="+valueString(v))
+		m := v.Name + "=" + valueString(v)
+		if r, ok := raw[v.Name]; ok && valueString(r) != valueString(v) {
+			m += " (measured " + valueString(r) + ")"
+		}
+		ms = append(ms, m)
 		ts = append(ts, v.Threshold)
 	}
 	if len(ms) == 0 {
