@@ -27,6 +27,11 @@
 #
 #   gpu.sh all    both in one call, when what they carry fits in 64 MiB
 #                 (make cuda-bundle CUDA_BUNDLE_EXCLUDE='*-F32.gguf *-F16.gguf')
+#   gpu.sh mv     (carries nothing) kernels/bench/mvbench.cu built as the
+#                 sources are and with -DMV_ACT=0, each run: the one-token
+#                 products' µs per launch inside CUDA graphs against a
+#                 streaming read of the same bytes (mvbench-base.txt,
+#                 mvbench-noact.txt)
 #   gpu.sh ab     (carry .dev/apr.xz) an A/B of kernel variants: the sources
 #                 as they are ("base") and each of APR_GPU_AB's nvcc -D flag
 #                 sets (';' between variants: APR_GPU_AB='-DMM_INT=0;-DMV_V4=0'),
@@ -196,8 +201,8 @@ apps() {
 	# Compute, clocks left alone), when the machine has it.
 	ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
 	[ "${APR_GPU_NCU:-1}" != 0 ] || ncu= # APR_GPU_NCU=0: no Nsight Compute runs (a call short of time)
-	if [ -n "$ncu" ] && [ "$deadline" -gt 0 ] && [ $((deadline - SECONDS)) -lt 230 ]; then
-		echo "== skipped (APR_GPU_DEADLINE=$deadline): Nsight Compute (230 s)" | tee -a "$out/summary.txt"
+	if [ -n "$ncu" ] && [ "$deadline" -gt 0 ] && [ $((deadline - SECONDS)) -lt 310 ]; then
+		echo "== skipped (APR_GPU_DEADLINE=$deadline): Nsight Compute (310 s)" | tee -a "$out/summary.txt"
 		skipped=$((skipped + 1))
 		ncu=
 	fi
@@ -208,6 +213,11 @@ apps() {
 		timeout 60 "$ncu" --clock-control none --csv --metrics gpu__time_duration.sum --launch-count 400 \
 			/tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 512 -n 0 --reps 1 --warmup 0 >"$out/ncu-pp.csv" 2>>"$out/ncu.err"
 		echo "== ncu (pp512): exit $? ($(wc -l <"$out/ncu-pp.csv") lines in ncu-pp.csv)" | tee -a "$out/summary.txt"
+		# Decode at depth 4096: only the decode step's kernels (the products
+		# and the row attention; the depth's fill runs mq, mm and k_flash).
+		timeout 80 "$ncu" --clock-control none --csv --metrics gpu__time_duration.sum -k 'regex:^(mv_|k_att)' --launch-skip 200 --launch-count 240 \
+			/tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 12 -d 4096 --reps 1 --warmup 0 >"$out/ncu-d4096.csv" 2>>"$out/ncu.err"
+		echo "== ncu (decode at depth 4096): exit $? ($(wc -l <"$out/ncu-d4096.csv") lines in ncu-d4096.csv)" | tee -a "$out/summary.txt"
 		# One decode product in detail (throughput, occupancy, stalls), for the next round.
 		timeout 60 "$ncu" --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
 			-k regex:mv_Q5_0 --launch-skip 200 --launch-count 2 \
@@ -296,8 +306,36 @@ ab() {
 	done
 }
 
+# mv: kernels/bench/mvbench.cu (the one-token products inside CUDA graphs
+# on the decode step's shapes, for every threads-per-row, rows-per-slot and
+# block cap, beside a streaming read of the same bytes; then a layer's
+# products in sequence), built from the sources as they are and with
+# -DMV_ACT=0 (x not rounded: not ggml numerics, for timing only) side by
+# side, so that a product's fixed cost is split into its rounding and the
+# rest. Needs nvcc only (no apr).
+mv() {
+	for v in base noact; do
+		f=
+		[ $v = base ] || f=-DMV_ACT=0
+		# shellcheck disable=SC2086 # the flags are words
+		timeout 300 nvcc -O3 -fmad=false -arch=sm_90 $f -I engine/cuda/kernels -o /tmp/mvbench-$v \
+			engine/cuda/kernels/bench/mvbench.cu >/tmp/mvbench-$v.log 2>&1 &
+	done
+	wait
+	for v in base noact; do
+		if [ -x /tmp/mvbench-$v ]; then
+			step 150 /tmp/mvbench-$v && cp "$out/step.txt" "$out/mvbench-$v.txt"
+		else
+			echo "== mvbench $v did not build:" | tee -a "$out/summary.txt"
+			tail -5 /tmp/mvbench-$v.log | tee -a "$out/summary.txt"
+			[ $rc -ne 0 ] || rc=1
+		fi
+	done
+}
+
 case "$phase" in
 tests) tests ;;
+mv) mv ;;
 apps) apps ;;
 ab) ab ;;
 all)
@@ -305,7 +343,7 @@ all)
 	apps
 	;;
 *)
-	echo "usage: gpu.sh tests|apps|all|ab" >&2
+	echo "usage: gpu.sh tests|apps|all|ab|mv" >&2
 	exit 2
 	;;
 esac
