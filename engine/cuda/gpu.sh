@@ -17,8 +17,8 @@
 #     4. apr qa --backend cuda on qwen2.5-0.5b and qwen3.5-0.8b at Q8_0 and
 #        Q4_K, and with a planted wrong kernel (must fail)
 #     5. apr bench --backend cuda (pp512, tg128, 5 reps, the device's stream
-#        read) on apr synth's qwen2.5-0.5b at Q4_K, Q8_0 and F16 and
-#        qwen3.5-0.8b at Q4_K and Q8_0; tg128 at depth 4096 (Q4_K, both
+#        read) on apr synth's qwen2.5-0.5b and qwen3.5-0.8b at Q4_K, Q8_0
+#        and F16 (issue 12's table); tg128 at depth 4096 (Q4_K, both
 #        shapes); time to first token on a ~512-token prompt; Q4_K with the
 #        graph cache and fusion off; pp512 with APR_CUDA_MQ=0 and without
 #     6. Nsight Compute's per-kernel times of decode and pp512, and one decode
@@ -169,7 +169,7 @@ apps() {
 	for ty in Q4_K Q8_0 F16; do
 		/tmp/apr synth --arch qwen2 --preset qwen2.5-0.5b --type $ty -o /tmp/q25-$ty.gguf >/dev/null 2>&1 &
 	done
-	for ty in Q4_K Q8_0; do
+	for ty in Q4_K Q8_0 F16; do
 		/tmp/apr synth --arch qwen35 --preset qwen3.5-0.8b --type $ty -o /tmp/q35-$ty.gguf >/dev/null 2>&1 &
 	done
 	wait
@@ -182,7 +182,7 @@ apps() {
 		step 60 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 0 --reps 5
 	done
 	APR_CUDA_PROFILE=1 step 60 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 32 --reps 1 --warmup 0
-	for m in q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0; do
+	for m in q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0 q35-F16; do
 		step 90 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --reps 5 --stream --json
 	done
 	for m in q25-Q4_K q35-Q4_K; do
