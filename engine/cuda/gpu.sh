@@ -306,14 +306,14 @@ ab() {
 	done
 }
 
-# mv: kernels/bench/mvbench.cu (the one-token products inside CUDA graphs
+# mvbench (gpu.sh mv): kernels/bench/mvbench.cu (the one-token products inside CUDA graphs
 # on the decode step's shapes, for every threads-per-row, rows-per-slot and
 # block cap, beside a streaming read of the same bytes; then a layer's
 # products in sequence), built from the sources as they are and with
 # -DMV_ACT=0 (x not rounded: not ggml numerics, for timing only) side by
 # side, so that a product's fixed cost is split into its rounding and the
 # rest. Needs nvcc only (no apr).
-mv() {
+mvbench() {
 	for v in base noact; do
 		f=
 		[ $v = base ] || f=-DMV_ACT=0
@@ -335,7 +335,7 @@ mv() {
 
 case "$phase" in
 tests) tests ;;
-mv) mv ;;
+mv) mvbench ;;
 apps) apps ;;
 ab) ab ;;
 all)
