@@ -109,20 +109,22 @@ func runRun(ctx context.Context, env *Env, opts runOptions) error {
 	if err != nil {
 		return badInput(err)
 	}
-	f2 := falsify.NewF2Run(opts.Model, env.Log)
 	g := generate.Options{
 		Model: opts.Model, Backend: opts.Backend, Prompt: opts.Prompt, Raw: opts.Raw,
 		MaxTokens: opts.N, IgnoreEOS: opts.IgnoreEOS, Sampling: opts.Sampling, Threads: opts.Threads,
-		PlantDelay: delays, Log: env.Log, Validate: f2.Validate,
+		PlantDelay: delays, Log: env.Log,
 	}
-	switch {
-	case opts.NoF2:
+	if opts.NoF2 {
 		g.Validate = falsify.F2Skip
 		if backends.Device(opts.Backend) {
 			env.Log.Warn("run: F2 is off (--no-f2): the device's output is not validated against the reference", "backend", opts.Backend)
 		}
-	case backends.Device(opts.Backend):
-		g.Prepare = f2.Prepare // the reference's answer beside the load and upload
+	} else {
+		f2 := falsify.NewF2Run(opts.Model, env.Log)
+		g.Validate = f2.Validate
+		if backends.Device(opts.Backend) {
+			g.Prepare = f2.Prepare // the reference's answer beside the load and upload
+		}
 	}
 	if !opts.JSON {
 		g.OnText = func(b []byte) { env.Stdout.Write(b) }
