@@ -25,6 +25,9 @@
 #        product in detail, where the machine has ncu (APR_GPU_NCU=0: not run,
 #        for a call short of time)
 #
+#   gpu.sh table  (carry .dev/apr.xz; the kernels of an earlier `tests` in the
+#                 same $OUT, else .dev/kernels.fatbin) step 5 alone: issue
+#                 12's table, for a call short of time
 #   gpu.sh all    both in one call, when what they carry fits in 64 MiB
 #                 (make cuda-bundle CUDA_BUNDLE_EXCLUDE='*-F32.gguf *-F16.gguf')
 #   gpu.sh mv     (carries nothing) kernels/bench/mvbench.cu built as the
@@ -166,13 +169,7 @@ apps() {
 		echo "== emulator dry run: the qwen2.5-0.5b steps need a GPU" | tee -a "$out/summary.txt"
 		return
 	fi
-	for ty in Q4_K Q8_0 F16; do
-		/tmp/apr synth --arch qwen2 --preset qwen2.5-0.5b --type $ty -o /tmp/q25-$ty.gguf >/dev/null 2>&1 &
-	done
-	for ty in Q4_K Q8_0 F16; do
-		/tmp/apr synth --arch qwen35 --preset qwen3.5-0.8b --type $ty -o /tmp/q35-$ty.gguf >/dev/null 2>&1 &
-	done
-	wait
+	synth
 	# The release gate first: under a deadline it is what must not be skipped.
 	[ -n "${APR_GPU_NO_QA:-}" ] || qa_steps
 	# The prompt products on the float tensor cores (mm_<type>) against the
@@ -182,10 +179,42 @@ apps() {
 		step 60 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 0 --reps 5
 	done
 	APR_CUDA_PROFILE=1 step 60 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 32 --reps 1 --warmup 0
-	for m in q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0 q35-F16; do
+	table
+	APR_CUDA_GRAPHS=0 APR_CUDA_FUSE=0 step 90 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 128 --reps 3
+	ncu_steps
+}
+
+# synth [FILE...]: apr synth's files of issue 12's shapes under /tmp, each
+# q25-TYPE (qwen2.5-0.5b) or q35-TYPE (qwen3.5-0.8b); by default both at
+# Q4_K, Q8_0 and F16.
+synth() {
+	local m seen=" "
+	for m in ${@:-q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0 q35-F16}; do
+		[ ! -s "/tmp/$m.gguf" ] && [ "${seen#* $m }" = "$seen" ] || continue # made, or asked for twice
+		seen="$seen$m "
+		case $m in
+		q25-*) /tmp/apr synth --arch qwen2 --preset qwen2.5-0.5b --type "${m#*-}" -o "/tmp/$m.gguf" >/dev/null 2>&1 & ;;
+		q35-*) /tmp/apr synth --arch qwen35 --preset qwen3.5-0.8b --type "${m#*-}" -o "/tmp/$m.gguf" >/dev/null 2>&1 & ;;
+		esac
+	done
+	wait
+}
+
+# table (gpu.sh table, and part of apps): issue 12's table — pp512 and
+# tg128 on both shapes at Q4_K, Q8_0 and F16 with the stream read, tg128
+# at depth 4096, time to first token with F2 on (computed, then cached)
+# and off — and a decode step's device time against its host time.
+# APR_GPU_TABLE and APR_GPU_TABLE_DEPTH name the files of the first two
+# (q25/q35-TYPE; defaults: all six, and the two Q4_K), for a call short of
+# time.
+table() {
+	# A decode step's device time against its host time (recording, graph
+	# launches, the logits' copy): what the host adds to each token.
+	APR_CUDA_PROFILE=steps step 60 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 128 --reps 2
+	for m in ${APR_GPU_TABLE-q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0 q35-F16}; do
 		step 90 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --reps 5 --stream --json
 	done
-	for m in q25-Q4_K q35-Q4_K; do
+	for m in ${APR_GPU_TABLE_DEPTH-q25-Q4_K q35-Q4_K}; do
 		step 120 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 0 -n 128 -d 4096 --reps 5
 	done
 	# Time to first token on a ~512-token prompt: twice (the second run's
@@ -196,7 +225,9 @@ apps() {
 		step 60 /tmp/apr run /tmp/q25-Q4_K.gguf -p "$prompt" --raw -n 1 --backend cuda --json
 	done
 	step 60 /tmp/apr run /tmp/q25-Q4_K.gguf -p "$prompt" --raw -n 1 --backend cuda --json --no-f2 # what F2 costs
-	APR_CUDA_GRAPHS=0 APR_CUDA_FUSE=0 step 90 /tmp/apr bench /tmp/q25-Q4_K.gguf --backend cuda -p 0 -n 128 --reps 3
+}
+
+ncu_steps() {
 	# Each kernel's device time inside the replayed decode graphs (Nsight
 	# Compute, clocks left alone), when the machine has it.
 	ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
@@ -337,13 +368,24 @@ case "$phase" in
 tests) tests ;;
 mv) mvbench ;;
 apps) apps ;;
+table)
+	if [ -s "$out/kernels.fatbin" ]; then
+		export APR_CUDA_PTX="$out/kernels.fatbin"
+	else
+		export APR_CUDA_PTX="$(pwd)/.dev/kernels.fatbin"
+	fi
+	unxz apr
+	# shellcheck disable=SC2086 # the lists are words
+	synth q25-Q4_K ${APR_GPU_TABLE-q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0 q35-F16} ${APR_GPU_TABLE_DEPTH-q35-Q4_K}
+	table
+	;;
 ab) ab ;;
 all)
 	tests
 	apps
 	;;
 *)
-	echo "usage: gpu.sh tests|apps|all|ab|mv" >&2
+	echo "usage: gpu.sh tests|apps|all|table|ab|mv" >&2
 	exit 2
 	;;
 esac
