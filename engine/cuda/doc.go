@@ -21,9 +21,9 @@
 // (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) multiply the weights'
 // integers by k_round's int8 codes on the tensor cores (mq_<type>), the
 // others the dequantized weights by k_round's rounded x in 3xTF32
-// (mm_<type>; two products where the weights have no small part: F16,
-// BF16, and the integers of Q4_0, Q5_0, Q8_0 and Q6_K under
-// APR_CUDA_MQ=0, mmt_int_body);
+// (mm_<type>; one product where neither side has a small part: F16 and
+// BF16 weights by x rounded to F16 and BF16; two for the integers of
+// Q4_0, Q5_0, Q8_0 and Q6_K under APR_CUDA_MQ=0, mmt_int_body);
 // element-wise ops follow engine/graph's definitions. Every op is queued
 // on the backend's stream in order; Read waits for it. Inside an Eval the
 // queued kernels run in parts as they are recorded (backend.go, push),

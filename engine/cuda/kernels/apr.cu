@@ -277,11 +277,12 @@ template <class F> __device__ __forceinline__ void tc_split(F &f, F &small) {
 #define MM_INT 1
 #endif
 // Tf32Exact<T>: every dequantized value of T is a TF32 value (F16's 11
-// significant bits and BF16's 8 fit TF32's 11), so a weight fragment's
-// small part is zero and its product, which adds exactly nothing, is left
-// out: two tensor-core products per pair of tiles instead of three, the
-// same sums.
-// (MM_TF32X 0: the third product anyway, for measuring what it costs.)
+// significant bits and BF16's 8 fit TF32's 11), and so is every value of
+// x a product with T multiplies (k_round has rounded it to ActOf<T>: F16
+// or BF16), so both fragments' small parts are zero and their products,
+// which add exactly nothing, are left out: one tensor-core product per
+// pair of tiles instead of three, the same sums.
+// (MM_TF32X 0: all three anyway, for measuring what they cost.)
 #ifndef MM_TF32X
 #define MM_TF32X 1
 #endif
@@ -421,7 +422,7 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
 #pragma unroll
       for (int i = 0; i < 2; i++) {
         tc_load(a[i], &Xs[(wt + 16 * i) * MM_LD + k], MM_LD);
-        tc_split(a[i], as[i]);
+        if constexpr (!Tf32Exact<T>::value) tc_split(a[i], as[i]);
         tc_load(b[i], &Ws[(wr + 16 * i) * MM_LD + k], MM_LD);
         if constexpr (!Tf32Exact<T>::value) tc_split(b[i], bs[i]);
       }
@@ -429,7 +430,7 @@ __device__ void mmt_body(const u8 *W, long long rowBytes, int nchunk, int cols, 
       for (int i = 0; i < 2; i++)
 #pragma unroll
         for (int j = 0; j < 2; j++) {
-          tc_mma(acc[i][j], as[i], b[j]);
+          if constexpr (!Tf32Exact<T>::value) tc_mma(acc[i][j], as[i], b[j]);
           if constexpr (!Tf32Exact<T>::value) tc_mma(acc[i][j], a[i], bs[j]);
           tc_mma(acc[i][j], a[i], b[j]);
         }
@@ -1018,6 +1019,13 @@ __device__ __forceinline__ float sigm(float x) { return 1.f / (1.f + expf(-x)); 
 // order, then the warp's and the block's reductions: G does not change
 // results.
 #define MV_G 4
+// MV_MARK(W, i): a clock reading at phase i of a product's block (0 entry,
+// 1 after pdl, 2 x staged and normalised, 3 x rounded, 4 the chunks'
+// products, 5 the end), for kernels/bench/mvbench.cu's phase trace (a
+// development tool); nothing in apr's kernels.
+#ifndef MV_MARK
+#define MV_MARK(W, i)
+#endif
 // prefetch_l2(p, n): the 128-byte lines of [p, p + n) into the L2 cache, a
 // line per thread of the block in turn (a hint: nothing waits for it). A
 // product's block asks for its rows first, so that the weights come from
@@ -1080,8 +1088,10 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
     prefetch_l2(Wm + (long long)r0 * rowBytes, (long long)n * rowBytes);
     if (glu) prefetch_l2(W1 + (long long)r0 * rowBytes, (long long)n * rowBytes);
   };
+  MV_MARK(W, 0);
   if (blockIdx.x < b0 + b1 + b2 + b3) prefetch(blockIdx.x);
   pdl();
+  MV_MARK(W, 1);
   // The norm (nflags & 1): its scale is k_rmsnorm's to the bit (the sum of
   // squares in double, each thread its columns threadIdx.x + 128·k in
   // order), and so is x·scale·nw. When x fits one tile, x and nw are staged
@@ -1203,6 +1213,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
           }
         }
         __syncthreads();
+        MV_MARK(W, 2);
 #if MV_ACT
         if constexpr (ActOf<T>::v != ACT_NONE) {
           // x in ggml numerics (after the norm, whose output nout keeps F32).
@@ -1219,6 +1230,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
           }
           __syncthreads();
         }
+        MV_MARK(W, 3);
       }
       for (int c = sub; c < nct; c += tpr) {
         float xsc = Dot<T>::xsum ? xsum[c] : 0.f;
@@ -1232,6 +1244,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
       }
     }
     staged = true;
+    MV_MARK(W, 4);
 #pragma unroll
     for (int g = 0; g < MV_G; g++) {
       if (g >= G) break;
@@ -1274,6 +1287,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
       if (res) res[row] = res[row] + a;
     }
   }
+  MV_MARK(W, 5);
 }
 
 // mmid: ggml's mul_mat_id. Output slot s (grid.y) multiplies expert ids[s]
