@@ -31,8 +31,11 @@ type backend struct {
 	d   *cu.Driver
 	mod cu.Module
 	fn  map[string]cu.Func
-	sms int // the device's multiprocessors
-	agL int // k_attg's positions per split (AG_L), read from the kernels
+	// resident: the blocks of each one-token product kernel (mv_<type>) a
+	// multiprocessor holds at once, read from the driver at load.
+	resident map[cu.Func]int
+	sms      int // the device's multiprocessors
+	agL      int // k_attg's positions per split (AG_L), read from the kernels
 
 	mu   sync.Mutex
 	err  error // first failure
@@ -952,7 +955,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 		for _, mi := range ms {
 			rows += mi.rows
 		}
-		g := be.mvRowsPerSlot(rows, rpb)
+		g := be.mvRowsPerSlot(m.mv, rows, rpb)
 		// The arguments packed as the kernel reads them (cu.Pack's layout:
 		// pointers and long long 8 bytes, int and float 4), without boxing
 		// 23 values per launch: absent pointers, biases, eps and counts 0.
@@ -974,7 +977,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 			}
 			blocks += (mi.rows + rpb*g - 1) / (rpb * g)
 		}
-		op.grid = cu.Dim{X: uint32(be.mvGrid(blocks, nc))}
+		op.grid = cu.Dim{X: uint32(be.mvGrid(m.mv, blocks, nc))}
 		if err := be.push(op); err != nil {
 			return err
 		}
@@ -1105,49 +1108,56 @@ func (be *backend) mqProduct(xb, d *buf, m *matrix) error {
 const mqBK = 8
 
 // mvRowsPerSlot is how many rows each row slot of a one-token product
-// takes (G in apr.cu's mv_body: 4, 2 or 1): the most that still leaves
-// mvSlotsPerSM slots per multiprocessor, so that a decode step's small
-// products spread over every multiprocessor and its large ones (the output
-// projection) stage x for more rows and keep more loads in flight. At four
-// (the H200's mvbench picked the fastest G for each product of
-// qwen2.5-0.5b's step with it) qwen3.5-0.8b's gate/up (3,584 rows) and
-// DeltaNet in-projection (8,224) took G 1 and 2: more blocks than stay
-// resident (mv: 4 per multiprocessor), a second wave. At three they take
-// 2 and 4, and qwen2.5-0.5b's choices do not change. Measured (H100, apr
-// bench tg128 -r 5, session 9) at two slots (which also gave
-// qwen2.5-0.5b's gate/up G 4) qwen3.5-0.8b Q4_K went 680 -> 777 tok/s and
-// qwen2.5-0.5b 949 -> 909; three keeps the first and not the second. G
-// does not change results (apr.cu).
-const mvSlotsPerSM = 3
+// with kernel f takes (G in apr.cu's mv_body: 1, 2 or 4): the fewest whose
+// slots the device runs in one wave (f's resident blocks per
+// multiprocessor times the multiprocessors), else the most. A slot of
+// more rows keeps more weight loads in flight, but a block stages and
+// rounds x, its fixed cost, once for all its rows: a second wave pays that
+// cost again after the first. mvbench on an H100 (2026-12-07, mv_Q5_0: 128
+// registers, 4 blocks resident, 528 a wave), qwen2.5-0.5b's gate/up (4,864
+// rows, paired): 608 slots at G 2 took 13.33 µs, 304 at G 4 9.19; Q8_0
+// 14.93 and 11.15, F16 16.39 and 12.63. The rule before (the most rows
+// that still left three slots per multiprocessor) chose G 2 there; where a
+// product fits one wave it chooses as that rule did (session 9's
+// measurements: qwen3.5-0.8b's gate/up G 2, its DeltaNet in-projection G
+// 4). G does not change results (apr.cu).
+func (be *backend) mvRowsPerSlot(f cu.Func, rows, rpb int) int {
+	wave := be.wave(f)
+	for g := 1; g < mvMaxG; g *= 2 {
+		if (rows+rpb*g-1)/(rpb*g) <= wave {
+			return g
+		}
+	}
+	return mvMaxG
+}
 
 // mvMaxG is apr.cu's MV_G: the most rows a row slot takes.
 const mvMaxG = 4
 
-func (be *backend) mvRowsPerSlot(rows, rpb int) int {
-	for g := mvMaxG; g > 1; g /= 2 {
-		if (rows+rpb*g-1)/(rpb*g) >= mvSlotsPerSM*max(be.sms, 1) {
-			return g
-		}
-	}
-	return 1
+// wave is how many blocks of the one-token product kernel f the device
+// runs at once.
+func (be *backend) wave(f cu.Func) int {
+	return max(be.resident[f], 1) * max(be.sms, 1)
 }
 
-// mvGrid is the grid of a one-token product of slots row slots over nc
-// chunks: when x fits one tile, a block stages it once and takes slot after
-// slot (apr.cu's mv_body), so that the big products (the output projection)
-// stage and normalise x a few times per multiprocessor instead of once per
-// slot; at most mvBlocksPerSM blocks per multiprocessor.
-func (be *backend) mvGrid(slots, nc int) int {
+// mvGrid is the grid of a one-token product with kernel f of slots row
+// slots over nc chunks: when x fits one tile, a block stages it once and
+// takes slot after slot (apr.cu's mv_body), so that the big products (the
+// output projection) stage and normalise x once per block of one wave
+// instead of once per slot. mvbench on an H100 (2026-12-07), the output
+// projection at G 4: 70.49 µs with a wave of blocks (4 per multiprocessor)
+// against 73.76 with 8 per multiprocessor (Q5_0), 81.95 and 84.01 (Q8_0),
+// 134.96 and 139.63 (qwen3.5-0.8b Q4_K).
+func (be *backend) mvGrid(f cu.Func, slots, nc int) int {
 	if nc <= mvTile {
-		return min(slots, mvBlocksPerSM*max(be.sms, 1))
+		return min(slots, be.wave(f))
 	}
 	return slots
 }
 
 // mvTile is apr.cu's MV_TILE (the chunks of x a block of mv stages at a
-// time); mvBlocksPerSM caps a one-tile product's grid at that many blocks
-// per multiprocessor (measured with kernels/bench/mvbench.cu on the H200).
-const mvTile, mvBlocksPerSM = 160, 8
+// time).
+const mvTile = 160
 
 // The prompt product's tile (mm_<type> in apr.cu: MM_BM × MM_BN) and
 // chunks per stage (MM_BK).
@@ -1406,9 +1416,9 @@ func (be *backend) fuseGLU(d, g, u *buf) bool {
 	// The slots are now the rows of one matrix (each with its pair): G and
 	// the grid for that many.
 	rpb := 128 / int(op.args[mvTPR])
-	rg := be.mvRowsPerSlot(n0, rpb)
+	rg := be.mvRowsPerSlot(op.f, n0, rpb)
 	op.args[mvFlags] = op.args[mvFlags]&^(15<<4) | uint64(rg)<<4
-	op.grid.X = uint32(be.mvGrid((n0+rpb*rg-1)/(rpb*rg), int(op.args[2])))
+	op.grid.X = uint32(be.mvGrid(op.f, (n0+rpb*rg-1)/(rpb*rg), int(op.args[2])))
 	be.fused++
 	return true
 }

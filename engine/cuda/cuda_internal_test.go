@@ -868,3 +868,41 @@ func TestSwitchesRefused(t *testing.T) {
 		t.Fatalf("New with APR_CUDA_ATTG=nrope: %v, want it refused by name", err)
 	}
 }
+
+// TestMvOneWave: a one-token product takes the fewest rows per slot whose
+// slots the device runs in one wave, and a grid of at most one wave, on
+// qwen2.5-0.5b's and qwen3.5-0.8b's decode shapes (an H100 or H200: 132
+// multiprocessors, 4 blocks of mv_<type> resident on each).
+func TestMvOneWave(t *testing.T) {
+	const f = cu.Func(1)
+	be := &backend{sms: 132, resident: map[cu.Func]int{f: 4}}
+	for _, c := range []struct {
+		name      string
+		rows, rpb int
+		g, grid   int
+	}{
+		{"q25 q/k/v", 896 + 128 + 128, 4, 1, 288},
+		{"q25 o", 896, 4, 1, 224},
+		{"q25 gate/up (paired)", 4864, 4, 4, 304}, // G 2: 608 slots, two waves
+		{"q25 down", 896, 2, 1, 448},
+		{"q25 output", 151936, 4, 4, 528},
+		{"q35 gate/up (paired)", 3584, 4, 2, 448},
+		{"q35 DeltaNet in-projection", 6144 + 2048 + 16 + 16, 4, 4, 514},
+	} {
+		g := be.mvRowsPerSlot(f, c.rows, c.rpb)
+		slots := (c.rows + c.rpb*g - 1) / (c.rpb * g)
+		if grid := be.mvGrid(f, slots, 28); g != c.g || grid != c.grid {
+			t.Errorf("%s: G %d and %d blocks, want G %d and %d", c.name, g, grid, c.g, c.grid)
+		}
+	}
+	// A kernel that holds more blocks keeps smaller slots: at 5 per
+	// multiprocessor (660 a wave) the gate/up's 608 slots of G 2 fit.
+	be.resident[f] = 5
+	if g := be.mvRowsPerSlot(f, 4864, 4); g != 2 {
+		t.Errorf("q25 gate/up at 5 resident blocks: G %d, want 2", g)
+	}
+	// x of more than one tile: one block per slot, whatever the wave.
+	if grid := be.mvGrid(f, 5000, mvTile+1); grid != 5000 {
+		t.Errorf("x of two tiles: %d blocks, want 5000", grid)
+	}
+}

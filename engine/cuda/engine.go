@@ -202,7 +202,7 @@ func checkSwitches() error {
 // newBackend loads the kernel image, looks up every kernel and creates the
 // stream the backend queues its work on.
 func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backend, cu.Info, error) {
-	be := &backend{d: d, fn: map[string]cu.Func{}, used: map[string]int{}, plant: plant, graphs: newGraphCache(),
+	be := &backend{d: d, fn: map[string]cu.Func{}, resident: map[cu.Func]int{}, used: map[string]int{}, plant: plant, graphs: newGraphCache(),
 		noFuse: os.Getenv(EnvFuse) == "0", noChunk: os.Getenv(EnvChunk) == "0", noAttg: os.Getenv(EnvAttg) == "0", noAttgRope: os.Getenv(EnvAttg) == "norope", noAttw: os.Getenv(EnvAttg) == "group",
 		noMQ: os.Getenv(EnvMQ) == "0"}
 	var info cu.Info
@@ -224,6 +224,14 @@ func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backe
 				return err
 			}
 			be.fn[name] = fn
+			if strings.HasPrefix(name, "mv_") {
+				// One wave of a one-token product (mvRowsPerSlot, mvGrid).
+				n, err := d.Resident(fn, 128, 0)
+				if err != nil {
+					return fmt.Errorf("%w (kernel %s)", err, name)
+				}
+				be.resident[fn] = max(n, 1)
+			}
 		}
 		be.stream, err = d.NewStream()
 		return err

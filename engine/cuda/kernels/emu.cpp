@@ -457,6 +457,17 @@ CUresult cuModuleGetFunction(void **f, void *, const char *name) {
   return 0;
 }
 CUresult cuFuncSetAttribute(void *, int, int) { return 0; }
+// The blocks a multiprocessor holds at once: APR_CUDA_EMU_RESIDENT (default
+// 4, what an H100 or H200 holds of mv_<type>: 128 threads of 128 registers)
+// for every kernel. The engine sizes the one-token products by it; results
+// do not depend on it.
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *, int, size_t) {
+  CHECK_STICKY();
+  int r = 4;
+  if (const char *e = getenv("APR_CUDA_EMU_RESIDENT")) r = atoi(e) > 0 ? atoi(e) : 4;
+  *n = r;
+  return 0;
+}
 CUresult cuMemAlloc_v2(uint64_t *p, size_t n) {
   CHECK_STICKY();
   if (allocated + n > capacity) return 2; // CUDA_ERROR_OUT_OF_MEMORY

@@ -108,6 +108,7 @@ var symbols = []string{
 	"cuLaunchKernel", "cuGetErrorName",
 	"cuStreamCreate", "cuStreamSynchronize", "cuStreamBeginCapture_v2", "cuStreamEndCapture",
 	"cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy",
+	"cuOccupancyMaxActiveBlocksPerMultiprocessor",
 }
 
 // Unavailable is why the driver could not be used: the library is missing,
@@ -432,6 +433,18 @@ func (d *Driver) Function(m Module, name string) (Func, error) {
 		return 0, fmt.Errorf("%w (kernel %s)", err, name)
 	}
 	return f, nil
+}
+
+// Resident is how many blocks of f with threads threads and shared bytes
+// of dynamic shared memory a multiprocessor holds at once (its registers
+// and static shared memory counted): the blocks of one wave.
+func (d *Driver) Resident(f Func, threads int, shared uint32) (int, error) {
+	var n int32
+	if err := d.call("cuOccupancyMaxActiveBlocksPerMultiprocessor", uintptr(unsafe.Pointer(&n)), uintptr(f),
+		uintptr(threads), uintptr(shared)); err != nil {
+		return 0, err
+	}
+	return int(n), nil
 }
 
 // Dim is a grid or block shape.
