@@ -38,9 +38,12 @@
 #   gpu.sh ab     (carry .dev/apr.xz) an A/B of kernel variants: the sources
 #                 as they are ("base") and each of APR_GPU_AB's nvcc -D flag
 #                 sets (';' between variants: APR_GPU_AB='-DMM_INT=0;-DMV_V4=0'),
-#                 built side by side; apr bench (APR_GPU_AB_TESTS, '-p 512 -n
-#                 128'; '|' between sets of tests: '-p 512 -n 128|-p 0 -n 64
-#                 -d 4096'; APR_GPU_AB_REPS, 5) of each in turns on apr synth's
+#                 built side by side, or the word committed: the tree's
+#                 engine/cuda/kernels.fatbin, the kernels as committed (an
+#                 A/B of changed sources against HEAD's: APR_GPU_AB=committed);
+#                 apr bench (APR_GPU_AB_TESTS, '-p 512 -n 128'; '|' between
+#                 sets of tests: '-p 512 -n 128|-p 0 -n 64 -d 4096';
+#                 APR_GPU_AB_REPS, 5) of each in turns on apr synth's
 #                 APR_GPU_AB_MODELS ('q25-Q4_K q35-Q4_K': q25/q35-TYPE) for
 #                 APR_GPU_AB_ROUNDS (2) rounds; a line per model, variant and
 #                 round in the summary. The apr carried must know the
@@ -281,7 +284,11 @@ ab() {
 	for i in "${!names[@]}"; do
 		echo "   ${names[$i]}: ${flags[$i]:-(the sources as they are)}" | tee -a "$out/summary.txt"
 		rm -f "/tmp/ab/${names[$i]}.fatbin"
-		if [ -n "$emu" ]; then
+		if [ "${flags[$i]}" = committed ]; then
+			# The kernels as committed (built from the sources at HEAD): the
+			# baseline for changed sources ("base").
+			cp engine/cuda/kernels.fatbin "/tmp/ab/${names[$i]}.fatbin"
+		elif [ -n "$emu" ]; then
 			echo "// emulator: not read" >"/tmp/ab/${names[$i]}.fatbin"
 		else
 			# Side by side (one nvcc process each), each with its own log.
