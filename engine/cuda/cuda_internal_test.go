@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"math/rand"
 	"os"
@@ -904,5 +905,82 @@ func TestMvOneWave(t *testing.T) {
 	// x of more than one tile: one block per slot, whatever the wave.
 	if grid := be.mvGrid(f, 5000, mvTile+1); grid != 5000 {
 		t.Errorf("x of two tiles: %d blocks, want 5000", grid)
+	}
+}
+
+// TestMvRowsPerSlotBitIdentical: a one-token product gives the same bits
+// whatever rows per slot (G) and grid the device's wave leads to (1, 2 or
+// 4 rows per slot; a grid of one block that takes every slot, and one
+// block per slot), for every weight type (each dequant fixture's rows
+// eight times over): the wave may move them, results must not move with
+// it.
+func TestMvRowsPerSlotBitIdentical(t *testing.T) {
+	be := testBackend(t)
+	rng := rand.New(rand.NewSource(3))
+	type run struct {
+		m    *matrix
+		x, d *buf
+		rows int
+	}
+	var runs []run
+	var types []quant.Type
+	for _, fx := range dequantFixtures(t) {
+		if !supported(fx.typ) {
+			continue
+		}
+		// The fixture's rows eight times over: enough slots for G 4.
+		q := *fx.q
+		q.Shape = []int64{int64(fx.q.Cols()), int64(8 * fx.q.Rows())}
+		q.Data = bytes.Repeat(fx.q.Data[:fx.q.Rows()*fx.q.RowBytes], 8)
+		w, err := be.Matrix(&q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, cols := q.Rows(), q.Cols()
+		x := make([]float32, cols)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		xb := be.Work(1, cols).(*buf)
+		be.do(func() error { return be.d.HtoD(xb.p, unsafePtr(x), uint64(4*len(x))) })
+		runs = append(runs, run{w.(*matrix), xb, be.Work(1, rows).(*buf), rows})
+		types = append(types, fx.typ)
+	}
+	be.done = false
+	if err := be.upload(); err != nil {
+		t.Fatal(err)
+	}
+	sms, resident := be.sms, maps.Clone(be.resident)
+	t.Cleanup(func() { be.sms, be.resident = sms, resident })
+	be.sms = 1
+	tried := map[int]bool{}
+	for i, r := range runs {
+		rpb := 128 / mvThreads((r.m.cols+31)/32)
+		slots := func(g int) int { return (r.rows + rpb*g - 1) / (rpb * g) }
+		var want []float32
+		// Waves: every slot in one block's turn (G 4, one block), G 2's
+		// slots exactly, G 1's (one block per slot).
+		for _, wave := range []int{1, slots(2), slots(1)} {
+			be.resident[r.m.mv] = wave
+			g := be.mvRowsPerSlot(r.m.mv, r.rows, rpb)
+			tried[g] = true
+			if err := be.MatMul(r.d, r.m, r.x); err != nil {
+				t.Fatal(err)
+			}
+			got := be.readAll(r.d)
+			if want == nil {
+				want = got
+				continue
+			}
+			for j := range got {
+				if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+					t.Errorf("%s: row %d at G %d (a wave of %d) is %g, at G 4 in one block %g", types[i], j, g, wave, got[j], want[j])
+					break
+				}
+			}
+		}
+	}
+	if !tried[1] || !tried[2] || !tried[4] {
+		t.Errorf("rows per slot tried: %v, want 1, 2 and 4", tried)
 	}
 }
