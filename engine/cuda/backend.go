@@ -955,7 +955,8 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 		for _, mi := range ms {
 			rows += mi.rows
 		}
-		g := be.mvRowsPerSlot(m.mv, rows, rpb)
+		wave := be.wave(m.mv)
+		g := mvRowsPerSlot(wave, rows, rpb)
 		// The arguments packed as the kernel reads them (cu.Pack's layout:
 		// pointers and long long 8 bytes, int and float 4), without boxing
 		// 23 values per launch: absent pointers, biases, eps and counts 0.
@@ -977,7 +978,7 @@ func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
 			}
 			blocks += (mi.rows + rpb*g - 1) / (rpb * g)
 		}
-		op.grid = cu.Dim{X: uint32(be.mvGrid(m.mv, blocks, nc))}
+		op.grid = cu.Dim{X: uint32(mvGrid(wave, blocks, nc))}
 		if err := be.push(op); err != nil {
 			return err
 		}
@@ -1108,9 +1109,8 @@ func (be *backend) mqProduct(xb, d *buf, m *matrix) error {
 const mqBK = 8
 
 // mvRowsPerSlot is how many rows each row slot of a one-token product
-// with kernel f takes (G in apr.cu's mv_body: 1, 2 or 4): the fewest whose
-// slots the device runs in one wave (f's resident blocks per
-// multiprocessor times the multiprocessors), else the most. A slot of
+// takes (G in apr.cu's mv_body: 1, 2 or 4): the fewest whose slots the
+// device runs in one wave (wave blocks: be.wave), else the most. A slot of
 // more rows keeps more weight loads in flight, but a block stages and
 // rounds x, its fixed cost, once for all its rows: a second wave pays that
 // cost again after the first. mvbench on an H100 (2026-12-07, mv_Q5_0: 128
@@ -1121,8 +1121,7 @@ const mqBK = 8
 // product fits one wave it chooses as that rule did (session 9's
 // measurements: qwen3.5-0.8b's gate/up G 2, its DeltaNet in-projection G
 // 4). G does not change results (apr.cu).
-func (be *backend) mvRowsPerSlot(f cu.Func, rows, rpb int) int {
-	wave := be.wave(f)
+func mvRowsPerSlot(wave, rows, rpb int) int {
 	for g := 1; g < mvMaxG; g *= 2 {
 		if (rows+rpb*g-1)/(rpb*g) <= wave {
 			return g
@@ -1135,22 +1134,23 @@ func (be *backend) mvRowsPerSlot(f cu.Func, rows, rpb int) int {
 const mvMaxG = 4
 
 // wave is how many blocks of the one-token product kernel f the device
-// runs at once.
+// runs at once: its resident blocks per multiprocessor (read at load)
+// times the multiprocessors.
 func (be *backend) wave(f cu.Func) int {
 	return max(be.resident[f], 1) * max(be.sms, 1)
 }
 
-// mvGrid is the grid of a one-token product with kernel f of slots row
-// slots over nc chunks: when x fits one tile, a block stages it once and
+// mvGrid is the grid of a one-token product of slots row slots over nc
+// chunks, for a device that runs wave of its blocks at once: when x fits one tile, a block stages it once and
 // takes slot after slot (apr.cu's mv_body), so that the big products (the
 // output projection) stage and normalise x once per block of one wave
 // instead of once per slot. mvbench on an H100 (2026-12-07), the output
 // projection at G 4: 70.49 µs with a wave of blocks (4 per multiprocessor)
 // against 73.76 with 8 per multiprocessor (Q5_0), 81.95 and 84.01 (Q8_0),
 // 134.96 and 139.63 (qwen3.5-0.8b Q4_K).
-func (be *backend) mvGrid(f cu.Func, slots, nc int) int {
+func mvGrid(wave, slots, nc int) int {
 	if nc <= mvTile {
-		return min(slots, be.wave(f))
+		return min(slots, wave)
 	}
 	return slots
 }
@@ -1416,9 +1416,10 @@ func (be *backend) fuseGLU(d, g, u *buf) bool {
 	// The slots are now the rows of one matrix (each with its pair): G and
 	// the grid for that many.
 	rpb := 128 / int(op.args[mvTPR])
-	rg := be.mvRowsPerSlot(op.f, n0, rpb)
+	wave := be.wave(op.f)
+	rg := mvRowsPerSlot(wave, n0, rpb)
 	op.args[mvFlags] = op.args[mvFlags]&^(15<<4) | uint64(rg)<<4
-	op.grid.X = uint32(be.mvGrid(op.f, (n0+rpb*rg-1)/(rpb*rg), int(op.args[2])))
+	op.grid.X = uint32(mvGrid(wave, (n0+rpb*rg-1)/(rpb*rg), int(op.args[2])))
 	be.fused++
 	return true
 }

@@ -890,20 +890,20 @@ func TestMvOneWave(t *testing.T) {
 		{"q35 gate/up (paired)", 3584, 4, 2, 448},
 		{"q35 DeltaNet in-projection", 6144 + 2048 + 16 + 16, 4, 4, 514},
 	} {
-		g := be.mvRowsPerSlot(f, c.rows, c.rpb)
+		g := mvRowsPerSlot(be.wave(f), c.rows, c.rpb)
 		slots := (c.rows + c.rpb*g - 1) / (c.rpb * g)
-		if grid := be.mvGrid(f, slots, 28); g != c.g || grid != c.grid {
+		if grid := mvGrid(be.wave(f), slots, 28); g != c.g || grid != c.grid {
 			t.Errorf("%s: G %d and %d blocks, want G %d and %d", c.name, g, grid, c.g, c.grid)
 		}
 	}
 	// A kernel that holds more blocks keeps smaller slots: at 5 per
 	// multiprocessor (660 a wave) the gate/up's 608 slots of G 2 fit.
 	be.resident[f] = 5
-	if g := be.mvRowsPerSlot(f, 4864, 4); g != 2 {
+	if g := mvRowsPerSlot(be.wave(f), 4864, 4); g != 2 {
 		t.Errorf("q25 gate/up at 5 resident blocks: G %d, want 2", g)
 	}
 	// x of more than one tile: one block per slot, whatever the wave.
-	if grid := be.mvGrid(f, 5000, mvTile+1); grid != 5000 {
+	if grid := mvGrid(be.wave(f), 5000, mvTile+1); grid != 5000 {
 		t.Errorf("x of two tiles: %d blocks, want 5000", grid)
 	}
 }
@@ -962,7 +962,7 @@ func TestMvRowsPerSlotBitIdentical(t *testing.T) {
 		// slots exactly, G 1's (one block per slot).
 		for _, wave := range []int{1, slots(2), slots(1)} {
 			be.resident[r.m.mv] = wave
-			g := be.mvRowsPerSlot(r.m.mv, r.rows, rpb)
+			g := mvRowsPerSlot(be.wave(r.m.mv), r.rows, rpb)
 			tried[g] = true
 			if err := be.MatMul(r.d, r.m, r.x); err != nil {
 				t.Fatal(err)
@@ -982,5 +982,31 @@ func TestMvRowsPerSlotBitIdentical(t *testing.T) {
 	}
 	if !tried[1] || !tried[2] || !tried[4] {
 		t.Errorf("rows per slot tried: %v, want 1, 2 and 4", tried)
+	}
+}
+
+// TestZeroResidentRefused: a device on which a one-token product kernel
+// cannot hold one block of 128 threads is refused at load, naming the
+// kernel, never run as if one fitted. Run by TestEmulated on an emulator
+// that answers 0 (APR_CUDA_EMU_RESIDENT=0).
+func TestZeroResidentRefused(t *testing.T) {
+	if os.Getenv("APR_CUDA_EMU_RESIDENT") != "0" {
+		t.Skip("SKIP (not a pass): run by TestEmulated only")
+	}
+	d, err := cu.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptx, _, err := kernelImage()
+	if err != nil {
+		t.Fatalf("kernels: %v", err)
+	}
+	be, _, err := newBackend(d, ptx, "test", nil)
+	if err == nil {
+		be.close()
+		t.Fatal("the load took a device that holds no block of mv_<type>")
+	}
+	if !strings.Contains(err.Error(), "cannot run a block of 128 threads") || !strings.Contains(err.Error(), "mv_") {
+		t.Fatalf("refused with %q, want the kernel named and why", err)
 	}
 }

@@ -230,7 +230,10 @@ func newBackend(d *cu.Driver, image []byte, origin string, plant *Plant) (*backe
 				if err != nil {
 					return fmt.Errorf("%w (kernel %s)", err, name)
 				}
-				be.resident[fn] = max(n, 1)
+				if n < 1 {
+					return fmt.Errorf("cuda: kernel %s cannot run a block of 128 threads on this device (the driver's occupancy: %d blocks per multiprocessor)", name, n)
+				}
+				be.resident[fn] = n
 			}
 		}
 		be.stream, err = d.NewStream()

@@ -310,6 +310,12 @@ func TestEmulated(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestAttendKernels") {
 		t.Fatalf("the kernels built with AG_L=32, AG_CU=16: %v\n%s", err, out)
 	}
+	// A device that holds no block of a product kernel: the load refuses.
+	cmd = exec.Command(os.Args[0], "-test.run", "^TestZeroResidentRefused$", "-test.v")
+	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx, "APR_CUDA_EMU_RESIDENT=0")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestZeroResidentRefused") {
+		t.Fatalf("an emulator holding no block of mv_<type>: %v\n%s", err, out)
+	}
 	runEmuProbes(t, append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx))
 }
 

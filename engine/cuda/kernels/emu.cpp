@@ -460,11 +460,11 @@ CUresult cuFuncSetAttribute(void *, int, int) { return 0; }
 // The blocks a multiprocessor holds at once: APR_CUDA_EMU_RESIDENT (default
 // 4, what an H100 or H200 holds of mv_<type>: 128 threads of 128 registers)
 // for every kernel. The engine sizes the one-token products by it; results
-// do not depend on it.
+// do not depend on it. 0 (a kernel too large to run) must be refused at load.
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *, int, size_t) {
   CHECK_STICKY();
   int r = 4;
-  if (const char *e = getenv("APR_CUDA_EMU_RESIDENT")) r = atoi(e) > 0 ? atoi(e) : 4;
+  if (const char *e = getenv("APR_CUDA_EMU_RESIDENT")) r = atoi(e) >= 0 ? atoi(e) : 4;
   *n = r;
   return 0;
 }
