@@ -839,7 +839,7 @@ func (e *f2Early) answer(ctx context.Context, o F2Options, probe []int32) *f2Ear
 // Validate is generate.Options.Validate (F2Validate's check), with the
 // reference's answer Prepare started.
 func (f *F2Run) Validate(ctx context.Context, eng model.Engine, sha string, tokens []int32) (string, error) {
-	if _, device := eng.(model.Uploader); !device {
+	if !f2Gates(eng) {
 		return generate.F2NotRequired, nil
 	}
 	identity, err := f2Identity()
@@ -865,10 +865,17 @@ func (f *F2Run) Validate(ctx context.Context, eng model.Engine, sha string, toke
 // generate.F2Off, never a pass, and a host engine's generate.F2NotRequired,
 // as with F2 on.
 func F2Skip(_ context.Context, eng model.Engine, _ string, _ []int32) (string, error) {
-	if _, device := eng.(model.Uploader); !device {
+	if !f2Gates(eng) {
 		return generate.F2NotRequired, nil
 	}
 	return generate.F2Off, nil
+}
+
+// f2Gates reports whether F2 gates eng's generation: a device engine, one
+// that uploads its weights (cuda); engines on the host are not gated.
+func f2Gates(eng model.Engine) bool {
+	_, device := eng.(model.Uploader)
+	return device
 }
 
 // F2Validate is generate.Options.Validate for the model at path: F2 on a
