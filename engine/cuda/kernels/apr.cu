@@ -1113,6 +1113,16 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
     int b = slotRows(slot, Wm, Ym, bm, nm);
     if (slot != blockIdx.x) prefetch(slot);
     int base = b * rpbG + rl;
+    // The slot's first row's bias and residual, read now so that their
+    // loads overlap staging x and the products instead of following the
+    // reductions (the products that take them have one row per slot: G 1).
+    // The residual is this kernel's to write (res aliases nothing the
+    // product reads or writes: backend.go, fuseResidual).
+    float bias0 = 0.f, res0 = 0.f;
+    if (sub == 0 && base < nm) {
+      if (bm) bias0 = bm[base];
+      if (res) res0 = res[base];
+    }
     const u8 *wr[MV_G], *wr1[MV_G];
 #pragma unroll
     for (int g = 0; g < MV_G; g++) {
@@ -1273,7 +1283,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
       int row = base + g * rpb;
       if (g >= G || row >= nm) break;
       float a = acc[g], a1 = acc1[g];
-      if (bm) a = a + bm[row];
+      if (bm) a = a + (g == 0 ? bias0 : bm[row]);
       if (glu) {
         if (bias1) a1 = a1 + bias1[row];
         // Y0 and Y1 as the products left them, then SwiGLU's output (which
@@ -1284,7 +1294,7 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
         continue;
       }
       Ym[row] = a;
-      if (res) res[row] = res[row] + a;
+      if (res) res[row] = (g == 0 ? res0 : res[row]) + a;
     }
   }
   MV_MARK(W, 5);
