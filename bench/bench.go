@@ -304,7 +304,10 @@ func measureBackend(ctx context.Context, opts Options, b string, res *Result) (R
 			if err != nil {
 				return 0, err
 			}
-			row := make([]float32, spec.NVocab)
+			row, err := model.LogitsRow(s, spec.NVocab)
+			if err != nil {
+				return 0, err
+			}
 			t0 := time.Now()
 			for i := range toks {
 				// Each step's logits land in one row, as a sampling loop's do

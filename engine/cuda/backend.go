@@ -38,7 +38,8 @@ type backend struct {
 	agL      int // k_attg's positions per split (AG_L), read from the kernels
 
 	mu   sync.Mutex
-	err  error // first failure
+	rows []unsafe.Pointer // sessions' logits rows in pinned host memory (LogitsRow), freed at close
+	err  error            // first failure
 	used map[string]int
 	mats []*matrix
 	vecs []*vector
@@ -2031,6 +2032,12 @@ func (be *backend) close() {
 			_ = be.d.FreeHost(unsafe.Pointer(unsafe.SliceData(be.stage)))
 			be.stage = nil
 		}
+		be.mu.Lock()
+		for _, p := range be.rows {
+			_ = be.d.FreeHost(p)
+		}
+		be.rows = nil
+		be.mu.Unlock()
 		for _, a := range []*devArea{&be.stageDev, &be.scores, &be.attnP, &be.attnCnt, &be.mmP, &be.mqQ, &be.mqX} {
 			_ = be.d.Free(a.p)
 			*a = devArea{}

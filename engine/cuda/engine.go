@@ -334,7 +334,8 @@ func (e *Engine) NewSession(maxCtx int) (model.Session, error) {
 // result: an Eval after which the backend has failed returns that failure.
 type session struct {
 	*graph.Session
-	be *backend
+	be  *backend
+	row []float32 // LogitsRow's, in pinned host memory
 }
 
 func (s *session) Eval(tokens []int32, all bool) ([][]float32, error) {
@@ -347,6 +348,63 @@ func (s *session) Eval(tokens []int32, all bool) ([][]float32, error) {
 		return nil, err
 	}
 	return rows, nil
+}
+
+// LogitsRow is model.RowAllocator's: n floats of pinned host memory, which
+// the logits' copy from the device writes directly (into pageable memory
+// the driver copies through a staging buffer of its own). A session has
+// one row, kept for its sequences in turn (a server's slot), replaced only
+// for another n; Close gives it back, and so does the engine's Close for
+// sessions never closed. A row must not be read after its session closes.
+func (s *session) LogitsRow(n int) ([]float32, error) {
+	if len(s.row) == n {
+		return s.row, nil
+	}
+	if err := s.releaseRow(); err != nil {
+		return nil, err
+	}
+	var p unsafe.Pointer
+	err := s.be.d.Do(func() (err error) {
+		p, err = s.be.d.AllocHost(uint64(4 * max(n, 1)))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda: a logits row of %d values in pinned memory: %w", n, err)
+	}
+	s.be.mu.Lock()
+	s.be.rows = append(s.be.rows, p)
+	s.be.mu.Unlock()
+	s.row = unsafe.Slice((*float32)(p), n)
+	return s.row, nil
+}
+
+// Close is graph.Session's, and gives back the session's logits row.
+func (s *session) Close() error {
+	err := s.releaseRow()
+	return errors.Join(err, s.Session.Close())
+}
+
+// releaseRow frees the session's logits row, unless the engine's Close
+// already did.
+func (s *session) releaseRow() error {
+	if s.row == nil {
+		return nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(s.row))
+	s.row = nil
+	s.be.mu.Lock()
+	i := slices.Index(s.be.rows, p)
+	if i >= 0 {
+		s.be.rows = slices.Delete(s.be.rows, i, i+1)
+	}
+	s.be.mu.Unlock()
+	if i < 0 {
+		return nil
+	}
+	if err := s.be.d.Do(func() error { return s.be.d.FreeHost(p) }); err != nil {
+		return fmt.Errorf("cuda: freeing a session's logits row: %w", err)
+	}
+	return nil
 }
 
 // EvalLast is model.LastEvaluator's: Eval's last row written to dst.

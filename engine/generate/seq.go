@@ -356,7 +356,11 @@ func (q *Seq) Advance(chunk int) (bool, error) {
 func (q *Seq) pass(feed []int32) (bool, error) {
 	s := q.slot
 	if len(q.buf) != s.m.Spec.NVocab {
-		q.buf = make([]float32, s.m.Spec.NVocab)
+		buf, err := model.LogitsRow(s.sess, s.m.Spec.NVocab)
+		if err != nil {
+			return false, q.fail(err)
+		}
+		q.buf = buf
 	}
 	if err := model.EvalLast(s.sess, feed, q.buf); err != nil {
 		return false, q.fail(err)

@@ -52,6 +52,24 @@ type LastEvaluator interface {
 	EvalLast(tokens []int32, dst []float32) error
 }
 
+// RowAllocator is a Session whose logits rows are read fastest into memory
+// it allocates (cuda: pinned host memory, which the device's copy writes
+// directly instead of through the driver's staging). A row it returns is
+// the session's: valid until the session or its engine closes, or until a
+// LogitsRow of another n replaces it.
+type RowAllocator interface {
+	LogitsRow(n int) ([]float32, error)
+}
+
+// LogitsRow returns a row of n values for s's EvalLast: s's own when it
+// allocates rows, else a new slice.
+func LogitsRow(s Session, n int) ([]float32, error) {
+	if ra, ok := s.(RowAllocator); ok {
+		return ra.LogitsRow(n)
+	}
+	return make([]float32, n), nil
+}
+
 // EvalLast feeds tokens to s and leaves the last token's logits in dst:
 // through s's own EvalLast when it has one, else Eval's row copied.
 func EvalLast(s Session, tokens []int32, dst []float32) error {

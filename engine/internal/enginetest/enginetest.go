@@ -190,7 +190,12 @@ func EvalLastMatchesEval(tb testing.TB, eng model.Engine, promptLen, steps int) 
 	for i := range feed {
 		feed[i] = int32((7 + 31*i) % nv)
 	}
-	dst := make([]float32, nv)
+	// The row a decode loop takes (model.LogitsRow: the session's own where
+	// it allocates rows, cuda's in pinned host memory).
+	dst, err := model.LogitsRow(b, nv)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	for step := 0; step <= steps; step++ {
 		rows, err := a.Eval(feed, false)
 		if err != nil {
