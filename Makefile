@@ -70,12 +70,28 @@ kernels-check:
 # compress) the carry was 60 MB on 2026-12-06 (the tree 11.7, apr.xz 12.2,
 # cuda.test.xz 9.6, fixtures.tar.xz 25.5 at xz -9e, stories260K 1.2), since
 # the kernels' PTX text (9 MB) is neither committed nor embedded.
+#
+# CUDA_BUNDLE_BASE=REV also cross-compiles apr at revision REV (a commit,
+# built in a temporary git worktree) into .dev/apr-base.xz, for `gpu.sh ab`'s
+# variant apr-base: an A/B of host-side changes in turns on one GPU host
+# (carry .dev/apr.xz and .dev/apr-base.xz, ~25 MB).
 CUDA_BUNDLE_EXCLUDE ?= /none/
+CUDA_BUNDLE_BASE ?=
 cuda-bundle:
 	mkdir -p .dev
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o .dev/apr ./cmd/apr
 	CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) test -c -ldflags "-s -w" -o .dev/cuda.test ./engine/cuda
 	xz -f -T2 .dev/apr .dev/cuda.test
+	@if [ -n "$(CUDA_BUNDLE_BASE)" ]; then \
+		set -e; wt=$$(mktemp -d); trap 'git worktree remove --force "$$wt" >/dev/null 2>&1; rm -rf "$$wt"' EXIT; \
+		git worktree add --detach "$$wt" "$(CUDA_BUNDLE_BASE)" >/dev/null; \
+		rev=$$(git -C "$$wt" rev-parse HEAD); \
+		(cd "$$wt" && CGO_ENABLED=0 GOOS=linux GOARCH=amd64 $(GO) build -trimpath \
+			-ldflags "-s -w -X $(PKG).revision=$$rev -X $(PKG).dirty=false" \
+			-o "$(CURDIR)/.dev/apr-base" ./cmd/apr); \
+		xz -f -T2 .dev/apr-base; \
+		echo "apr-base: apr at $$rev"; \
+	fi
 	tar -C .. $(foreach p,$(CUDA_BUNDLE_EXCLUDE),--exclude='$(p)') -cf - shared/fixtures/models shared/fixtures/expect shared/fixtures/dequant | xz -T2 -9e > .dev/fixtures.tar.xz
 	cp ../shared/fixtures/models/stories260K.gguf .dev/
 	@du -sh .dev/*

@@ -40,7 +40,11 @@
 #                 sets (';' between variants: APR_GPU_AB='-DMM_INT=0;-DMV_V4=0'),
 #                 built side by side, or the word committed: the tree's
 #                 engine/cuda/kernels.fatbin, the kernels as committed (an
-#                 A/B of changed sources against HEAD's: APR_GPU_AB=committed);
+#                 A/B of changed sources against HEAD's: APR_GPU_AB=committed),
+#                 or the word apr-base: the apr of .dev/apr-base.xz (make
+#                 cuda-bundle CUDA_BUNDLE_BASE=REV: apr built at an earlier
+#                 revision) with its own embedded kernels (an A/B of host
+#                 changes: APR_GPU_AB='committed;apr-base');
 #                 apr bench (APR_GPU_AB_TESTS, '-p 512 -n 128'; '|' between
 #                 sets of tests: '-p 512 -n 128|-p 0 -n 64 -d 4096';
 #                 APR_GPU_AB_REPS, 5) of each in turns on apr synth's
@@ -273,6 +277,12 @@ ab() {
 		return
 	fi
 	unxz apr
+	case ";$variants;" in *";apr-base;"*) unxz apr-base || {
+		echo "gpu.sh ab: the variant apr-base needs .dev/apr-base.xz (make cuda-bundle CUDA_BUNDLE_BASE=REV)" | tee -a "$out/summary.txt"
+		rc=2
+		return
+	} ;;
+	esac
 	mkdir -p /tmp/ab
 	local names=(base) flags=("") i=0
 	IFS=';' read -ra vs <<<"$variants"
@@ -284,7 +294,9 @@ ab() {
 	for i in "${!names[@]}"; do
 		echo "   ${names[$i]}: ${flags[$i]:-(the sources as they are)}" | tee -a "$out/summary.txt"
 		rm -f "/tmp/ab/${names[$i]}.fatbin"
-		if [ "${flags[$i]}" = committed ]; then
+		if [ "${flags[$i]}" = apr-base ]; then
+			: # no kernels to build: apr-base runs its own
+		elif [ "${flags[$i]}" = committed ]; then
 			# The kernels as committed (built from the sources at HEAD): the
 			# baseline for changed sources ("base").
 			cp engine/cuda/kernels.fatbin "/tmp/ab/${names[$i]}.fatbin"
@@ -312,9 +324,14 @@ ab() {
 		/tmp/apr synth --arch "$1" --preset "$2" --type "${m#*-}" -o "/tmp/$m.gguf" >/dev/null 2>&1 &
 	done
 	wait
-	local built=()
-	for n in "${names[@]}"; do
-		if [ -s "/tmp/ab/$n.fatbin" ]; then
+	local built=() fatbins=() baseapr=
+	for i in "${!names[@]}"; do
+		n=${names[$i]}
+		if [ "${flags[$i]}" = apr-base ]; then
+			built+=("$n")
+			baseapr=$n
+		elif [ -s "/tmp/ab/$n.fatbin" ]; then
+			fatbins+=("$n.fatbin")
 			built+=("$n")
 		else
 			echo "== $n did not build:" | tee -a "$out/summary.txt"
@@ -324,7 +341,7 @@ ab() {
 	done
 	# The variants' fatbins come back (one archive: the device tool returns
 	# only a few files), each named as in the summary's "vN: flags" lines.
-	(cd /tmp/ab && tar -cf - "${built[@]/%/.fatbin}" | xz -T0 -6 >"$out/variants.tar.xz")
+	[ ${#fatbins[@]} -eq 0 ] || (cd /tmp/ab && tar -cf - "${fatbins[@]}" | xz -T0 -6 >"$out/variants.tar.xz")
 	if [ -n "$emu" ]; then
 		echo "== emulator dry run: the benchmarks need a GPU (built: ${built[*]})" | tee -a "$out/summary.txt"
 		return
@@ -335,8 +352,12 @@ ab() {
 		for t in "${sets[@]}"; do
 			for m in $models; do
 				for n in "${built[@]}"; do
+					# apr-base runs its own embedded kernels (an empty
+					# APR_CUDA_PTX is unset to apr); the others apr with theirs.
+					local exe=/tmp/apr ptx="/tmp/ab/$n.fatbin"
+					[ "$n" != "$baseapr" ] || exe=/tmp/apr-base ptx=
 					# shellcheck disable=SC2086 # the tests are words
-					APR_CUDA_PTX="/tmp/ab/$n.fatbin" step 90 /tmp/apr bench "/tmp/$m.gguf" --backend cuda $t --reps "$reps" &&
+					APR_CUDA_PTX="$ptx" step 90 "$exe" bench "/tmp/$m.gguf" --backend cuda $t --reps "$reps" &&
 						grep -E '^\| cuda' "$out/step.txt" | sed "s/^/$m $n round $r /" >>"$out/summary.txt"
 				done
 			done
