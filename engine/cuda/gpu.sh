@@ -158,12 +158,18 @@ qa_steps() {
 	fi
 }
 
-apps() {
+# use_built_kernels: the kernels an earlier `tests` built in the same
+# $OUT, else .dev/kernels.fatbin (apps and table).
+use_built_kernels() {
 	if [ -s "$out/kernels.fatbin" ]; then
 		export APR_CUDA_PTX="$out/kernels.fatbin"
 	else
 		export APR_CUDA_PTX="$(pwd)/.dev/kernels.fatbin"
 	fi
+}
+
+apps() {
+	use_built_kernels
 	unxz apr
 	st=.dev/stories260K.gguf
 	[ -e "$st" ] || st=/tmp/apr-shared/shared/fixtures/models/stories260K.gguf # after tests, in `all`
@@ -193,9 +199,20 @@ apps() {
 
 # synth [FILE...]: apr synth's files of issue 12's shapes under /tmp, each
 # q25-TYPE (qwen2.5-0.5b) or q35-TYPE (qwen3.5-0.8b); by default both at
-# Q4_K, Q8_0 and F16.
+# Q4_K, Q8_0 and F16. A name of neither shape is refused (exit 2, nothing
+# made); the files are written side by side and waited for (with any other
+# background job of the caller: ab's nvcc builds).
 synth() {
 	local m seen=" "
+	for m in ${@:-q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0 q35-F16}; do
+		case $m in
+		q25-* | q35-*) ;;
+		*)
+			echo "gpu.sh: model $m is not q25-TYPE or q35-TYPE" | tee -a "$out/summary.txt"
+			return 2
+			;;
+		esac
+	done
 	for m in ${@:-q25-Q4_K q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0 q35-F16}; do
 		[ ! -s "/tmp/$m.gguf" ] && [ "${seen#* $m }" = "$seen" ] || continue # made, or asked for twice
 		seen="$seen$m "
@@ -311,19 +328,13 @@ ab() {
 				-o "/tmp/ab/${names[$i]}.fatbin" engine/cuda/kernels/apr.cu >"/tmp/ab/${names[$i]}.log" 2>&1 &
 		fi
 	done
-	for m in $models; do
-		case $m in
-		q25-*) set -- qwen2 qwen2.5-0.5b ;;
-		q35-*) set -- qwen35 qwen3.5-0.8b ;;
-		*)
-			echo "gpu.sh ab: model $m is not q25-TYPE or q35-TYPE" | tee -a "$out/summary.txt"
-			rc=2
-			return
-			;;
-		esac
-		/tmp/apr synth --arch "$1" --preset "$2" --type "${m#*-}" -o "/tmp/$m.gguf" >/dev/null 2>&1 &
-	done
-	wait
+	# The files, side by side with the builds (synth waits for both).
+	# shellcheck disable=SC2086 # the models are words
+	synth $models || {
+		wait
+		rc=2
+		return
+	}
 	local built=() fatbins=() baseapr=
 	for i in "${!names[@]}"; do
 		n=${names[$i]}
@@ -397,11 +408,7 @@ tests) tests ;;
 mv) mvbench ;;
 apps) apps ;;
 table)
-	if [ -s "$out/kernels.fatbin" ]; then
-		export APR_CUDA_PTX="$out/kernels.fatbin"
-	else
-		export APR_CUDA_PTX="$(pwd)/.dev/kernels.fatbin"
-	fi
+	use_built_kernels
 	unxz apr
 	# shellcheck disable=SC2086 # the lists are words
 	synth q25-Q4_K ${APR_GPU_TABLE-q25-Q8_0 q25-F16 q35-Q4_K q35-Q8_0 q35-F16} ${APR_GPU_TABLE_DEPTH-q35-Q4_K}
