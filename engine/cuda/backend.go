@@ -85,6 +85,9 @@ type backend struct {
 	ropeTheta  ropeTheta     // Rope's thetaScale for the last base and rotated width
 	earlyN     int           // kernels launched early (directly or into a captured graph)
 	fused      int           // ops folded into a product (fuseBias, fuseResidual)
+	// roundedAgain counts prompt products that took the rounded x of the
+	// product before them (MatMuls, sameRounding) instead of a k_round.
+	roundedAgain int
 }
 
 // devArea is a growable device allocation.
@@ -913,7 +916,11 @@ func (be *backend) MatMuls(x graph.Buf, dst []graph.Buf, w []graph.Weight) error
 				j++
 			}
 		}
-		if err := be.product(xb, ds[i:j], ms[i:j]); err != nil {
+		// A prompt's products after the first take the x that k_round
+		// left for the one before when they round it alike (q, k and v;
+		// gate and up): nothing runs between them.
+		again := i > 0 && xb.rows > 1 && !be.noFuse && sameRounding(be, ms[i-1], ms[i])
+		if err := be.product(xb, ds[i:j], ms[i:j], again); err != nil {
 			return err
 		}
 		i = j
@@ -921,17 +928,29 @@ func (be *backend) MatMuls(x graph.Buf, dst []graph.Buf, w []graph.Weight) error
 	return be.err
 }
 
+// usesMQ is whether a prompt's product with m runs on mq_<type>.
+func (be *backend) usesMQ(m *matrix) bool { return m.mq != 0 && (!be.noMQ || m.mqOnly) }
+
+// sameRounding is whether prompt products with a and b read the same
+// rounded x: the same kernel family and activation format over rows of
+// the same width (k_round's output depends on nothing else).
+func sameRounding(be *backend, a, b *matrix) bool {
+	return be.usesMQ(a) == be.usesMQ(b) && a.act == b.act && a.cols == b.cols
+}
+
 // product launches one product kernel for the matrices ms (one type and
-// width; several only for one token).
-func (be *backend) product(xb *buf, ds []*buf, ms []*matrix) error {
+// width; several only for one token). again (a prompt): the rounded x of
+// the product just before is this one's (sameRounding), and k_round is not
+// launched again.
+func (be *backend) product(xb *buf, ds []*buf, ms []*matrix, again bool) error {
 	m := ms[0]
 	nc := (m.cols + 31) / 32
 	err := be.do(func() error {
 		if xb.rows > 1 {
-			if m.mq != 0 && (!be.noMQ || m.mqOnly) {
-				return be.mqProduct(xb, ds[0], m)
+			if be.usesMQ(m) {
+				return be.mqProduct(xb, ds[0], m, again)
 			}
-			x, err := be.rounded(xb, m)
+			x, err := be.rounded(xb, m, again)
 			if err != nil {
 				return err
 			}
@@ -1050,7 +1069,7 @@ func roundGrid(f, ntok, cols, nc int) cu.Dim {
 // rounded returns x as a prompt product with m's weights multiplies it in
 // ggml numerics: x itself for F32 weights, else k_round's copy (be.mqX,
 // rows 16-byte aligned), valid until the next product's.
-func (be *backend) rounded(xb *buf, m *matrix) (*buf, error) {
+func (be *backend) rounded(xb *buf, m *matrix, again bool) (*buf, error) {
 	f := m.act
 	if f == actNone {
 		return xb, nil
@@ -1061,6 +1080,10 @@ func (be *backend) rounded(xb *buf, m *matrix) (*buf, error) {
 		return nil, err
 	}
 	r := &buf{p: be.mqX.p, rows: xb.rows, cols: m.cols, stride: rs}
+	if again {
+		be.roundedAgain++
+		return r, nil
+	}
 	return r, be.launch("k_round", roundGrid(f, xb.rows, m.cols, nc), cu.Dim{X: 256}, 0,
 		xb.p, xb.stride, xb.rows, m.cols, nc, f, r.p, rs, cu.Ptr(0), 0, cu.Ptr(0), cu.Ptr(0))
 }
@@ -1072,7 +1095,7 @@ var mqTypes = []quant.Type{quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant
 // mqProduct is a prompt's product with an MqForm matrix: k_round rounds x
 // (Q8_0, Q8_1 or Q8_K codes, each chunk's d and sum, in be.mqQ), then mq_<type>
 // multiplies the integers (split over grid.z as mm_<type> is).
-func (be *backend) mqProduct(xb, d *buf, m *matrix) error {
+func (be *backend) mqProduct(xb, d *buf, m *matrix, again bool) error {
 	nc := (m.cols + 31) / 32
 	f := m.act
 	qs := 32 * nc // bytes per token: 16-byte aligned rows
@@ -1083,7 +1106,9 @@ func (be *backend) mqProduct(xb, d *buf, m *matrix) error {
 	q := be.mqQ.p
 	dp := q + cu.Ptr(codes)
 	sp := dp + cu.Ptr(4*xb.rows*nc)
-	if err := be.launch("k_round", roundGrid(f, xb.rows, m.cols, nc), cu.Dim{X: 256}, 0,
+	if again {
+		be.roundedAgain++
+	} else if err := be.launch("k_round", roundGrid(f, xb.rows, m.cols, nc), cu.Dim{X: 256}, 0,
 		xb.p, xb.stride, xb.rows, m.cols, nc, f, cu.Ptr(0), 0, q, qs, dp, sp); err != nil {
 		return err
 	}
@@ -1211,7 +1236,7 @@ func (be *backend) MatMulID(dst graph.Buf, w graph.Weight, x graph.Buf, ids []in
 		if err != nil {
 			return err
 		}
-		x, err := be.rounded(xb, m)
+		x, err := be.rounded(xb, m, false)
 		if err != nil {
 			return err
 		}

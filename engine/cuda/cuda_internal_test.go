@@ -1010,3 +1010,85 @@ func TestZeroResidentRefused(t *testing.T) {
 		t.Fatalf("refused with %q, want the kernel named and why", err)
 	}
 }
+
+// TestRoundOnce: a prompt's products over one x (MatMuls: q, k and v;
+// gate and up) round x once for each run of matrices that round it alike
+// (sameRounding: the same activation format, kernel family and width),
+// and give results bit-identical to each product on its own; with
+// APR_CUDA_FUSE=0 every product rounds x itself.
+func TestRoundOnce(t *testing.T) {
+	be := testBackend(t)
+	rng := rand.New(rand.NewSource(4))
+	byCols := map[int][]*matrix{}
+	for _, fx := range dequantFixtures(t) {
+		if !supported(fx.typ) {
+			continue
+		}
+		w, err := be.Matrix(fx.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Each matrix twice in a row: a run of two that round alike.
+		byCols[fx.q.Cols()] = append(byCols[fx.q.Cols()], w.(*matrix), w.(*matrix))
+	}
+	be.done = false
+	if err := be.upload(); err != nil {
+		t.Fatal(err)
+	}
+	defer func(old bool) { be.noFuse = old }(be.noFuse)
+	tried := 0
+	for cols, ms := range byCols {
+		const m = 11
+		x := make([]float32, m*cols)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		xb := be.Work(m, cols).(*buf)
+		be.do(func() error { return be.d.HtoD(xb.p, unsafePtr(x), uint64(4*len(x))) })
+		var want [][]float32
+		for _, w := range ms {
+			d := be.Work(m, w.rows).(*buf)
+			if err := be.MatMul(d, w, xb); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, be.readAll(d))
+			be.Release(d)
+		}
+		for _, noFuse := range []bool{false, true} {
+			be.noFuse = noFuse
+			ds := make([]graph.Buf, len(ms))
+			ws := make([]graph.Weight, len(ms))
+			wantAgain := 0
+			for i, w := range ms {
+				ds[i], ws[i] = be.Work(m, w.rows), w
+				if i > 0 && !noFuse && sameRounding(be, ms[i-1], w) {
+					wantAgain++
+				}
+			}
+			before := be.roundedAgain
+			if err := be.MatMuls(xb, ds, ws); err != nil {
+				t.Fatal(err)
+			}
+			if got := be.roundedAgain - before; got != wantAgain || (!noFuse && got < len(ms)/2) {
+				t.Errorf("cols %d, fuse off %v: %d products took the x rounded before them, want %d", cols, noFuse, got, wantAgain)
+			}
+			for i := range ds {
+				got := be.readAll(ds[i].(*buf))
+				for j := range got {
+					if math.Float32bits(got[j]) != math.Float32bits(want[i][j]) {
+						t.Fatalf("cols %d, fuse off %v: product %d (%s) value %d is %g in MatMuls, %g alone", cols, noFuse, i, ms[i].name, j, got[j], want[i][j])
+					}
+				}
+				be.Release(ds[i].(*buf))
+			}
+			tried++
+		}
+		be.Release(xb)
+	}
+	if be.err != nil {
+		t.Fatal(be.err)
+	}
+	if tried == 0 {
+		t.Fatal("no products tried")
+	}
+}

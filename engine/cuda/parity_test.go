@@ -272,7 +272,7 @@ func TestEmulated(t *testing.T) {
 	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion|TestChunks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestLogitsRow|TestProfileSteps|TestStreamRead|TestActivationFormats|TestMvRowsPerSlotBitIdentical)$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion|TestChunks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestLogitsRow|TestProfileSteps|TestStreamRead|TestActivationFormats|TestMvRowsPerSlotBitIdentical|TestRoundOnce)$", "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
 		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
 		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
