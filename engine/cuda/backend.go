@@ -2,11 +2,13 @@ package cuda
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -88,6 +90,7 @@ type backend struct {
 	// roundedAgain counts prompt products that took the rounded x of the
 	// product before them (MatMuls, sameRounding) instead of a k_round.
 	roundedAgain int
+	uploadPaged  bool // upload copied from pageable memory (copyIn had no pinned buffers)
 }
 
 // devArea is a growable device allocation.
@@ -770,15 +773,14 @@ func (be *backend) upload() error {
 	}
 	be.done = true
 	return be.do(func() error {
+		var pieces []hostPiece
 		for _, m := range be.mats {
-			p, err := be.d.Alloc(uint64(len(m.t.Data)))
+			p, err := be.d.Alloc(uint64(len(m.t.Data)) + weightPad)
 			if err != nil {
 				return fmt.Errorf("cuda: tensor %q (%d bytes): %w", m.t.Name, len(m.t.Data), err)
 			}
 			m.p = p
-			if err := be.d.HtoD(p, unsafe.Pointer(unsafe.SliceData(m.t.Data)), uint64(len(m.t.Data))); err != nil {
-				return fmt.Errorf("cuda: tensor %q: %w", m.t.Name, err)
-			}
+			pieces = append(pieces, hostPiece{m.t.Name, p, m.t.Data})
 		}
 		for _, v := range be.vecs {
 			p, err := be.d.Alloc(uint64(4 * len(v.v)))
@@ -786,12 +788,141 @@ func (be *backend) upload() error {
 				return fmt.Errorf("cuda: tensor %q: %w", v.t.Name, err)
 			}
 			v.p = p
-			if err := be.d.HtoD(p, unsafe.Pointer(unsafe.SliceData(v.v)), uint64(4*len(v.v))); err != nil {
-				return fmt.Errorf("cuda: tensor %q: %w", v.t.Name, err)
-			}
+			pieces = append(pieces, hostPiece{v.t.Name, p, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.v))), 4*len(v.v))})
+		}
+		if err := be.copyIn(pieces); err != nil {
+			return err
 		}
 		return be.d.Sync()
 	})
+}
+
+// weightPad is the bytes each matrix's allocation has past its data: the
+// kernels may read a few bytes past a block's end (quant.cuh's ld_hw, 2
+// past a Q4_0, Q5_0 or Q8_0 block's), which must lie in the allocation.
+const weightPad = 16
+
+// hostPiece is a tensor's bytes in host memory (the model's mapping, or
+// the heap) and where they go on the device.
+type hostPiece struct {
+	name string
+	dst  cu.Ptr
+	src  []byte
+}
+
+// uploadStage is the size of each of copyIn's two pinned buffers (a
+// variable for TestUpload, which makes pieces span several).
+var uploadStage = 32 << 20
+
+// copyIn copies pieces to the device through two pinned buffers in turn:
+// the host fills one (parallel copies out of the mapping) while the device
+// reads the other by DMA, instead of each HtoD from pageable memory going
+// through the driver's own staging, one copy after another. Where pinned
+// memory cannot be had it copies as before, and says so.
+func (be *backend) copyIn(pieces []hostPiece) error {
+	var stage [2][]byte
+	for i := range stage {
+		p, err := be.d.AllocHost(uint64(uploadStage))
+		if err != nil {
+			for _, b := range stage[:i] {
+				_ = be.d.FreeHost(unsafe.Pointer(unsafe.SliceData(b)))
+			}
+			slog.Warn("cuda: the weights are copied from pageable memory (slower): no pinned staging buffer", "bytes", uploadStage, "err", err)
+			be.uploadPaged = true
+			for _, pc := range pieces {
+				if err := be.d.HtoD(pc.dst, unsafe.Pointer(unsafe.SliceData(pc.src)), uint64(len(pc.src))); err != nil {
+					return fmt.Errorf("cuda: tensor %q: %w", pc.name, err)
+				}
+			}
+			return nil
+		}
+		stage[i] = unsafe.Slice((*byte)(p), uploadStage)
+	}
+	defer func() {
+		for _, b := range stage {
+			_ = be.d.FreeHost(unsafe.Pointer(unsafe.SliceData(b)))
+		}
+	}()
+	// A fill is a stage's worth of (piece, offset) segments; after each
+	// fill the stream is synchronized (the copy of the stage before, from
+	// the other buffer, is done: this buffer's last copy, two fills ago,
+	// was done before it) and the fill's copies are queued.
+	type seg struct {
+		pc     *hostPiece
+		off, n int // bytes [off, off+n) of pc.src, at the stage's at
+		at     int
+	}
+	var segs []seg
+	k, used := 0, 0
+	flush := func() error {
+		if len(segs) == 0 {
+			return nil
+		}
+		buf := stage[k]
+		parallelCopy(segs, func(s seg) ([]byte, []byte) { return buf[s.at : s.at+s.n], s.pc.src[s.off : s.off+s.n] })
+		if err := be.d.StreamSync(be.stream); err != nil {
+			return err
+		}
+		for _, s := range segs {
+			if err := be.d.HtoDAsync(s.pc.dst+cu.Ptr(s.off), unsafe.Pointer(&buf[s.at]), uint64(s.n), be.stream); err != nil {
+				return fmt.Errorf("cuda: tensor %q: %w", s.pc.name, err)
+			}
+		}
+		segs, used, k = segs[:0], 0, 1-k
+		return nil
+	}
+	for i := range pieces {
+		pc := &pieces[i]
+		for off := 0; off < len(pc.src); {
+			if used == uploadStage {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			n := min(len(pc.src)-off, uploadStage-used)
+			segs = append(segs, seg{pc, off, n, used})
+			off, used = off+n, used+n
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	return be.d.StreamSync(be.stream)
+}
+
+// parallelCopy runs copy(dst, src) for every segment's pair, the bytes
+// split among up to eight goroutines (a page-cache-to-pinned copy of tens
+// of megabytes runs at one core's memory bandwidth otherwise).
+func parallelCopy[S any](segs []S, pair func(S) ([]byte, []byte)) {
+	const part = 1 << 20
+	type job struct{ dst, src []byte }
+	var jobs []job
+	for _, s := range segs {
+		d, src := pair(s)
+		for o := 0; o < len(src); o += part {
+			e := min(o+part, len(src))
+			jobs = append(jobs, job{d[o:e], src[o:e]})
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), 8, len(jobs))
+	if workers <= 1 {
+		for _, j := range jobs {
+			copy(j.dst, j.src)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
+				copy(jobs[i].dst, jobs[i].src)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 func (be *backend) ready() error {

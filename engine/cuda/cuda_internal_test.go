@@ -11,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"unsafe"
 
 	"github.com/aprqa/apr/engine/cuda/internal/cu"
 	"github.com/aprqa/apr/engine/gguf"
@@ -1090,5 +1092,55 @@ func TestRoundOnce(t *testing.T) {
 	}
 	if tried == 0 {
 		t.Fatal("no products tried")
+	}
+}
+
+// TestUpload: the weights reach the device byte for byte through copyIn's
+// pinned buffers, with buffers so small (4,099 bytes) that pieces span
+// several fills and fills hold several pieces, and at the full size. Run
+// again by TestEmulated on an emulator that pins nothing over 64 KiB
+// (APR_CUDA_EMU_PIN_MAX): there the full-size copy is from pageable memory,
+// and says so.
+func TestUpload(t *testing.T) {
+	pinMax, _ := strconv.Atoi(os.Getenv("APR_CUDA_EMU_PIN_MAX"))
+	for _, stage := range []int{4099, uploadStage} {
+		paged := pinMax > 0 && stage > pinMax
+		t.Run(fmt.Sprintf("stage%d", stage), func(t *testing.T) {
+			defer func(old int) { uploadStage = old }(uploadStage)
+			uploadStage = stage
+			be := testBackend(t)
+			var ms []*matrix
+			for _, fx := range dequantFixtures(t) {
+				if !supported(fx.typ) {
+					continue
+				}
+				w, err := be.Matrix(fx.q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ms = append(ms, w.(*matrix))
+			}
+			be.done = false
+			if err := be.upload(); err != nil {
+				t.Fatal(err)
+			}
+			if be.uploadPaged != paged {
+				t.Fatalf("copied from pageable memory: %v, want %v", be.uploadPaged, paged)
+			}
+			total := 0
+			for _, m := range ms {
+				got := make([]byte, len(m.t.Data))
+				if err := be.do(func() error { return be.d.DtoH(unsafe.Pointer(unsafe.SliceData(got)), m.p, uint64(len(got))) }); err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, m.t.Data) {
+					t.Fatalf("%s (%d bytes): the device's copy differs", m.t.Name, len(got))
+				}
+				total += len(got)
+			}
+			if total <= 2*stage && stage < 1<<20 {
+				t.Fatalf("%d bytes uploaded through buffers of %d: fewer than three fills", total, stage)
+			}
+		})
 	}
 }

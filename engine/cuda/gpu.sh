@@ -123,7 +123,7 @@ tests() {
 	[ -e "$(dirname "$root")/shared/fixtures" ] || ln -sfn /tmp/apr-shared/shared "$(dirname "$root")/shared"
 	unxz cuda.test
 	nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv >>"$out/summary.txt" 2>&1
-	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run '^(TestUnavailableIsRefused|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect|TestGraphReplay|TestWideProducts|TestProfile|TestFusion|TestChunks|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestLogitsRow|TestProfileSteps|TestStreamRead|TestActivationFormats|TestMvRowsPerSlotBitIdentical|TestRoundOnce)$')
+	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run '^(TestUnavailableIsRefused|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect|TestGraphReplay|TestWideProducts|TestProfile|TestFusion|TestChunks|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestLogitsRow|TestProfileSteps|TestStreamRead|TestActivationFormats|TestMvRowsPerSlotBitIdentical|TestRoundOnce|TestUpload)$')
 	# The prompt products on mm_<type> (APR_CUDA_MQ=0) as well.
 	(cd engine/cuda && APR_CUDA_MQ=0 step 60 /tmp/cuda.test -test.v -test.run '^(TestProducts|TestWideProducts)$')
 	export APR_CUDA_PTX="$out/kernels.fatbin"

@@ -272,7 +272,7 @@ func TestEmulated(t *testing.T) {
 	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion|TestChunks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestLogitsRow|TestProfileSteps|TestStreamRead|TestActivationFormats|TestMvRowsPerSlotBitIdentical|TestRoundOnce)$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion|TestChunks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestLogitsRow|TestProfileSteps|TestStreamRead|TestActivationFormats|TestMvRowsPerSlotBitIdentical|TestRoundOnce|TestUpload)$", "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
 		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
 		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
@@ -315,6 +315,13 @@ func TestEmulated(t *testing.T) {
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx, "APR_CUDA_EMU_RESIDENT=0")
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestZeroResidentRefused") {
 		t.Fatalf("an emulator holding no block of mv_<type>: %v\n%s", err, out)
+	}
+	// No pinned memory for the upload's buffers: it copies from pageable
+	// memory, the same bytes.
+	cmd = exec.Command(os.Args[0], "-test.run", "^TestUpload$", "-test.v")
+	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx, "APR_CUDA_EMU_PIN_MAX=65536")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestUpload") {
+		t.Fatalf("an emulator that pins nothing over 64 KiB: %v\n%s", err, out)
 	}
 	runEmuProbes(t, append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx))
 }

@@ -531,9 +531,13 @@ CUresult cuMemcpyDtoH_v2(void *dst, uint64_t src, size_t n) {
 // memory that cuMemAllocHost did not return is refused: the engine must
 // stage what it copies asynchronously in pinned memory (a pageable source
 // would make the driver wait for the stream).
+// APR_CUDA_EMU_PIN_MAX=N: a request for more than N bytes fails as out of
+// memory (CUDA_ERROR_OUT_OF_MEMORY), for the paths that must do without.
 static std::map<uintptr_t, size_t> pinned;
 CUresult cuMemAllocHost_v2(void **p, size_t n) {
   CHECK_STICKY();
+  if (const char *e = getenv("APR_CUDA_EMU_PIN_MAX"); e && *e)
+    if (n > (size_t)strtoull(e, nullptr, 10)) return 2;
   *p = aligned_alloc(64, (n + 63) & ~(size_t)63);
   if (!*p) return 2;
   pinned[(uintptr_t)*p] = n;
