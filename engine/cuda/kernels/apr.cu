@@ -967,6 +967,13 @@ extern "C" __global__ void k_actfmt(int *out) {
 #define MV_V4 1
 #endif
 #define MV_ST4 5 // float4s of x each thread stages per trip to memory (MV_V4)
+// MV_PF: how many slots ahead a block asks L2 for its rows (prefetch_l2):
+// with 1, the rows of its next slot stream in while it multiplies this
+// one's (a matrix of more slots than a wave, such as the LM head, takes
+// several slots a block); 0 asks for each slot's rows as it starts it.
+#ifndef MV_PF
+#define MV_PF 1
+#endif
 // MV_ACT 0: x is not rounded to the weights' activation format (act_round):
 // not ggml numerics; only for measuring what the rounding costs.
 #ifndef MV_ACT
@@ -1089,7 +1096,9 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
     if (glu) prefetch_l2(W1 + (long long)r0 * rowBytes, (long long)n * rowBytes);
   };
   MV_MARK(W, 0);
-  if (blockIdx.x < b0 + b1 + b2 + b3) prefetch(blockIdx.x);
+  // The first MV_PF slots' rows (at least the first slot's), before the wait.
+  for (int k = 0; k < (MV_PF > 1 ? MV_PF : 1); k++)
+    if (blockIdx.x + k * gridDim.x < b0 + b1 + b2 + b3) prefetch(blockIdx.x + k * gridDim.x);
   pdl();
   MV_MARK(W, 1);
   // The norm (nflags & 1): its scale is k_rmsnorm's to the bit (the sum of
@@ -1111,11 +1120,13 @@ __device__ void mv_body(const u8 *W, long long rowBytes, int nchunk, int cols, c
     const float *bm;
     int nm;
     int b = slotRows(slot, Wm, Ym, bm, nm);
-    if (slot != blockIdx.x) prefetch(slot);
+    if (MV_PF == 0 && slot != blockIdx.x) prefetch(slot);
+    if (MV_PF > 0 && slot + MV_PF * gridDim.x < b0 + b1 + b2 + b3) prefetch(slot + MV_PF * gridDim.x);
     int base = b * rpbG + rl;
     // The slot's first row's bias and residual, read now so that their
     // loads overlap staging x and the products instead of following the
-    // reductions (the products that take them have one row per slot: G 1).
+    // reductions (rows g > 0 read theirs after them; the products that take
+    // a bias or a residual mostly run at G 1).
     // The residual is this kernel's to write (res aliases nothing the
     // product reads or writes: backend.go, fuseResidual).
     float bias0 = 0.f, res0 = 0.f;

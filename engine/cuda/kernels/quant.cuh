@@ -599,6 +599,34 @@ __device__ __forceinline__ u32 ld32h(const u8 *p) {
   const u16 *h = (const u16 *)p;
   return (u32)h[0] | ((u32)h[1] << 16);
 }
+// ld_hw<N>: a 2-aligned block at b (Q4_0, Q5_0, Q8_0: 18, 22 and 34
+// bytes) as the bits of its d (the u16 at b) and the N words at b + 2,
+// b + 6, …, from N + 1 aligned 4-byte loads instead of ld32h's 2N 2-byte
+// ones: the words from b rounded down to 4 bytes, each wanted word the 4
+// bytes 2 or 4 past one's start (a funnel shift of two neighbours). A block
+// at b ≡ 0 (mod 4) is read 2 bytes past its end: a tensor's last one needs
+// them in its allocation (backend.go's weightPad).
+// (LD_HW 0: ld16 and ld32h as before, for an A/B.)
+#ifndef LD_HW
+#define LD_HW 1
+#endif
+template <int N> __device__ __forceinline__ void ld_hw(const u8 *b, u16 &d, u32 *w) {
+  if (!LD_HW) {
+    d = ld16(b);
+#pragma unroll
+    for (int j = 0; j < N; j++) w[j] = ld32h(b + 2 + 4 * j);
+    return;
+  }
+  unsigned long long a = (unsigned long long)b;
+  const u32 *p = (const u32 *)(a & ~3ull);
+  u32 s = (u32)(a & 2) * 8; // 0 or 16: d's bits in the first word
+  u32 W[N + 1];
+#pragma unroll
+  for (int j = 0; j <= N; j++) W[j] = p[j];
+  d = (u16)(W[0] >> s);
+#pragma unroll
+  for (int j = 0; j < N; j++) w[j] = (u32)((((unsigned long long)W[j + 1] << 32) | W[j]) >> (16 + s));
+}
 // spread4(t): bit k of t (k < 4) to bit 4 of byte k (Q5_0's fifth bits).
 __device__ __forceinline__ u32 spread4(u32 t) { return ((t & 15u) * 0x02040810u) & 0x10101010u; }
 
@@ -607,29 +635,35 @@ template <> struct Dot<Q4_0> { // 18-byte blocks: 2-aligned
   static const bool has = true, xsum = false;
   __device__ static float dot(const u8 *b, int, const float *x, float) {
     const float4 *x4 = (const float4 *)x;
-    float d = h2f(((const u16 *)b)[0]), acc[4] = {0.f, 0.f, 0.f, 0.f};
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    u16 dh;
+    u32 q[4];
+    ld_hw<4>(b, dh, q);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      u32 w = ld32h(b + 2 + 4 * i);
+      u32 w = q[i];
       dot4(w & 0x0F0F0F0Fu, x4[i], acc, TWO23 + 8.f);
       dot4((w >> 4) & 0x0F0F0F0Fu, x4[4 + i], acc, TWO23 + 8.f);
     }
-    return d * sum4(acc);
+    return h2f(dh) * sum4(acc);
   }
 };
 template <> struct Dot<Q5_0> { // 22-byte blocks: 2-aligned
   static const bool has = true, xsum = false;
   __device__ static float dot(const u8 *b, int, const float *x, float) {
     const float4 *x4 = (const float4 *)x;
-    float d = h2f(((const u16 *)b)[0]), acc[4] = {0.f, 0.f, 0.f, 0.f};
-    u32 qh = ld32h(b + 2);
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    u16 dh;
+    u32 q[5]; // qh, then the codes' four words
+    ld_hw<5>(b, dh, q);
+    u32 qh = q[0];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      u32 w = ld32h(b + 6 + 4 * i);
+      u32 w = q[1 + i];
       dot4((w & 0x0F0F0F0Fu) | spread4(qh >> (4 * i)), x4[i], acc, TWO23 + 16.f);
       dot4(((w >> 4) & 0x0F0F0F0Fu) | spread4(qh >> (16 + 4 * i)), x4[4 + i], acc, TWO23 + 16.f);
     }
-    return d * sum4(acc);
+    return h2f(dh) * sum4(acc);
   }
 };
 // Q4_1, Q5_1: d·Σ q·x + m·xs, xs the chunk's stored sum s of its Q8_1
@@ -667,10 +701,13 @@ template <> struct Dot<Q8_0> { // 34-byte blocks: 2-aligned
   static const bool has = true, xsum = false;
   __device__ static float dot(const u8 *b, int, const float *x, float) {
     const float4 *x4 = (const float4 *)x;
-    float d = h2f(((const u16 *)b)[0]), acc[4] = {0.f, 0.f, 0.f, 0.f};
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    u16 dh;
+    u32 w[8];
+    ld_hw<8>(b, dh, w);
 #pragma unroll
-    for (int i = 0; i < 8; i++) dot4(ld32h(b + 2 + 4 * i) ^ 0x80808080u, x4[i], acc, TWO23 + 128.f);
-    return d * sum4(acc);
+    for (int i = 0; i < 8; i++) dot4(w[i] ^ 0x80808080u, x4[i], acc, TWO23 + 128.f);
+    return h2f(dh) * sum4(acc);
   }
 };
 template <> struct Dot<Q4_K> {
@@ -833,15 +870,25 @@ template <int QS, int QH, int OFF, bool MINS> struct MqNibble {
   static const bool has = true, mins = MINS;
   static const int GS = 32;
   __device__ static void ints(const u8 *b, int, u32 *w, float *A, float &B) {
-    u32 qh = 0u;
-    if constexpr (QH >= 0) qh = ld32h(b + QH);
+    u32 qh = 0u, q[5];
+    if constexpr (!MINS) { // Q4_0, Q5_0: 2-aligned blocks, their words from aligned loads
+      static_assert(MINS || QS == (QH >= 0 ? 6 : 2), "qh (if any), then the codes, from byte 2");
+      u16 dh;
+      ld_hw<QH >= 0 ? 5 : 4>(b, dh, q);
+      A[0] = A[1] = h2f(dh), B = 0.f;
+      if constexpr (QH >= 0) qh = q[0];
+    } else {
+      if constexpr (QH >= 0) qh = ld32h(b + QH);
+#pragma unroll
+      for (int j = 0; j < 4; j++) q[j + (QH >= 0)] = ld32h(b + QS + 4 * j);
+      A[0] = A[1] = h2f(ld16(b)), B = -h2f(ld16(b + 2));
+    }
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-      u32 v = ld32h(b + QS + 4 * j), lo = v & 0x0f0f0f0fu, hi = (v >> 4) & 0x0f0f0f0fu;
+      u32 v = q[j + (QH >= 0)], lo = v & 0x0f0f0f0fu, hi = (v >> 4) & 0x0f0f0f0fu;
       if (QH >= 0) lo |= spread4(qh >> (4 * j)), hi |= spread4(qh >> (16 + 4 * j));
       w[j] = vsub4(lo, OFF * 0x01010101u), w[j + 4] = vsub4(hi, OFF * 0x01010101u);
     }
-    A[0] = A[1] = h2f(ld16(b)), B = MINS ? -h2f(ld16(b + 2)) : 0.f;
   }
 };
 template <> struct MqForm<Q4_0> : MqNibble<2, -1, 8, false> {};
@@ -852,9 +899,9 @@ template <> struct MqForm<Q8_0> {
   static const bool has = true, mins = false;
   static const int GS = 32;
   __device__ static void ints(const u8 *b, int, u32 *w, float *A, float &B) {
-#pragma unroll
-    for (int j = 0; j < 8; j++) w[j] = ld32h(b + 2 + 4 * j);
-    A[0] = A[1] = h2f(ld16(b)), B = 0.f;
+    u16 d;
+    ld_hw<8>(b, d, w);
+    A[0] = A[1] = h2f(d), B = 0.f;
   }
 };
 template <> struct MqForm<Q4_K> {
