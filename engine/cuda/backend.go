@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/refuse"
+	"golang.org/x/sync/errgroup"
 )
 
 // backend is the CUDA implementation of graph.Backend. Every buffer lives
@@ -891,38 +891,24 @@ func (be *backend) copyIn(pieces []hostPiece) error {
 }
 
 // parallelCopy runs copy(dst, src) for every segment's pair, the bytes
-// split among up to eight goroutines (a page-cache-to-pinned copy of tens
-// of megabytes runs at one core's memory bandwidth otherwise).
+// split into 1 MiB parts copied by up to eight goroutines (a
+// page-cache-to-pinned copy of tens of megabytes runs at one core's memory
+// bandwidth otherwise; errgroup's limit rather than a pool of our own).
 func parallelCopy[S any](segs []S, pair func(S) ([]byte, []byte)) {
 	const part = 1 << 20
-	type job struct{ dst, src []byte }
-	var jobs []job
+	var g errgroup.Group
+	g.SetLimit(min(runtime.GOMAXPROCS(0), 8))
 	for _, s := range segs {
 		d, src := pair(s)
 		for o := 0; o < len(src); o += part {
 			e := min(o+part, len(src))
-			jobs = append(jobs, job{d[o:e], src[o:e]})
+			g.Go(func() error {
+				copy(d[o:e], src[o:e])
+				return nil
+			})
 		}
 	}
-	workers := min(runtime.GOMAXPROCS(0), 8, len(jobs))
-	if workers <= 1 {
-		for _, j := range jobs {
-			copy(j.dst, j.src)
-		}
-		return
-	}
-	var wg sync.WaitGroup
-	var next atomic.Int64
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1) - 1); i < len(jobs); i = int(next.Add(1) - 1) {
-				copy(jobs[i].dst, jobs[i].src)
-			}
-		}()
-	}
-	wg.Wait()
+	_ = g.Wait() // the copies return no error
 }
 
 func (be *backend) ready() error {

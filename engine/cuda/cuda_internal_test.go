@@ -1022,20 +1022,9 @@ func TestRoundOnce(t *testing.T) {
 	be := testBackend(t)
 	rng := rand.New(rand.NewSource(4))
 	byCols := map[int][]*matrix{}
-	for _, fx := range dequantFixtures(t) {
-		if !supported(fx.typ) {
-			continue
-		}
-		w, err := be.Matrix(fx.q)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, w := range uploadFixtures(t, be) {
 		// Each matrix twice in a row: a run of two that round alike.
-		byCols[fx.q.Cols()] = append(byCols[fx.q.Cols()], w.(*matrix), w.(*matrix))
-	}
-	be.done = false
-	if err := be.upload(); err != nil {
-		t.Fatal(err)
+		byCols[w.cols] = append(byCols[w.cols], w, w)
 	}
 	defer func(old bool) { be.noFuse = old }(be.noFuse)
 	tried := 0
@@ -1109,21 +1098,7 @@ func TestUpload(t *testing.T) {
 			defer func(old int) { uploadStage = old }(uploadStage)
 			uploadStage = stage
 			be := testBackend(t)
-			var ms []*matrix
-			for _, fx := range dequantFixtures(t) {
-				if !supported(fx.typ) {
-					continue
-				}
-				w, err := be.Matrix(fx.q)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ms = append(ms, w.(*matrix))
-			}
-			be.done = false
-			if err := be.upload(); err != nil {
-				t.Fatal(err)
-			}
+			ms := uploadFixtures(t, be)
 			if be.uploadPaged != paged {
 				t.Fatalf("copied from pageable memory: %v, want %v", be.uploadPaged, paged)
 			}
@@ -1143,4 +1118,26 @@ func TestUpload(t *testing.T) {
 			}
 		})
 	}
+}
+
+// uploadFixtures prepares every dequant fixture of a weight type as a
+// matrix of be and uploads them.
+func uploadFixtures(t *testing.T, be *backend) []*matrix {
+	t.Helper()
+	var ms []*matrix
+	for _, fx := range dequantFixtures(t) {
+		if !supported(fx.typ) {
+			continue
+		}
+		w, err := be.Matrix(fx.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, w.(*matrix))
+	}
+	be.done = false
+	if err := be.upload(); err != nil {
+		t.Fatal(err)
+	}
+	return ms
 }
