@@ -114,6 +114,10 @@ tests() {
 		}
 	fi
 	export APR_CUDA_PTX="$out/kernels.ptx"
+	# The sum in the summary too: the device tool may return only some of
+	# $OUT's files (a call of 2026-12-07 lost kernels.fatbin.sum), and the
+	# fatbin cannot be committed without it.
+	[ -s "$out/kernels.fatbin.sum" ] && tee -a "$out/summary.txt" <"$out/kernels.fatbin.sum"
 	if command -v cuobjdump >/dev/null && [ -s "$out/kernels.fatbin" ] && [ -z "$emu" ]; then
 		# registers, shared memory and spills of the hot kernels
 		cuobjdump -res-usage "$out/kernels.fatbin" 2>&1 | grep -A1 -E 'Function (mv_|mm_)(Q4_K|Q5_0|Q8_0|F16)|Function k_att' | grep -v '^--' >>"$out/summary.txt"
