@@ -752,11 +752,12 @@ func (be *backend) Vector(t *model.Tensor) (graph.Weight, error) {
 	return w, nil
 }
 
-// weightBytes is what upload copies.
+// weightBytes is what upload allocates for the weights (their bytes, and
+// each matrix's weightPad).
 func (be *backend) weightBytes() uint64 {
 	var n uint64
 	for _, m := range be.mats {
-		n += uint64(len(m.t.Data))
+		n += uint64(len(m.t.Data)) + weightPad
 	}
 	for _, v := range be.vecs {
 		n += uint64(4 * len(v.v))
