@@ -204,13 +204,25 @@ func (be *backend) attgKernel(n int, a graph.Attn, ctxCap int) (attnKernel, bool
 // k.rope (k_attwr, k_attgr) with the row's rotation and KV store appended
 // when they fold into it (foldRope).
 func (be *backend) launchDecodeAttn(k attnKernel, grid cu.Dim, threads uint32, ob, qb *buf, c *kvCache, pos0 int, args ...any) error {
-	if rope, ok := be.foldRope(ob, qb, c, pos0); ok {
-		for _, r := range rope {
-			args = append(args, r)
-		}
-		return be.launch(k.rope, grid, cu.Dim{X: threads}, 0, args...)
+	rope, folded := be.foldRope(ob, qb, c, pos0)
+	name := k.name
+	if folded {
+		name = k.rope
 	}
-	return be.launch(k.name, grid, cu.Dim{X: threads}, 0, args...)
+	// Packed here rather than through launch with the rope's values
+	// appended: args stays the caller's (not grown), so that neither it
+	// nor its boxed values escape to the heap, once per layer and step.
+	op, err := be.packOp(name, grid, cu.Dim{X: threads}, 0, args)
+	if err != nil {
+		return err
+	}
+	if folded {
+		if int(op.n)+len(rope) > maxKernelArgs {
+			return fmt.Errorf("cuda: %s with %d arguments (at most %d)", name, int(op.n)+len(rope), maxKernelArgs)
+		}
+		op.n += uint8(copy(op.args[op.n:], rope[:]))
+	}
+	return be.push(op)
 }
 
 // The block-per-head decode attention (k_attw<HC> in apr.cu): contexts of
@@ -303,22 +315,32 @@ func (be *backend) launch1(name string, n int, args ...any) {
 
 // launch appends a kernel to the tape; inside do.
 func (be *backend) launch(name string, grid, block cu.Dim, shared uint32, args ...any) error {
+	op, err := be.packOp(name, grid, block, shared, args)
+	if err != nil {
+		return err
+	}
+	return be.push(op)
+}
+
+// packOp is the tape op that launches the kernel called name with args,
+// each packed by cu.Pack.
+func (be *backend) packOp(name string, grid, block cu.Dim, shared uint32, args []any) (tapeOp, error) {
 	f, ok := be.fn[name]
 	if !ok {
-		return fmt.Errorf("cuda: the module has no kernel %s", name)
+		return tapeOp{}, fmt.Errorf("cuda: the module has no kernel %s", name)
 	}
 	if len(args) > maxKernelArgs {
-		return fmt.Errorf("cuda: %s with %d arguments (at most %d)", name, len(args), maxKernelArgs)
+		return tapeOp{}, fmt.Errorf("cuda: %s with %d arguments (at most %d)", name, len(args), maxKernelArgs)
 	}
 	op := tapeOp{f: f, grid: grid, block: block, shared: shared, n: uint8(len(args))}
 	for i, a := range args {
 		v, err := cu.Pack(a)
 		if err != nil {
-			return fmt.Errorf("cuda: %s argument %d: %w", name, i, err)
+			return tapeOp{}, fmt.Errorf("cuda: %s argument %d: %w", name, i, err)
 		}
 		op.args[i] = v
 	}
-	return be.push(op)
+	return op, nil
 }
 
 // A held Eval's tape (a decode step: a hundred kernels and more) runs in
