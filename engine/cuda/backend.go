@@ -862,6 +862,9 @@ func (be *backend) copyIn(pieces []hostPiece) error {
 		stage[i] = unsafe.Slice((*byte)(p), uploadStage)
 	}
 	defer func() {
+		// A failure may leave copies queued from the buffers: they must be
+		// done before the buffers are freed.
+		_ = be.d.StreamSync(be.stream)
 		for _, b := range stage {
 			_ = be.d.FreeHost(unsafe.Pointer(unsafe.SliceData(b)))
 		}
