@@ -838,10 +838,12 @@ type hostPiece struct {
 var uploadStage = 32 << 20
 
 // copyIn copies pieces to the device through two pinned buffers in turn:
-// the host fills one (parallel copies out of the mapping) while the device
-// reads the other by DMA, instead of each HtoD from pageable memory going
-// through the driver's own staging, one copy after another. Where pinned
-// memory cannot be had it copies as before, and says so.
+// the host fills one (parallel copies out of the mapping: a
+// page-cache-to-pinned copy of tens of megabytes runs at one core's
+// memory bandwidth otherwise) while the device reads the other by DMA,
+// instead of each HtoD from pageable memory going through the driver's
+// own staging, one copy after another. Where pinned memory cannot be had
+// it copies as before, and says so.
 func (be *backend) copyIn(pieces []hostPiece) error {
 	var stage [2][]byte
 	for i := range stage {
@@ -885,7 +887,18 @@ func (be *backend) copyIn(pieces []hostPiece) error {
 			return nil
 		}
 		buf := stage[k]
-		parallelCopy(segs, func(s seg) ([]byte, []byte) { return buf[s.at : s.at+s.n], s.pc.src[s.off : s.off+s.n] })
+		var g errgroup.Group // the fill's copies, 1 MiB apiece, on up to eight goroutines
+		g.SetLimit(min(runtime.GOMAXPROCS(0), 8))
+		for _, s := range segs {
+			for o := 0; o < s.n; o += 1 << 20 {
+				d, src := buf[s.at+o:s.at+min(o+1<<20, s.n)], s.pc.src[s.off+o:]
+				g.Go(func() error {
+					copy(d, src)
+					return nil
+				})
+			}
+		}
+		_ = g.Wait() // copies return no error
 		if err := be.d.StreamSync(be.stream); err != nil {
 			return err
 		}
@@ -914,27 +927,6 @@ func (be *backend) copyIn(pieces []hostPiece) error {
 		return err
 	}
 	return be.d.StreamSync(be.stream)
-}
-
-// parallelCopy runs copy(dst, src) for every segment's pair, the bytes
-// split into 1 MiB parts copied by up to eight goroutines (a
-// page-cache-to-pinned copy of tens of megabytes runs at one core's memory
-// bandwidth otherwise; errgroup's limit rather than a pool of our own).
-func parallelCopy[S any](segs []S, pair func(S) ([]byte, []byte)) {
-	const part = 1 << 20
-	var g errgroup.Group
-	g.SetLimit(min(runtime.GOMAXPROCS(0), 8))
-	for _, s := range segs {
-		d, src := pair(s)
-		for o := 0; o < len(src); o += part {
-			e := min(o+part, len(src))
-			g.Go(func() error {
-				copy(d[o:e], src[o:e])
-				return nil
-			})
-		}
-	}
-	_ = g.Wait() // the copies return no error
 }
 
 func (be *backend) ready() error {
@@ -1062,7 +1054,10 @@ func (be *backend) MatMuls(x graph.Buf, dst []graph.Buf, w []graph.Weight) error
 		// A prompt's products after the first take the x that k_round
 		// left for the one before when they round it alike (q, k and v;
 		// gate and up): nothing runs between them.
-		again := i > 0 && xb.rows > 1 && !be.noFuse && sameRounding(be, ms[i-1], ms[i])
+		again := i > 0 && xb.rows > 1 && !be.noFuse && be.sameRounding(ms[i-1], ms[i])
+		if again {
+			be.roundedAgain++
+		}
 		if err := be.product(xb, ds[i:j], ms[i:j], again); err != nil {
 			return err
 		}
@@ -1075,10 +1070,11 @@ func (be *backend) MatMuls(x graph.Buf, dst []graph.Buf, w []graph.Weight) error
 func (be *backend) usesMQ(m *matrix) bool { return m.mq != 0 && (!be.noMQ || m.mqOnly) }
 
 // sameRounding is whether prompt products with a and b read the same
-// rounded x: the same kernel family and activation format over rows of
-// the same width (k_round's output depends on nothing else).
-func sameRounding(be *backend, a, b *matrix) bool {
-	return be.usesMQ(a) == be.usesMQ(b) && a.act == b.act && a.cols == b.cols
+// rounded x: the same kernel family and activation format (one that
+// rounds: F32 weights take x itself) over rows of the same width
+// (k_round's output depends on nothing else).
+func (be *backend) sameRounding(a, b *matrix) bool {
+	return a.act != actNone && be.usesMQ(a) == be.usesMQ(b) && a.act == b.act && a.cols == b.cols
 }
 
 // product launches one product kernel for the matrices ms (one type and
@@ -1224,7 +1220,6 @@ func (be *backend) rounded(xb *buf, m *matrix, again bool) (*buf, error) {
 	}
 	r := &buf{p: be.mqX.p, rows: xb.rows, cols: m.cols, stride: rs}
 	if again {
-		be.roundedAgain++
 		return r, nil
 	}
 	return r, be.launch("k_round", roundGrid(f, xb.rows, m.cols, nc), cu.Dim{X: 256}, 0,
@@ -1249,11 +1244,11 @@ func (be *backend) mqProduct(xb, d *buf, m *matrix, again bool) error {
 	q := be.mqQ.p
 	dp := q + cu.Ptr(codes)
 	sp := dp + cu.Ptr(4*xb.rows*nc)
-	if again {
-		be.roundedAgain++
-	} else if err := be.launch("k_round", roundGrid(f, xb.rows, m.cols, nc), cu.Dim{X: 256}, 0,
-		xb.p, xb.stride, xb.rows, m.cols, nc, f, cu.Ptr(0), 0, q, qs, dp, sp); err != nil {
-		return err
+	if !again {
+		if err := be.launch("k_round", roundGrid(f, xb.rows, m.cols, nc), cu.Dim{X: 256}, 0,
+			xb.p, xb.stride, xb.rows, m.cols, nc, f, cu.Ptr(0), 0, q, qs, dp, sp); err != nil {
+			return err
+		}
 	}
 	grid := cu.Dim{X: uint32((m.rows + mmBM - 1) / mmBM), Y: uint32((xb.rows + mmBN - 1) / mmBN), Z: 1}
 	grid.Z = uint32(productSplits(int(grid.X*grid.Y), nc, be.sms, mqBK))
@@ -1310,8 +1305,8 @@ func (be *backend) wave(f cu.Func) int {
 }
 
 // mvGrid is the grid of a one-token product of slots row slots over nc
-// chunks, for a device that runs wave of its blocks at once: when x fits one tile, a block stages it once and
-// takes slot after slot (apr.cu's mv_body), so that the big products (the
+// chunks, for a device that runs wave of its blocks at once: when x fits
+// one tile, a block stages it once and takes slot after slot (apr.cu's mv_body), so that the big products (the
 // output projection) stage and normalise x once per block of one wave
 // instead of once per slot. mvbench on an H100 (2026-12-07), the output
 // projection at G 4: 70.49 µs with a wave of blocks (4 per multiprocessor)

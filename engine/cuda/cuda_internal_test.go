@@ -1052,7 +1052,7 @@ func TestRoundOnce(t *testing.T) {
 			wantAgain := 0
 			for i, w := range ms {
 				ds[i], ws[i] = be.Work(m, w.rows), w
-				if i > 0 && !noFuse && sameRounding(be, ms[i-1], w) {
+				if i > 0 && !noFuse && be.sameRounding(ms[i-1], w) {
 					wantAgain++
 				}
 			}

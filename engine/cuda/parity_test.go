@@ -290,13 +290,20 @@ func TestEmulated(t *testing.T) {
 	if !strings.Contains(string(out), "--- PASS: TestParity") || strings.Contains(string(out), "--- SKIP: TestParity") {
 		t.Fatal("TestParity did not run and pass on the emulator")
 	}
+	// rerun runs tests (a -test.run pattern) on the emulator of library
+	// lib with env set, and fails t as what unless they pass and pass
+	// names one that ran.
+	rerun := func(what, lib, tests, pass string, env ...string) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run", tests, "-test.v")
+		cmd.Env = append(append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx), env...)
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: "+pass) {
+			t.Fatalf("%s: %v\n%s", what, err, out)
+		}
+	}
 	// With many multiprocessors the products take fewer rows per slot (the
 	// G of apr.cu's mv_body): the products and fusion again that way.
-	cmd = exec.Command(os.Args[0], "-test.run", "^(TestProducts|TestWideProducts|TestFusion)$", "-test.v")
-	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx, "APR_CUDA_EMU_SMS=48")
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestFusion") {
-		t.Fatalf("the products on an emulator of 48 multiprocessors: %v\n%s", err, out)
-	}
+	rerun("the products on an emulator of 48 multiprocessors", lib, "^(TestProducts|TestWideProducts|TestFusion)$", "TestFusion", "APR_CUDA_EMU_SMS=48")
 	// The attention's build parameters (apr.cu: AG_L, which the host reads
 	// through k_attgcfg and sizes k_attg's splits by, and AG_CU, the
 	// combine's loads in flight), each away from its default, so that a
@@ -305,24 +312,12 @@ func TestEmulated(t *testing.T) {
 	if out, err := exec.Command(cxx, "-O2", "-std=c++17", "-shared", "-fPIC", "-DAG_L=32", "-DAG_CU=16", "-o", vlib, "kernels/emu.cpp").CombinedOutput(); err != nil {
 		t.Fatalf("building the emulator with the variants: %v\n%s", err, out)
 	}
-	cmd = exec.Command(os.Args[0], "-test.run", "^(TestAttendKernels|TestAttendRope|TestEvalLast)$", "-test.v")
-	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+vlib, cuda.EnvPTX+"="+ptx)
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestAttendKernels") {
-		t.Fatalf("the kernels built with AG_L=32, AG_CU=16: %v\n%s", err, out)
-	}
+	rerun("the kernels built with AG_L=32, AG_CU=16", vlib, "^(TestAttendKernels|TestAttendRope|TestEvalLast)$", "TestAttendKernels")
 	// A device that holds no block of a product kernel: the load refuses.
-	cmd = exec.Command(os.Args[0], "-test.run", "^TestZeroResidentRefused$", "-test.v")
-	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx, "APR_CUDA_EMU_RESIDENT=0")
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestZeroResidentRefused") {
-		t.Fatalf("an emulator holding no block of mv_<type>: %v\n%s", err, out)
-	}
+	rerun("an emulator holding no block of mv_<type>", lib, "^TestZeroResidentRefused$", "TestZeroResidentRefused", "APR_CUDA_EMU_RESIDENT=0")
 	// No pinned memory for the upload's buffers: it copies from pageable
 	// memory, the same bytes.
-	cmd = exec.Command(os.Args[0], "-test.run", "^TestUpload$", "-test.v")
-	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx, "APR_CUDA_EMU_PIN_MAX=65536")
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "--- PASS: TestUpload") {
-		t.Fatalf("an emulator that pins nothing over 64 KiB: %v\n%s", err, out)
-	}
+	rerun("an emulator that pins nothing over 64 KiB", lib, "^TestUpload$", "TestUpload", "APR_CUDA_EMU_PIN_MAX=65536")
 	runEmuProbes(t, append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx))
 }
 
