@@ -127,7 +127,10 @@ tests() {
 	[ -e "$(dirname "$root")/shared/fixtures" ] || ln -sfn /tmp/apr-shared/shared "$(dirname "$root")/shared"
 	unxz cuda.test
 	nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.mem --format=csv >>"$out/summary.txt" 2>&1
-	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run '^(TestUnavailableIsRefused|TestGetRowsBitExact|TestProducts|TestParity|TestPlantedDefect|TestGraphReplay|TestWideProducts|TestProfile|TestFusion|TestChunks|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestLogitsRow|TestProfileSteps|TestStreamRead|TestActivationFormats|TestMvRowsPerSlotBitIdentical|TestRoundOnce|TestUpload)$')
+	# The device tests: testdata/device-tests.txt's, less those for the
+	# emulator only (TestEmulated reads the same list).
+	tests="$(awk '!/^#/ && NF && (NF == 1 || $2 == "gpu") {print $1}' engine/cuda/testdata/device-tests.txt | paste -sd'|')"
+	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run "^($tests)\$")
 	# The prompt products on mm_<type> (APR_CUDA_MQ=0) as well.
 	(cd engine/cuda && APR_CUDA_MQ=0 step 60 /tmp/cuda.test -test.v -test.run '^(TestProducts|TestWideProducts)$')
 	export APR_CUDA_PTX="$out/kernels.fatbin"

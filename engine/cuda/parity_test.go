@@ -5,6 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"math"
 	"os"
 	"os/exec"
@@ -272,7 +276,7 @@ func TestEmulated(t *testing.T) {
 	if err := os.WriteFile(ptx, []byte("// the emulator runs the kernels compiled for the host; this image is not read\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run", "^(TestParity|TestGetRowsBitExact|TestProducts|TestPlantedDefect|TestDeviceMemoryRefusals|TestGraphReplay|TestEarlyLaunch|TestDriverResultsOnMovedStacks|TestWideProducts|TestProfile|TestFusion|TestChunks|TestAttendKernels|TestAttendRope|TestDeltaRuleKernels|TestEvalLast|TestLogitsRow|TestProfileSteps|TestStreamRead|TestActivationFormats|TestMvRowsPerSlotBitIdentical|TestRoundOnce|TestUpload)$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run", deviceTests(t, "emulator"), "-test.v")
 	cmd.Env = append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx,
 		envEmuModels+"=stories260K,llama-tiny-Q4_K_M,qwen2-tiny-IQ4_XS,qwen35-tiny-Q8_0,qwen3moe-tiny-Q8_0",
 		envEmuGreedy+"=stories260K,qwen3moe-tiny-Q8_0")
@@ -319,6 +323,65 @@ func TestEmulated(t *testing.T) {
 	// memory, the same bytes.
 	rerun("an emulator that pins nothing over 64 KiB", lib, "^TestUpload$", "TestUpload", "APR_CUDA_EMU_PIN_MAX=65536")
 	runEmuProbes(t, append(os.Environ(), cu.EnvLibrary+"="+lib, cuda.EnvPTX+"="+ptx))
+}
+
+// deviceTests is the -test.run pattern of testdata/device-tests.txt's
+// tests for where ("gpu" or "emulator"): the one list gpu.sh and
+// TestEmulated run.
+func deviceTests(t *testing.T, where string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "device-tests.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for i, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 0 || strings.HasPrefix(f[0], "#"):
+		case len(f) > 2 || len(f) == 2 && f[1] != "gpu" && f[1] != "emulator" || !strings.HasPrefix(f[0], "Test"):
+			t.Fatalf("testdata/device-tests.txt:%d: %q: want a test's name, then optionally gpu or emulator", i+1, l)
+		case len(f) == 1 || f[1] == where:
+			names = append(names, f[0])
+		}
+	}
+	return "^(" + strings.Join(names, "|") + ")$"
+}
+
+// TestDeviceTestList: every name in testdata/device-tests.txt is a test of
+// this package (a misspelt one would run nothing, on the GPU or the
+// emulator, and say nothing), and the list's two selections are what
+// gpu.sh reads it as.
+func TestDeviceTestList(t *testing.T) {
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi fs.FileInfo) bool { return strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Test") {
+					have[fn.Name.Name] = true
+				}
+			}
+		}
+	}
+	for _, where := range []string{"gpu", "emulator"} {
+		pat := deviceTests(t, where)
+		for _, n := range strings.Split(strings.Trim(pat, "^()$"), "|") {
+			if !have[n] {
+				t.Errorf("testdata/device-tests.txt names %s, which is not a test of engine/cuda", n)
+			}
+		}
+		if where == "emulator" && (!strings.Contains(pat, "TestParity") || strings.Contains(pat, "TestUnavailableIsRefused")) {
+			t.Errorf("the emulator's selection %s: want TestParity and not the gpu-only TestUnavailableIsRefused", pat)
+		}
+	}
+	if b, err := os.ReadFile("gpu.sh"); err != nil || !strings.Contains(string(b), "testdata/device-tests.txt") {
+		t.Errorf("gpu.sh does not read testdata/device-tests.txt (%v): its device tests would be a second list", err)
+	}
 }
 
 // TestPlantedDefect plants a wrong kernel (one output column of layer 1's
