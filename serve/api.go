@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/aprqa/apr/engine/sample"
@@ -43,6 +44,7 @@ type request struct {
 	Model        string
 	Messages     []map[string]any // chat: role and content (text)
 	Prompt       string           // completions
+	PromptIDs    []int32          // completions: the prompt given as token ids (then Prompt is "")
 	MaxTokens    int              // 0: unset (until the context is full)
 	Sampling     sample.Params
 	Stop         []string
@@ -88,7 +90,7 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 			d.err = badRequest("top_logprobs", "top_logprobs needs logprobs: true")
 		}
 	} else {
-		r.Prompt = d.prompt("prompt")
+		r.Prompt, r.PromptIDs = d.prompt("prompt")
 		d.int("max_tokens", &r.MaxTokens, 1, math.MaxInt32)
 		n := -1
 		d.int("logprobs", &n, 0, MaxTopLogprobs)
@@ -115,9 +117,9 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 	d.streamOptions("stream_options", &r.IncludeUsage, r.Stream)
 	d.boolean("ignore_eos", &r.IgnoreEOS)
 	d.mustEqual("n", 1)
-	d.mustEqual("frequency_penalty", 0)
-	d.mustEqual("presence_penalty", 0)
-	d.mustEqual("logit_bias", map[string]any{})
+	d.float("frequency_penalty", &r.Sampling.FrequencyPenalty, -2, 2)
+	d.float("presence_penalty", &r.Sampling.PresencePenalty, -2, 2)
+	r.Sampling.LogitBias = d.logitBias("logit_bias")
 	d.mustEqual("tools", nil)
 	d.mustEqual("tool_choice", nil)
 	d.mustEqual("functions", nil)
@@ -300,6 +302,46 @@ func (d *fieldDecoder) mustEqual(name string, want any) {
 	d.err = badRequest(name, "field %s: only %v is supported, got %s", name, want, bytes.TrimSpace(v))
 }
 
+// logitBias decodes OpenAI's logit_bias: token ids (decimal strings) to
+// biases in [-100, 100]. Whether the ids are in the vocabulary is the
+// handler's to check (sample.Params.CheckVocab).
+func (d *fieldDecoder) logitBias(name string) map[int32]float64 {
+	v := d.get(name)
+	if v == nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(v, &m); err != nil {
+		d.typeErr(name, "an object of token ids to biases", v)
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the first bad entry named is the same every time
+	out := make(map[int32]float64, len(m))
+	for _, k := range keys {
+		at := name + "." + k
+		id, err := strconv.ParseInt(k, 10, 32)
+		if err != nil || id < 0 {
+			d.err = badRequest(at, "field %s: key %q is not a token id (a decimal integer ≥ 0)", name, k)
+			return nil
+		}
+		var b float64
+		if err := json.Unmarshal(m[k], &b); err != nil {
+			d.err = badRequest(at, "field %s: want a number, got %s", at, kind(m[k]))
+			return nil
+		}
+		if !(b >= -100 && b <= 100) {
+			d.err = badRequest(at, "field %s: %v is out of range [-100, 100]", at, b)
+			return nil
+		}
+		out[int32(id)] = b
+	}
+	return out
+}
+
 func (d *fieldDecoder) responseFormat(name string) {
 	v := d.get(name)
 	if v == nil {
@@ -371,24 +413,36 @@ func (d *fieldDecoder) stop(name string) []string {
 	return many
 }
 
-func (d *fieldDecoder) prompt(name string) string {
+// prompt decodes /v1/completions' prompt: a string, or token ids, or an
+// array of exactly one of either (OpenAI's batch form, with one prompt: n
+// prompts would be n choices, which apr serve does not give).
+func (d *fieldDecoder) prompt(name string) (string, []int32) {
 	v := d.get(name)
 	if v == nil {
 		if d.err == nil {
 			d.err = badRequest(name, "field %s is required", name)
 		}
-		return ""
+		return "", nil
 	}
 	var s string
 	if json.Unmarshal(v, &s) == nil {
-		return s
+		return s, nil
 	}
-	var arr []string
+	var ids []int32
+	if json.Unmarshal(v, &ids) == nil && len(ids) > 0 {
+		return "", ids
+	}
+	var arr []json.RawMessage
 	if json.Unmarshal(v, &arr) == nil && len(arr) == 1 {
-		return arr[0]
+		if json.Unmarshal(arr[0], &s) == nil {
+			return s, nil
+		}
+		if json.Unmarshal(arr[0], &ids) == nil && len(ids) > 0 {
+			return "", ids
+		}
 	}
-	d.err = badRequest(name, "field %s: want a string (or an array of exactly one string), got %s", name, kind(v))
-	return ""
+	d.err = badRequest(name, "field %s: want a string or an array of token ids (or an array of exactly one of either), got %s", name, kind(v))
+	return "", nil
 }
 
 // messages decodes chat messages: role and content, where content is a

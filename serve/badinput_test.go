@@ -51,6 +51,16 @@ func TestBadInput(t *testing.T) {
 		{"wrong key", "/v1/completions", `{"prompt": "a"}`, []string{"Authorization", "Bearer nope"}, 401, "wrong API key", ""},
 		{"body too large", "/v1/completions", `{"prompt": "` + strings.Repeat("x", 5000) + `"}`, auth, 413, "over the limit of 4096 bytes", ""},
 		{"no route", "/v1/embeddings", `{}`, auth, 404, "no route", ""},
+		{"frequency_penalty range", "/v1/chat/completions", `{` + msgs + `, "frequency_penalty": 2.5}`, auth, 400, "out of range", "frequency_penalty"},
+		{"presence_penalty type", "/v1/completions", `{"prompt": "a", "presence_penalty": "lots"}`, auth, 400, "want a number", "presence_penalty"},
+		{"logit_bias key", "/v1/completions", `{"prompt": "a", "logit_bias": {"abc": 1}}`, auth, 400, "not a token id", "logit_bias.abc"},
+		{"logit_bias range", "/v1/completions", `{"prompt": "a", "logit_bias": {"5": -101}}`, auth, 400, "out of range [-100, 100]", "logit_bias.5"},
+		{"logit_bias type", "/v1/completions", `{"prompt": "a", "logit_bias": [1]}`, auth, 400, "an object of token ids", "logit_bias"},
+		{"logit_bias past the vocabulary", "/v1/completions", `{"prompt": "a", "logit_bias": {"99999999": 1}}`, auth, 400, "past the vocabulary", "logit_bias"},
+		{"two prompts", "/v1/completions", `{"prompt": ["a", "b"]}`, auth, 400, "exactly one", "prompt"},
+		{"token past the vocabulary", "/v1/completions", `{"prompt": [1, 99999999]}`, auth, 400, "not in the vocabulary", "prompt[1]"},
+		{"negative token", "/v1/completions", `{"prompt": [-1]}`, auth, 400, "not in the vocabulary", "prompt[0]"},
+		{"empty token prompt", "/v1/completions", `{"prompt": []}`, auth, 400, "want a string or an array of token ids", "prompt"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

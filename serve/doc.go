@@ -1,6 +1,6 @@
 // Package serve is apr serve: one resident model behind an OpenAI-compatible
-// HTTP API (/v1/chat/completions, /v1/completions, /v1/models, /health,
-// /metrics), with a scheduler that interleaves up to Parallel sequences, a
+// HTTP API (/v1/chat/completions, /v1/completions, /v1/models and
+// /v1/models/{model}, /health, /metrics), with a scheduler that interleaves up to Parallel sequences, a
 // session (KV cache) per slot, and prefix reuse between requests.
 //
 // # Conventions

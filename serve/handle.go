@@ -33,6 +33,10 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				Message: fmt.Sprintf("model %q does not exist (this server serves %q)", req.Model, s.o.Name)})
 			return
 		}
+		if err := req.Sampling.CheckVocab(m.Spec.NVocab); err != nil {
+			writeError(w, badRequest("logit_bias", "field logit_bias: %v", err))
+			return
+		}
 		var prompt []int32
 		var err error
 		if chat {
@@ -45,6 +49,14 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				writeError(w, badRequest("messages", "rendering the chat template: %v", err))
 				return
 			}
+		} else if req.PromptIDs != nil {
+			for i, id := range req.PromptIDs {
+				if id < 0 || int(id) >= m.Spec.NVocab {
+					writeError(w, badRequest(fmt.Sprintf("prompt[%d]", i), "field prompt[%d]: token %d is not in the vocabulary of %d tokens", i, id, m.Spec.NVocab))
+					return
+				}
+			}
+			prompt = req.PromptIDs
 		} else {
 			prompt, err = generate.PromptTokens(r.Context(), m.Tok, nil, req.Prompt, true)
 			if err != nil {

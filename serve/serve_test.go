@@ -2,6 +2,7 @@ package serve_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,6 +13,10 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/sample"
+	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/serve"
 )
 
@@ -164,6 +169,16 @@ func TestOpenAIClient(t *testing.T) {
 		if len(page.Data) != 1 || page.Data[0].ID != "tiny-qwen2" {
 			t.Errorf("models %+v", page.Data)
 		}
+		// Retrieve: the served model, and 404 model_not_found for another.
+		m, err := c.Models.Get(ctx, "tiny-qwen2")
+		if err != nil || m.ID != "tiny-qwen2" || m.Object != "model" || m.OwnedBy != "apr" {
+			t.Errorf("models.retrieve(tiny-qwen2): %+v, %v", m, err)
+		}
+		_, err = c.Models.Get(ctx, "org/other-model")
+		var apiErr *openai.Error
+		if !asErr(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "model_not_found" || apiErr.Param != "model" {
+			t.Errorf("models.retrieve(org/other-model): %v, want a 404 model_not_found", err)
+		}
 	})
 
 	t.Run("wrong-key", func(t *testing.T) {
@@ -241,5 +256,91 @@ func TestBatchInvariance(t *testing.T) {
 		t.Errorf("apr_serve_batch_size_max = %v: the requests never shared a step", mx)
 	} else {
 		t.Logf("apr_serve_batch_size_max = %v over %v steps", mx, metric(t, url, "apr_serve_steps_total"))
+	}
+}
+
+// TestSamplingFields: frequency_penalty, presence_penalty, logit_bias and a
+// prompt of token ids reach engine/sample and the scheduler as apr run's
+// options do: each answer's ids equal the solo run's with the same
+// sample.Params, and each field changes the answer (a field dropped on the
+// way would leave it as the plain request's).
+func TestSamplingFields(t *testing.T) {
+	model := stories(t)
+	_, url := start(t, serve.Options{Model: model, Parallel: 2})
+	const prompt, n = "Once upon a time", 24
+	run := func(p sample.Params) []int32 {
+		t.Helper()
+		res, err := generate.Run(context.Background(), generate.Options{Model: model, Backend: "cpu", Prompt: prompt, Raw: true,
+			MaxTokens: n, Sampling: p, Threads: 1, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.TokenIDs
+	}
+	ask := func(extra string) []int32 {
+		t.Helper()
+		body := fmt.Sprintf(`{"prompt": %q, "max_tokens": %d, "ignore_eos": true%s}`, prompt, n, extra)
+		if !strings.Contains(extra, "temperature") {
+			body = strings.Replace(body, "{", `{"temperature": 0, `, 1)
+		}
+		code, v := post(t, url, "/v1/completions", body)
+		if code != 200 {
+			t.Fatalf("%s: %d %v", body, code, v)
+		}
+		return ids(t, v)
+	}
+	plain := run(sample.Params{})
+	if diff := cmp.Diff(plain, ask("")); diff != "" {
+		t.Fatalf("the plain request (-apr run +serve):\n%s", diff)
+	}
+	cases := []struct {
+		extra string
+		p     sample.Params
+	}{
+		// stories260K's greedy margins outlast any penalty in range: the
+		// penalties are tested on seeded draws, against the same draw
+		// without them.
+		{`, "temperature": 1, "seed": 5`, sample.Params{Temp: 1, Seed: 5}},
+		{`, "temperature": 1, "seed": 5, "frequency_penalty": 1.5, "repeat_last_n": 16`, sample.Params{Temp: 1, Seed: 5, FrequencyPenalty: 1.5, RepeatLastN: 16}},
+		{`, "temperature": 1, "seed": 5, "presence_penalty": 2`, sample.Params{Temp: 1, Seed: 5, PresencePenalty: 2}},
+		{fmt.Sprintf(`, "logit_bias": {"%d": -100, "%d": 3}`, plain[0], plain[3]), sample.Params{LogitBias: map[int32]float64{plain[0]: -100, plain[3]: 3}}},
+	}
+	var seeded []int32
+	for i, c := range cases {
+		want := run(c.p)
+		if i == 0 {
+			seeded = want
+		} else if cmp.Equal(want, plain) || cmp.Equal(want, seeded) {
+			t.Errorf("%s: apr run's ids equal those without the field: the case tests nothing", c.extra)
+		}
+		if diff := cmp.Diff(want, ask(c.extra)); diff != "" {
+			t.Errorf("%s (-apr run +serve):\n%s", c.extra, diff)
+		}
+	}
+	// The prompt as token ids: the text's own tokens give the text's answer,
+	// whether bare or as the one element of OpenAI's batch form.
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.New(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, err := generate.PromptTokens(context.Background(), tok, nil, prompt, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, form := range []string{"%s", "[%s]"} {
+		js, _ := json.Marshal(pids)
+		body := fmt.Sprintf(`{"prompt": `+form+`, "max_tokens": %d, "temperature": 0, "ignore_eos": true}`, js, n)
+		code, v := post(t, url, "/v1/completions", body)
+		if code != 200 {
+			t.Fatalf("%s: %d %v", body, code, v)
+		}
+		if diff := cmp.Diff(plain, ids(t, v)); diff != "" {
+			t.Errorf("prompt %s (-apr run of the text +serve):\n%s", body, diff)
+		}
 	}
 }

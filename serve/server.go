@@ -241,11 +241,12 @@ func (s *Server) routes() {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.met.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", s.count("/health", s.health))
 	mux.HandleFunc("GET /v1/models", s.count("/v1/models", s.auth(s.models)))
+	mux.HandleFunc("GET /v1/models/{model...}", s.count("/v1/models/{model}", s.auth(s.model)))
 	mux.HandleFunc("POST /v1/chat/completions", s.count("/v1/chat/completions", s.auth(s.completion(true))))
 	mux.HandleFunc("POST /v1/completions", s.count("/v1/completions", s.auth(s.completion(false))))
 	mux.HandleFunc("/", s.count("other", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Type: "not_found_error",
-			Message: fmt.Sprintf("no route %s %s (routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, GET /metrics)", r.Method, r.URL.Path)})
+			Message: fmt.Sprintf("no route %s %s (routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{model}, GET /health, GET /metrics)", r.Method, r.URL.Path)})
 	}))
 	s.mux = mux
 }
@@ -321,9 +322,23 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{
-		map[string]any{"id": s.o.Name, "object": "model", "created": s.created, "owned_by": "apr"},
-	}})
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{s.modelObject()}})
+}
+
+// model answers GET /v1/models/{model} (OpenAI's "retrieve model"): the
+// served model's object, or 404 model_not_found for any other id, as a
+// completion request naming it gets. {model...} takes ids with slashes.
+func (s *Server) model(w http.ResponseWriter, r *http.Request) {
+	if id := r.PathValue("model"); id != s.o.Name {
+		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+			Message: fmt.Sprintf("model %q does not exist (this server serves %q)", id, s.o.Name)})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.modelObject())
+}
+
+func (s *Server) modelObject() map[string]any {
+	return map[string]any{"id": s.o.Name, "object": "model", "created": s.created, "owned_by": "apr"}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

@@ -253,6 +253,9 @@ func (s *Slot) Start(prompt []int32, o SeqOptions) (*Seq, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	if err := o.Sampling.CheckVocab(s.m.Spec.NVocab); err != nil {
+		return nil, 0, err
+	}
 	cached := s.Reusable(prompt)
 	if cached == 0 && s.sess != nil && len(s.fed) > 0 {
 		r, ok := s.sess.(resetter)

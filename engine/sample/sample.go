@@ -1,10 +1,14 @@
 // Package sample picks the next token from a logits row: greedy, or seeded
-// sampling with temperature, top-k, top-p, min-p and a repetition penalty.
-// The same seed, parameters and inputs always give the same tokens.
+// sampling with temperature, top-k, top-p, min-p, logit biases and the
+// repetition, frequency and presence penalties. The same seed, parameters
+// and inputs always give the same tokens.
 //
 // # Conventions
 //
-// The steps run in llama.cpp's default order: repetition penalty, top-k,
+// The steps run in llama.cpp's default order: logit biases, the penalties
+// (one pass, as llama.cpp's penalties sampler: a recent token's logit is
+// divided by the repetition penalty, or multiplied when ≤ 0, then lowered
+// by count × the frequency penalty and once by the presence penalty), top-k,
 // top-p, min-p, temperature, then a draw from the softmax. Candidates are
 // kept sorted by logit, descending, ties by token id ascending, so every
 // step is deterministic.
@@ -25,8 +29,16 @@ type Params struct {
 	TopP          float64 // keep the fewest tokens whose probability sums to ≥ TopP (0 or 1: all)
 	MinP          float64 // drop tokens whose probability is below MinP × the best one's (0: none)
 	RepeatPenalty float64 // recent tokens: positive logits ÷ it, negative × it (0 or 1: none)
-	RepeatLastN   int     // how many recent tokens the penalty considers (0: all given)
-	Seed          uint64
+	RepeatLastN   int     // how many recent tokens the penalties consider (0: all given)
+	// FrequencyPenalty lowers a recent token's logit by it times the
+	// token's count among them; PresencePenalty once (OpenAI's and
+	// llama.cpp's frequency and presence penalties; 0: none).
+	FrequencyPenalty float64
+	PresencePenalty  float64
+	// LogitBias is added to the named tokens' logits before every other
+	// step (-100 all but bans a token, as OpenAI's logit_bias).
+	LogitBias map[int32]float64
+	Seed      uint64
 }
 
 // ErrBadLogits is wrapped when a logits row cannot be sampled (empty, NaN).
@@ -47,6 +59,25 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sample: repetition penalty %v must be ≥ 0 and finite", p.RepeatPenalty)
 	case p.RepeatLastN < 0:
 		return fmt.Errorf("sample: repeat-last-n %d must be ≥ 0", p.RepeatLastN)
+	case math.IsNaN(p.FrequencyPenalty) || math.IsInf(p.FrequencyPenalty, 0):
+		return fmt.Errorf("sample: frequency penalty %v must be finite", p.FrequencyPenalty)
+	case math.IsNaN(p.PresencePenalty) || math.IsInf(p.PresencePenalty, 0):
+		return fmt.Errorf("sample: presence penalty %v must be finite", p.PresencePenalty)
+	}
+	for id, b := range p.LogitBias {
+		if id < 0 || math.IsNaN(b) || math.IsInf(b, 0) {
+			return fmt.Errorf("sample: logit bias %v for token %d: want a token id ≥ 0 and a finite bias", b, id)
+		}
+	}
+	return nil
+}
+
+// CheckVocab reports a logit bias for a token past a vocabulary of n.
+func (p Params) CheckVocab(n int) error {
+	for id := range p.LogitBias {
+		if int(id) >= n {
+			return fmt.Errorf("sample: logit bias for token %d, past the vocabulary of %d tokens", id, n)
+		}
 	}
 	return nil
 }
@@ -102,21 +133,33 @@ func (s *Sampler) Sample(logits []float32, recent []int32) (int32, error) {
 		c = append(c, cand{id: int32(i), logit: float64(v)})
 	}
 	s.cand = c
-	if pen := s.p.RepeatPenalty; pen != 0 && pen != 1 {
+	if err := s.p.CheckVocab(len(c)); err != nil {
+		return 0, err
+	}
+	for id, b := range s.p.LogitBias {
+		c[id].logit += b
+	}
+	pen, freq, pres := s.p.RepeatPenalty, s.p.FrequencyPenalty, s.p.PresencePenalty
+	if pen == 0 {
+		pen = 1
+	}
+	if pen != 1 || freq != 0 || pres != 0 {
 		if n := s.p.RepeatLastN; n > 0 && len(recent) > n {
 			recent = recent[len(recent)-n:]
 		}
-		seen := map[int32]bool{}
+		count := map[int32]int{}
 		for _, id := range recent {
-			if id < 0 || int(id) >= len(c) || seen[id] {
-				continue
+			if id >= 0 && int(id) < len(c) {
+				count[id]++
 			}
-			seen[id] = true
+		}
+		for id, n := range count {
 			if c[id].logit > 0 {
 				c[id].logit /= pen
 			} else {
 				c[id].logit *= pen
 			}
+			c[id].logit -= float64(n)*freq + pres
 		}
 	}
 	if s.p.Temp == 0 {

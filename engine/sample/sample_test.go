@@ -143,3 +143,75 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestPenaltiesAndBias pins the penalties' and biases' arithmetic to
+// llama.cpp's (logit biases first; then, for each token among the last
+// RepeatLastN, ÷ the repetition penalty (× when ≤ 0), − count × frequency,
+// − presence): token 0's adjusted logit is found by greedy decoding against
+// token 1 just above and just below it.
+func TestPenaltiesAndBias(t *testing.T) {
+	tests := []struct {
+		name   string
+		p      sample.Params
+		logit  float64 // token 0's
+		recent []int32
+		want   float64 // token 0's after the penalties and bias
+	}{
+		{"none", sample.Params{}, 2, []int32{0, 0}, 2},
+		{"repeat only", sample.Params{RepeatPenalty: 1.5}, 2, []int32{0, 0}, 2 / 1.5},
+		{"frequency counts", sample.Params{FrequencyPenalty: 0.5}, 2, []int32{0, 0, 0, 3}, 2 - 3*0.5},
+		{"presence once", sample.Params{PresencePenalty: 0.25}, 2, []int32{0, 0, 0}, 2 - 0.25},
+		{"all three", sample.Params{RepeatPenalty: 1.5, FrequencyPenalty: 0.5, PresencePenalty: 0.25}, 2, []int32{0, 3, 0}, 2/1.5 - 2*0.5 - 0.25},
+		{"negative logit multiplied", sample.Params{RepeatPenalty: 2, FrequencyPenalty: 0.1}, -1, []int32{0}, -2 - 0.1},
+		{"window of 2", sample.Params{FrequencyPenalty: 0.5, RepeatLastN: 2}, 2, []int32{0, 0, 0, 3}, 2 - 0.5},
+		{"negative penalties raise", sample.Params{FrequencyPenalty: -0.5, PresencePenalty: -1}, 2, []int32{0}, 2 + 0.5 + 1},
+		{"not recent", sample.Params{FrequencyPenalty: 9, PresencePenalty: 9}, 2, []int32{3, 3}, 2},
+		{"bias", sample.Params{LogitBias: map[int32]float64{0: -1.75}}, 2, nil, 0.25},
+		{"bias before penalties", sample.Params{LogitBias: map[int32]float64{0: 1}, RepeatPenalty: 2}, 2, []int32{0}, 1.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, temp := range []float64{0, 1e-9} { // greedy, and the sampling path at a vanishing temperature
+				p := tt.p
+				p.Temp = temp
+				for _, d := range []float64{1e-4, -1e-4} {
+					logits := []float32{float32(tt.logit), float32(tt.want + d), -50, -50}
+					want := int32(0)
+					if float64(logits[1]) > tt.want {
+						want = 1
+					}
+					if got := draw(t, p, logits, tt.recent, 1)[0]; got != want {
+						t.Errorf("temp %g: token 1 at %.5f: got token %d, want %d (token 0 adjusted to %.5f)", temp, logits[1], got, want, tt.want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestLogitBiasBansAndRefuses(t *testing.T) {
+	logits := []float32{1, 3, 2}
+	if got := draw(t, sample.Params{LogitBias: map[int32]float64{1: -100}}, logits, nil, 1)[0]; got != 2 {
+		t.Errorf("bias -100 on the argmax: got %d, want 2", got)
+	}
+	if got := draw(t, sample.Params{Temp: 1, Seed: 7, LogitBias: map[int32]float64{0: 100}}, logits, nil, 50); !cmp.Equal(got, make([]int32, 50)) {
+		t.Errorf("bias +100 at temperature 1: got %v, want token 0 every time", got)
+	}
+	s, err := sample.New(sample.Params{LogitBias: map[int32]float64{3: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Sample(logits, nil); err == nil {
+		t.Error("a bias for token 3 of a 3-token row was not refused")
+	}
+	for _, p := range []sample.Params{
+		{LogitBias: map[int32]float64{-1: 1}},
+		{LogitBias: map[int32]float64{1: math.Inf(-1)}},
+		{FrequencyPenalty: math.NaN()},
+		{PresencePenalty: math.Inf(1)},
+	} {
+		if err := p.Validate(); err == nil {
+			t.Errorf("Validate(%+v) accepted it", p)
+		}
+	}
+}

@@ -58,11 +58,7 @@ prompt tokens, cached tokens, prefill and decode times, finish reason.`,
 	fl.IntVar(&opts.Ctx, "ctx", 0, "positions of the conversation's KV cache (0: 4096 or the model's context_length if smaller)")
 	fl.IntVarP(&opts.N, "n", "n", 512, "tokens per answer (at most)")
 	fl.StringVar(&opts.System, "system", "", "system message")
-	fl.Uint64Var(&opts.Sampling.Seed, "seed", 0, "sampling seed")
-	fl.Float64Var(&opts.Sampling.Temp, "temp", 0, "temperature (0: greedy)")
-	fl.IntVar(&opts.Sampling.TopK, "top-k", 0, "keep the K most likely tokens (0: all)")
-	fl.Float64Var(&opts.Sampling.TopP, "top-p", 0, "nucleus sampling threshold (0 or 1: off)")
-	fl.Float64Var(&opts.Sampling.MinP, "min-p", 0, "drop tokens below this fraction of the best one's probability")
+	samplingFlags(fl, &opts.Sampling)
 	fl.IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
 	jsonFlag(c, &opts.JSON)
 	return c

@@ -249,6 +249,10 @@ func TestRunExitCodes(t *testing.T) {
 		{"negative temperature", []string{"run", stories, "-p", "x", "--raw", "--temp", "-1"}, cli.ExitBadInput, "temperature"},
 		{"bad plant delay", []string{"run", stories, "-p", "x", "--raw", "--plant-delay", "lunch=5"}, cli.ExitBadInput, "lunch"},
 		{"missing file", []string{"run", "/nonexistent.gguf", "-p", "x", "--raw"}, cli.ExitBadInput, "nonexistent"},
+		{"logit bias without =", []string{"run", stories, "-p", "x", "--raw", "--logit-bias", "5"}, cli.ExitBadInput, "want ID=BIAS"},
+		{"logit bias out of range", []string{"run", stories, "-p", "x", "--raw", "--logit-bias", "5=-300"}, cli.ExitBadInput, "[-100, 100]"},
+		{"logit bias past the vocabulary", []string{"run", stories, "-p", "x", "--raw", "--logit-bias", "512=1"}, cli.ExitBadInput, "past the vocabulary of 512"},
+		{"frequency penalty NaN", []string{"run", stories, "-p", "x", "--raw", "--frequency-penalty", "NaN"}, cli.ExitBadInput, "frequency penalty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -297,5 +301,37 @@ func TestRunNoF2(t *testing.T) {
 	oneJSON(t, stdout, &on)
 	if !slices.Equal(on.TokenIDs, off.TokenIDs) {
 		t.Errorf("--no-f2 changed the tokens: %v, without it %v", off.TokenIDs, on.TokenIDs)
+	}
+}
+
+// TestRunSamplingFlags: --logit-bias and the penalties reach the sampler:
+// banning stories260K's greedy first token (432) makes the next best the
+// first, and the same flags twice give the same ids.
+func TestRunSamplingFlags(t *testing.T) {
+	stories := fixtureModel(t, "stories260K")
+	first := func(args ...string) []int32 {
+		t.Helper()
+		code, stdout, stderr := runApr(t, append([]string{"run", stories, "-p", "Once upon a time", "--raw", "-n", "3", "--json"}, args...)...)
+		if code != 0 {
+			t.Fatalf("apr run %v: exit %d: %s", args, code, stderr)
+		}
+		var doc struct {
+			IDs []int32 `json:"token_ids"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.IDs
+	}
+	if got := first(); len(got) == 0 || got[0] != 432 {
+		t.Fatalf("greedy ids %v, want 432 first (expect/stories260K.greedy.json)", got)
+	}
+	banned := first("--logit-bias", "432=-100")
+	if banned[0] == 432 {
+		t.Errorf("--logit-bias 432=-100: ids %v still start with 432", banned)
+	}
+	pen := []string{"--temp", "1", "--seed", "3", "--frequency-penalty", "2", "--presence-penalty", "-1", "--logit-bias", "383=4"}
+	if a, b := first(pen...), first(pen...); !slices.Equal(a, b) {
+		t.Errorf("the same sampling flags gave %v then %v", a, b)
 	}
 }

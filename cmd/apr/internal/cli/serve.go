@@ -38,8 +38,9 @@ func newServeCmd(env *Env) *cobra.Command {
 		Short: "Serve MODEL behind an OpenAI-compatible HTTP API",
 		Long: `serve loads MODEL once and answers OpenAI-compatible requests on
 http://HOST:PORT: POST /v1/chat/completions and /v1/completions (streaming as
-server-sent events, or not), GET /v1/models, GET /health (503 with the reason
-while loading, 200 when ready) and GET /metrics (Prometheus text format).
+server-sent events, or not), GET /v1/models and /v1/models/{model}, GET
+/health (503 with the reason while loading, 200 when ready) and GET /metrics
+(Prometheus text format).
 
 Up to --parallel sequences share the scheduler's steps, each on its own KV
 cache; every stream's token ids equal apr run's for the same prompt, backend
