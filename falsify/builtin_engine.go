@@ -96,10 +96,10 @@ func EngineCodes(e Engines) map[string]Func {
 // r over e.
 func RegisterEngineCodes(r *Registry, e Engines) {
 	codes := EngineCodes(e)
-	r.Register(CodeGoldenOutput, KindGolden, codes[CodeGoldenOutput], Needs(NeedModel), Thresholds("mismatches", "max_logit_delta"), Params("tier", "logit_noise", ParamNoiseFloor),
-		Refs("golden file", "reference engine"),
+	r.Register(CodeGoldenOutput, KindGolden, codes[CodeGoldenOutput], Needs(NeedModel), Thresholds("mismatches", "max_logit_delta"), Params("tier", "logit_noise", ParamNoiseFloor, ParamRouterNoise),
+		Refs("golden file", "reference engine", "reference engine router"),
 		AppliesWhen(TierApplies), VetWith(VetTier),
-		Doc("a backend's greedy output equals the reviewed golden (or the reference's, in the numerics params.numerics names for the backend) at every step whose judge margin reaches twice the contract's numerical noise for the model's weight tier (params.logit_noise); a backend further than that noise from the reference fails, counting on a case that exceeds it only what lies beyond params.noise_floor times the model's own noise there (the reference against its jittered twin)"))
+		Doc("a backend's greedy output equals the reviewed golden (or the reference's, in the numerics params.numerics names for the backend) at every step whose judge margin reaches twice the contract's numerical noise for the model's weight tier (params.logit_noise); a backend further than that noise from the reference fails, counting on a case that exceeds it only what lies beyond params.noise_floor times the model's own noise there (the reference against its jittered twin); on a mixture of experts, a case's steps from the first position the backend routes to other experts than the reference are not compared when params.router_noise explains that flip (reported), and any other flip fails"))
 	r.Register(CodeEngineParity, KindCosine, codes[CodeEngineParity], Needs(NeedModel), Thresholds("min_cosine", "mean_cosine", "argmax_mismatches"),
 		Params("tier", "argmax_margin", ParamNearTieEps, ParamRouterNoise, ParamNoiseFloor), Refs("reference engine", "reference engine router"),
 		AppliesWhen(TierApplies), VetWith(VetTier),
@@ -711,6 +711,7 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 		steps []int // the sequence's positions of the case's steps
 	}
 	var far []farCase
+	var flipNotes []string
 	for i, gc := range cases {
 		n := len(gc.TokenIDs)
 		res, err := m.eng.Run(ctx, generate.Options{Model: m.path, Backend: backend, Prompt: gc.Prompt, Raw: true,
@@ -723,6 +724,22 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 			continue
 		}
 		seq := append(append([]int32(nil), gc.PromptIDs...), gc.TokenIDs[:n-1]...)
+		// A mixture of experts: where noise explains it, the backend may
+		// route a position of the judge's sequence to other experts than
+		// the reference; from there on its logits are another computation's,
+		// and the case's steps there are not compared (reported).
+		limit := len(seq)
+		if backend != m.reference {
+			at, note, o := m.goldenFlip(ctx, c, backend, numerics, seq)
+			if o != nil {
+				return *o
+			}
+			if note != "" {
+				limit = at
+				flipNotes = append(flipNotes, fmt.Sprintf("case %d %q: %s; its steps from there on (%d of %d) are not compared", i, gc.Prompt, note, n-max(0, at-(len(gc.PromptIDs)-1)), n))
+			}
+		}
+		stepIn := func(k int) bool { return len(gc.PromptIDs)-1+k < limit }
 		got, err := m.logits(ctx, backend, seq)
 		if err != nil {
 			return verdict.FromError(RefusalBackend, err, fmt.Sprintf("backend %s, case %d", backend, i))
@@ -746,6 +763,9 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 			}
 			worst, at := 0.0, 0
 			for k := range n {
+				if !stepIn(k) {
+					break
+				}
 				p := len(gc.PromptIDs) - 1 + k
 				d, _, err := oracle.MaxAbs(got.Logits[p], want.Logits[p])
 				if err != nil {
@@ -758,9 +778,9 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 			}
 			maxDelta = math.Max(maxDelta, worst)
 			if worst > noise {
-				steps := make([]int, n)
-				for k := range n {
-					steps[k] = len(gc.PromptIDs) - 1 + k
+				var steps []int
+				for k := 0; k < n && stepIn(k); k++ {
+					steps = append(steps, len(gc.PromptIDs)-1+k)
 				}
 				far = append(far, farCase{i: i, at: at, d: worst, seq: seq, want: want.Logits, steps: steps})
 			} else {
@@ -770,6 +790,9 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 		for k, want := range gc.TokenIDs {
 			if gc.Margins[k] < cut {
 				noisy++
+				break
+			}
+			if !stepIn(k) {
 				break
 			}
 			if k >= len(res.TokenIDs) {
@@ -783,7 +806,7 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 			compared++
 		}
 		for k, want := range gc.TokenIDs {
-			if gc.Margins[k] < cut {
+			if gc.Margins[k] < cut || !stepIn(k) {
 				continue
 			}
 			top, err := oracle.Argmax(got.Logits[len(gc.PromptIDs)-1+k])
@@ -842,6 +865,7 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 	k.Note("compared_tokens", float64(compared), "tokens")
 	k.Note("forced_steps", float64(forced), "tokens")
 	k.Note("cases_cut_at_noise", float64(noisy), "count")
+	k.Note("routing_flips", float64(len(flipNotes)), "count")
 	k.Note("noise_cut", cut, "")
 	k.Hold("mismatches", float64(len(diffs)), "count")
 	k.Hold("max_logit_delta", judged, "")
@@ -850,11 +874,56 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 		k.Note("noise_floor_max_abs", floorMax, "logits")
 	}
 	out := k.Outcome(verdict.FirstN(append(append([]string(nil), diffs...), farLines...)))
-	out.Details = append(diffs, farLines...)
+	out.Details = append(append(diffs, farLines...), flipNotes...)
 	if out.Verdict == verdict.Pass && compared+forced == 0 {
 		return verdict.RefusedBy(RefusalUndecided, c.By(), k.Values, "undecided: no step could be decided; every judge margin is below %.3g (twice the contract's numerical noise %g, or the floor %g), and %s is within that noise of the reference", cut, noise, floor, backend)
 	}
 	return out
+}
+
+// goldenFlip finds, on a mixture of experts, the first position of seq
+// that backend routes to other experts than the reference (in numerics):
+// it returns that position and a note when noise explains the flip
+// (oracle.RoutingFlip.Excused with params.router_noise, the parity gate's
+// rule), a failing outcome when it does not, and a note "" (with
+// len(seq)) for a model without experts or without a flip.
+func (m *engineModel) goldenFlip(ctx context.Context, c *Check, backend, numerics string, seq []int32) (int, string, *verdict.Outcome) {
+	fz := c.F
+	router := m.router(numerics)
+	var jr []oracle.Record
+	var k int
+	err := c.CallRef("reference engine router", func() (err error) { jr, k, err = router(ctx, m.path, m.reference, seq); return err })
+	if err != nil {
+		o := verdict.RefusedBy(RefusalReference, c.By(), nil, "the reference %s's router could not be traced, so routing flips are unknown: %v", m.reference, err)
+		return 0, "", &o
+	}
+	if k == 0 {
+		return len(seq), "", nil
+	}
+	noise := paramFloatOr(fz, ParamRouterNoise, math.NaN())
+	if math.IsNaN(noise) || noise < 0 {
+		o := verdict.RefusedBy(verdict.CodeNoContract, c.By(), nil, "the model routes tokens to experts and params.%s is missing or not a number ≥ 0: the contract must name how far two engines' router probabilities may differ", ParamRouterNoise)
+		return 0, "", &o
+	}
+	gr, _, err := router(ctx, m.path, backend, seq)
+	if err != nil {
+		o := verdict.FromError(RefusalBackend, err, fmt.Sprintf("backend %s's router", backend))
+		return 0, "", &o
+	}
+	fl, err := oracle.RoutingFlips(jr, gr, len(seq), k)
+	if err != nil {
+		o := verdict.Failed(nil, "backend %s's routing against %s's: %v", backend, m.reference, err)
+		return 0, "", &o
+	}
+	if len(fl) == 0 {
+		return len(seq), "", nil
+	}
+	if f := fl[0]; !f.Excused(noise) {
+		o := verdict.Failed(nil, "backend %s %s: beyond params.%s %g (a real difference, not noise)", backend, f, ParamRouterNoise, noise)
+		o.Details = []string{o.Reason}
+		return 0, "", &o
+	}
+	return fl[0].Pos, fmt.Sprintf("%s, within params.%s %g", fl[0], ParamRouterNoise, noise), nil
 }
 
 // firstDivergence bisects a failed parity: both engines run the probe again
