@@ -839,8 +839,18 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 			if err != nil {
 				return verdict.RefusedBy(RefusalReference, c.By(), nil, "the noise floor needs the reference %s in %s numerics and its jittered twin, which gave no usable logits: %v", m.reference, numericsName(numerics), err)
 			}
+			// On a mixture of experts the twin may itself route a position
+			// to other experts than the reference: its distance from there on
+			// is another computation's, not noise, and does not count.
+			twinEnd, err := m.twinFlip(ctx, c, numerics, f.seq)
+			if err != nil {
+				return verdict.RefusedBy(RefusalReference, c.By(), nil, "the noise floor needs the routers of the reference %s and its jittered twin: %v", m.reference, err)
+			}
 			fm := 0.0
 			for _, p := range f.steps {
+				if p >= twinEnd {
+					break
+				}
 				d, _, err := oracle.MaxAbs(twin.Logits[p], f.want[p])
 				if err != nil {
 					return verdict.Failed(nil, "the noise floor, case %d: %v", f.i, err)
@@ -924,6 +934,29 @@ func (m *engineModel) goldenFlip(ctx context.Context, c *Check, backend, numeric
 		return 0, "", &o
 	}
 	return fl[0].Pos, fmt.Sprintf("%s, within params.%s %g", fl[0], ParamRouterNoise, noise), nil
+}
+
+// twinFlip is the first position of seq that the reference's jittered twin
+// routes to other experts than the reference in numerics (len(seq) for a
+// model without experts, or without such a flip).
+func (m *engineModel) twinFlip(ctx context.Context, c *Check, numerics string, seq []int32) (int, error) {
+	var jr, tr []oracle.Record
+	var k int
+	err := c.CallRef("reference engine router", func() (err error) {
+		if jr, k, err = m.router(numerics)(ctx, m.path, m.reference, seq); err != nil || k == 0 {
+			return err
+		}
+		tr, _, err = m.router(jitterTwin(numerics))(ctx, m.path, m.reference, seq)
+		return err
+	})
+	if err != nil || k == 0 {
+		return len(seq), err
+	}
+	fl, err := oracle.RoutingFlips(jr, tr, len(seq), k)
+	if err != nil || len(fl) == 0 {
+		return len(seq), err
+	}
+	return fl[0].Pos, nil
 }
 
 // firstDivergence bisects a failed parity: both engines run the probe again

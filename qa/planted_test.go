@@ -112,10 +112,10 @@ func TestPlantedDefectsFailTheGates(t *testing.T) {
 // and the gate reports what it measured and the floor it judged by.
 func TestGoldenNoiseFloor(t *testing.T) {
 	set := editedContracts(t, func(s string) string {
-		if !strings.Contains(s, "_noise_floor: {llama: 2, qwen2: 2,") {
-			t.Fatal("common.cue no longer holds _noise_floor: {llama: 2, qwen2: 2, …}")
+		if !strings.Contains(s, "_golden_noise_floor: {llama: 2, qwen2: 2,") {
+			t.Fatal("common.cue no longer holds _golden_noise_floor: {llama: 2, qwen2: 2, …}")
 		}
-		return strings.Replace(s, "_noise_floor: {llama: 2, qwen2: 2,", "_noise_floor: {llama: 2, qwen2: 1e12,", 1)
+		return strings.Replace(s, "_golden_noise_floor: {llama: 2, qwen2: 2,", "_golden_noise_floor: {llama: 2, qwen2: 1e12,", 1)
 	})
 	t.Setenv(cpu.EnvPlant, "Q8_0:scale:1:1.05")
 	rep := gateRun(t, qa.Options{Model: testutil.Fixture(t, "models/synth/qwen2-tiny-Q8_0.gguf"), Backends: []string{"cpu"},
