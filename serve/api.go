@@ -45,7 +45,9 @@ type request struct {
 	Messages     []map[string]any // chat: role and content (text)
 	Prompt       string           // completions
 	PromptIDs    []int32          // completions: the prompt given as token ids (then Prompt is "")
-	MaxTokens    int              // 0: unset (until the context is full)
+	MaxTokens    int              // 0: unset (until the context is full), unless ScoreOnly
+	ScoreOnly    bool             // completions: max_tokens 0 with echo (the prompt's logprobs, nothing generated)
+	Echo         bool             // completions: the prompt comes back before the completion (with its logprobs)
 	Sampling     sample.Params
 	Stop         []string
 	Logprobs     bool
@@ -91,13 +93,22 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 		}
 	} else {
 		r.Prompt, r.PromptIDs = d.prompt("prompt")
-		d.int("max_tokens", &r.MaxTokens, 1, math.MaxInt32)
+		d.boolean("echo", &r.Echo)
+		mt := -1
+		d.int("max_tokens", &mt, 0, math.MaxInt32)
+		switch {
+		case mt == 0 && !r.Echo && d.err == nil:
+			d.err = badRequest("max_tokens", "field max_tokens: 0 generates nothing; it is only allowed with echo: true (to score the prompt)")
+		case mt == 0:
+			r.ScoreOnly = true
+		case mt > 0:
+			r.MaxTokens = mt
+		}
 		n := -1
 		d.int("logprobs", &n, 0, MaxTopLogprobs)
 		if n >= 0 {
 			r.Logprobs, r.TopLogprobs = true, n
 		}
-		d.mustEqual("echo", false)
 		d.mustEqual("best_of", 1)
 		d.mustEqual("suffix", nil)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aprqa/apr/engine/generate"
@@ -77,7 +78,9 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 			return
 		}
 		room := ctxLen - len(prompt) + 1 // the last sampled token is never fed
-		if req.MaxTokens == 0 {
+		if req.ScoreOnly {
+			req.MaxTokens = 0
+		} else if req.MaxTokens == 0 {
 			req.MaxTokens = room
 		} else if req.MaxTokens > room {
 			maxParam := "max_tokens"
@@ -90,6 +93,9 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 		}
 		j := &job{ctx: r.Context(), prompt: prompt, stop: req.Stop, logprobs: req.Logprobs, top: req.TopLogprobs,
 			opts: generate.SeqOptions{MaxTokens: req.MaxTokens, IgnoreEOS: req.IgnoreEOS, Sampling: req.Sampling, SkipControl: true}}
+		if req.Echo {
+			j.echoPrompt(m.Tok)
+		}
 		if err := sch.submit(j); err != nil {
 			if errors.Is(err, errQueueFull) {
 				w.Header().Set("Retry-After", "1")
@@ -119,6 +125,7 @@ func (rs *responder) whole(w http.ResponseWriter, r *http.Request, j *job) {
 	var text []byte
 	var ids []int32
 	var lps []tokenLogprob
+	echoed := false
 	for {
 		var ev event
 		select {
@@ -129,6 +136,11 @@ func (rs *responder) whole(w http.ResponseWriter, r *http.Request, j *job) {
 		if ev.Err != nil {
 			writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: ev.Err.Error()})
 			return
+		}
+		if j.echo && !echoed { // the first event: the prompt was evaluated
+			echoed = true
+			text = []byte(strings.Join(j.echoText, ""))
+			lps = append(lps, j.promptLps...)
 		}
 		text = append(text, ev.Text...)
 		ids = append(ids, ev.IDs...)
@@ -184,6 +196,7 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, j *job) {
 		return
 	}
 	offset := 0
+	echoed := !j.echo
 	for {
 		var ev event
 		select {
@@ -194,6 +207,14 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, j *job) {
 		if ev.Err != nil {
 			send(map[string]any{"error": &apiError{Type: "server_error", Message: ev.Err.Error()}})
 			return
+		}
+		if !echoed { // the first event: the prompt was evaluated; it goes first
+			echoed = true
+			t := strings.Join(j.echoText, "")
+			if !send(chunk([]any{map[string]any{"index": 0, "text": t, "token_ids": []int32{}, "logprobs": rs.logprobs(j.promptLps, 0), "finish_reason": nil}})) {
+				return
+			}
+			offset += len(t)
 		}
 		// One chunk per sampled token, even when the token adds no text yet
 		// (a control token, half a character, the start of a stop
@@ -253,19 +274,22 @@ func (rs *responder) logprobs(lps []tokenLogprob, offset int) any {
 		}
 		return map[string]any{"content": content}
 	}
-	out := map[string]any{"tokens": []string{}, "token_logprobs": []float64{}, "top_logprobs": []map[string]float64{}, "text_offset": []int{}}
+	out := map[string]any{"tokens": []string{}, "token_logprobs": []any{}, "top_logprobs": []any{}, "text_offset": []int{}}
 	var toks []string
-	var lp []float64
-	var top []map[string]float64
+	var lp []any
+	var top []any
 	var offs []int
 	for _, t := range lps {
 		toks = append(toks, t.Token)
-		lp = append(lp, t.Logprob)
-		m := map[string]float64{}
-		for _, a := range t.Top {
-			m[a.Token] = a.Logprob
+		if t.None { // the echoed prompt's first token: null, as OpenAI's
+			lp, top = append(lp, nil), append(top, nil)
+		} else {
+			m := map[string]float64{}
+			for _, a := range t.Top {
+				m[a.Token] = a.Logprob
+			}
+			lp, top = append(lp, t.Logprob), append(top, m)
 		}
-		top = append(top, m)
 		offs = append(offs, offset)
 		offset += t.TextLen
 	}

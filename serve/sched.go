@@ -28,6 +28,15 @@ type job struct {
 	events   chan event // buffered for every event the job can produce
 	enqueued time.Time
 
+	// echo (/v1/completions' echo): the prompt's text token by token (what
+	// each adds; control tokens none), and with logprobs each prompt
+	// token's entry (the first has no logprob), filled during the prompt's
+	// pass through SeqOptions.PromptRows: read them after the job's first
+	// event.
+	echo      bool
+	echoText  []string
+	promptLps []tokenLogprob
+
 	q       *generate.Seq
 	slot    int
 	pending string  // text held back: it may be the start of a stop string
@@ -62,6 +71,7 @@ type usage struct {
 // distribution (softmax of the raw logits, before any sampling transform)
 // and the most likely alternatives.
 type tokenLogprob struct {
+	None    bool // no logprob: the prompt's first token (echo)
 	ID      int32
 	TextLen int // bytes the token added to the text (0 for control tokens)
 	Token   string
@@ -273,6 +283,8 @@ func (s *sched) step() {
 			}
 			if sampled[k] {
 				s.token(i, j)
+			} else if j.q.Done() { // a scored prompt (max_tokens 0): nothing was sampled
+				s.finish(i, j, event{Finish: j.q.Finish()})
 			}
 		}
 	}
@@ -385,6 +397,54 @@ func holdback(text string, stops []string) int {
 		}
 	}
 	return keep
+}
+
+// echoPrompt prepares j for echo: the prompt's text token by token and,
+// when logprobs were asked, the entries of its tokens, scored as the
+// prompt is evaluated (the row at position p predicts token p+1).
+func (j *job) echoPrompt(tok *tokenizer.Tokenizer) {
+	j.echo = true
+	dec := tokenizer.NewStreamDecoder(tok)
+	j.echoText = make([]string, len(j.prompt))
+	for i, id := range j.prompt {
+		if tok.IsControl(id) || tok.IsEOG(id) {
+			continue
+		}
+		b, _ := dec.Write(id) // an id the tokenizer cannot decode adds nothing
+		j.echoText[i] = string(b)
+	}
+	if n := len(j.prompt); n > 0 {
+		j.echoText[n-1] += string(dec.Flush())
+	}
+	// A SentencePiece vocabulary's first word carries the space prefix the
+	// tokenizer added: the text echoed is the prompt's, as Decode gives it
+	// (Decode(Encode(text)) == text), so that one space goes.
+	var plain []int32
+	for _, id := range j.prompt {
+		if !tok.IsControl(id) && !tok.IsEOG(id) {
+			plain = append(plain, id)
+		}
+	}
+	if d, err := tok.Decode(plain); err == nil && " "+string(d) == strings.Join(j.echoText, "") {
+		for i, t := range j.echoText {
+			if t != "" {
+				j.echoText[i] = t[1:]
+				break
+			}
+		}
+	}
+	if !j.logprobs {
+		return
+	}
+	first, _ := tok.Piece(j.prompt[0])
+	j.promptLps = []tokenLogprob{{None: true, ID: j.prompt[0], Token: first, Bytes: []byte(first), TextLen: len(j.echoText[0])}}
+	j.opts.PromptRows = func(pos int, row []float32) {
+		if pos+1 < len(j.prompt) {
+			lp := logprobOf(tok, row, j.prompt[pos+1], j.top)
+			lp.TextLen = len(j.echoText[pos+1])
+			j.promptLps = append(j.promptLps, lp)
+		}
+	}
 }
 
 // logprobOf computes log softmax(row)[id] and the top alternatives (ties by

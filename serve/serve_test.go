@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -342,5 +344,127 @@ func TestSamplingFields(t *testing.T) {
 		if diff := cmp.Diff(plain, ids(t, v)); diff != "" {
 			t.Errorf("prompt %s (-apr run of the text +serve):\n%s", body, diff)
 		}
+	}
+}
+
+// TestEcho: /v1/completions with echo (what lm-eval-harness's loglikelihood
+// requests send: the prompt as token ids, max_tokens 0, logprobs): the
+// prompt's text comes back first, and with logprobs each prompt token's
+// log-probability given the tokens before it (the first null), as the
+// engine's logits of the whole prompt give it — across several passes of
+// the prompt (more than 64 tokens) — then the completion, whose ids are
+// the ones without echo. Streamed, the prompt is the first chunk.
+func TestEcho(t *testing.T) {
+	model := stories(t)
+	_, url := start(t, serve.Options{Model: model, Parallel: 2})
+	text := "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with her friends and her dog, who was called Max. " +
+		"One day, Lily and Max went to the park. They saw a big tree with red apples and a bird that sang a happy song."
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.New(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids, err := generate.PromptTokens(context.Background(), tok, nil, text, true)
+	if err != nil || len(pids) <= 64 {
+		t.Fatalf("prompt of %d tokens (%v): want more than one pass of 64", len(pids), err)
+	}
+	want, err := generate.Logits(context.Background(), generate.LogitsOptions{Model: model, Backend: "cpu", Tokens: pids, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type lps struct {
+		Tokens        []string             `json:"tokens"`
+		TokenLogprobs []*float64           `json:"token_logprobs"`
+		TopLogprobs   []map[string]float64 `json:"top_logprobs"`
+		TextOffset    []int                `json:"text_offset"`
+	}
+	type resp struct {
+		Choices []struct {
+			Text     string  `json:"text"`
+			IDs      []int32 `json:"token_ids"`
+			Logprobs *lps    `json:"logprobs"`
+			Finish   string  `json:"finish_reason"`
+		} `json:"choices"`
+		Usage struct {
+			Prompt     int `json:"prompt_tokens"`
+			Completion int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	ask := func(body string) resp {
+		t.Helper()
+		code, v := post(t, url, "/v1/completions", body)
+		if code != 200 {
+			t.Fatalf("%s: %d %v", body, code, v)
+		}
+		b, _ := json.Marshal(v)
+		var r resp
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	js, _ := json.Marshal(pids)
+	r := ask(fmt.Sprintf(`{"prompt": %s, "max_tokens": 0, "echo": true, "logprobs": 1, "temperature": 0}`, js))
+	c := r.Choices[0]
+	if c.Text != text || c.Finish != "length" || r.Usage.Prompt != len(pids) || r.Usage.Completion != 0 {
+		t.Fatalf("scored: text %q, finish %q, usage %+v; want the prompt's text, length, %d prompt tokens and none generated", c.Text, c.Finish, r.Usage, len(pids))
+	}
+	lp := c.Logprobs
+	if lp == nil || len(lp.TokenLogprobs) != len(pids) || lp.TokenLogprobs[0] != nil || lp.TopLogprobs[0] != nil {
+		t.Fatalf("logprobs %+v: want %d entries, the first null", lp, len(pids))
+	}
+	for i := 1; i < len(pids); i++ {
+		row := want.Logits[i-1]
+		mx := math.Inf(-1)
+		for _, v := range row {
+			mx = math.Max(mx, float64(v))
+		}
+		var sum float64
+		for _, v := range row {
+			sum += math.Exp(float64(v) - mx)
+		}
+		w := float64(row[pids[i]]) - mx - math.Log(sum)
+		if g := lp.TokenLogprobs[i]; g == nil || math.Abs(*g-w) > 1e-4 {
+			t.Errorf("token %d (%d): logprob %v, want %.6f", i, pids[i], g, w)
+		}
+		if len(lp.TopLogprobs[i]) != 1 {
+			t.Errorf("token %d: %d top logprobs, want 1", i, len(lp.TopLogprobs[i]))
+		}
+	}
+	for i := 1; i < len(lp.TextOffset); i++ {
+		if lp.TextOffset[i] < lp.TextOffset[i-1] || lp.TextOffset[i] > len(c.Text) {
+			t.Fatalf("text_offset %v: want non-decreasing offsets within the text", lp.TextOffset)
+		}
+	}
+	// Echo and generate: the prompt, then the completion the same request
+	// without echo gives.
+	plain := ask(fmt.Sprintf(`{"prompt": %q, "max_tokens": 8, "temperature": 0, "ignore_eos": true}`, text))
+	both := ask(fmt.Sprintf(`{"prompt": %q, "max_tokens": 8, "temperature": 0, "ignore_eos": true, "echo": true}`, text))
+	if b, p := both.Choices[0], plain.Choices[0]; b.Text != text+p.Text || !slices.Equal(b.IDs, p.IDs) {
+		t.Errorf("echo and generate: %q ids %v; want %q then %q, ids %v", b.Text, b.IDs, text, p.Text, p.IDs)
+	}
+	// Streamed: the prompt first.
+	cl := client(url)
+	st := cl.Completions.NewStreaming(context.Background(), openai.CompletionNewParams{
+		Prompt:      openai.CompletionNewParamsPromptUnion{OfString: openai.String(text)},
+		MaxTokens:   openai.Int(4),
+		Temperature: openai.Float(0),
+		Echo:        openai.Bool(true),
+	})
+	var chunks []string
+	for st.Next() {
+		if ch := st.Current(); len(ch.Choices) > 0 {
+			chunks = append(chunks, ch.Choices[0].Text)
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks) < 2 || chunks[0] != text {
+		t.Errorf("streamed echo: chunks %q, want the prompt's text first", chunks)
 	}
 }

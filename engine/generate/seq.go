@@ -225,13 +225,24 @@ func (s *Slot) Close() {
 
 // SeqOptions describe one generation.
 type SeqOptions struct {
-	MaxTokens int // tokens to generate, ≥ 1
+	MaxTokens int // tokens to generate, ≥ 1 (≥ 0 with PromptRows: 0 only scores the prompt)
 	IgnoreEOS bool
 	Sampling  sample.Params
 	// SkipControl leaves control tokens (<|im_start|>, …) out of the text,
 	// as an API server must; end-of-generation tokens are always left out.
 	SkipControl bool
+	// PromptRows, when set, receives the logits row of every prompt
+	// position as the prompt is evaluated (pos from 0; the row predicts
+	// token pos+1 and is valid during the call only), in order, for
+	// scoring the prompt (apr serve's echo with logprobs). The slot's
+	// cache is then not reused, so that every position has its row, and
+	// the prompt is fed promptRowsChunk tokens a pass at most.
+	PromptRows func(pos int, row []float32)
 }
+
+// promptRowsChunk bounds a pass that keeps every row (PromptRows): rows of
+// a 152k vocabulary take 0.6 MB each.
+const promptRowsChunk = 64
 
 // Start begins a generation of prompt on the slot and returns it with the
 // number of prompt tokens taken from the slot's cache. Nothing is evaluated
@@ -243,8 +254,8 @@ func (s *Slot) Start(prompt []int32, o SeqOptions) (*Seq, int, error) {
 	if len(prompt) == 0 {
 		return nil, 0, ErrEmptyPrompt
 	}
-	if o.MaxTokens < 1 {
-		return nil, 0, fmt.Errorf("generate: MaxTokens %d must be at least 1", o.MaxTokens)
+	if o.MaxTokens < 1 && !(o.MaxTokens == 0 && o.PromptRows != nil) {
+		return nil, 0, fmt.Errorf("generate: MaxTokens %d must be at least 1 (0 only when scoring the prompt)", o.MaxTokens)
 	}
 	if need := len(prompt) + o.MaxTokens - 1; need > s.maxCtx {
 		return nil, 0, fmt.Errorf("generate: prompt (%d tokens) + %d new tokens exceed the context of %d", len(prompt), o.MaxTokens, s.maxCtx)
@@ -257,6 +268,9 @@ func (s *Slot) Start(prompt []int32, o SeqOptions) (*Seq, int, error) {
 		return nil, 0, err
 	}
 	cached := s.Reusable(prompt)
+	if o.PromptRows != nil {
+		cached = 0 // every position's row is wanted: nothing comes from the cache
+	}
 	if cached == 0 && s.sess != nil && len(s.fed) > 0 {
 		r, ok := s.sess.(resetter)
 		if ok && r.Reset() == nil {
@@ -365,11 +379,28 @@ func (q *Seq) pass(feed []int32) (bool, error) {
 		}
 		q.buf = buf
 	}
-	if err := model.EvalLast(s.sess, feed, q.buf); err != nil {
+	if q.o.PromptRows != nil && q.Prefilling() {
+		rows, err := s.sess.Eval(feed, true)
+		if err == nil && len(rows) != len(feed) {
+			err = fmt.Errorf("generate: Eval returned %d rows for %d tokens", len(rows), len(feed))
+		}
+		if err != nil {
+			return false, q.fail(err)
+		}
+		for k, row := range rows {
+			q.o.PromptRows(len(s.fed)+k, row)
+		}
+		copy(q.buf, rows[len(rows)-1])
+	} else if err := model.EvalLast(s.sess, feed, q.buf); err != nil {
 		return false, q.fail(err)
 	}
 	s.fed = append(s.fed, feed...)
 	if q.Prefilling() {
+		return false, nil
+	}
+	if q.o.MaxTokens == 0 { // the prompt scored, nothing to generate
+		q.finish = FinishLength
+		q.slot.busy = false
 		return false, nil
 	}
 	return true, q.sample(q.buf)
@@ -450,7 +481,8 @@ func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 	}
 	for i, q := range seqs {
 		b, ok := q.slot.m.Eng.(model.BatchDecoder)
-		if !ok || q.err != nil || q.Done() || q.slot.sess == nil || (bd != nil && b != bd) {
+		scoring := q.o.PromptRows != nil && q.Prefilling() // keeps every row: a pass of its own
+		if !ok || q.err != nil || q.Done() || q.slot.sess == nil || (bd != nil && b != bd) || scoring {
 			sampled[i], errs[i] = q.Advance(chunk)
 			continue
 		}
@@ -482,6 +514,9 @@ func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 func (q *Seq) next(chunk int) []int32 {
 	s := q.slot
 	if n := q.Pending(); n > 0 {
+		if q.o.PromptRows != nil && (chunk <= 0 || chunk > promptRowsChunk) {
+			chunk = promptRowsChunk
+		}
 		if chunk > 0 && chunk < n {
 			n = chunk
 		}

@@ -76,3 +76,88 @@ func TestSlotReuse(t *testing.T) {
 }
 
 var tokenizerOpts = tokenizer.Options{AddSpecial: true, ParseSpecial: true}
+
+// TestPromptRows: a sequence that scores its prompt (SeqOptions.PromptRows)
+// hands over every prompt position's row in order, each the row one Eval of
+// the whole prompt gives, in passes of at most 64 tokens, never from the
+// slot's cache; with MaxTokens 0 it ends after the prompt (FinishLength)
+// without sampling, and with MaxTokens n it then generates what a plain
+// sequence generates.
+func TestPromptRows(t *testing.T) {
+	m, err := generate.Load(context.Background(), generate.LoadOptions{Model: testutil.Fixture(t, "models/stories260K.gguf"), Backend: "ref", NoTemplate: true, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	text := "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with her friends and her dog."
+	prompt, _ := m.Tok.Encode(text+" "+text, tokenizerOpts)
+	if len(prompt) <= 64 {
+		t.Fatalf("the prompt has %d tokens: want more than one pass of 64", len(prompt))
+	}
+	sess, err := m.Eng.NewSession(256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := sess.Eval(prompt, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := m.NewSlot(256)
+	defer slot.Close()
+	// Fill the slot's cache with a prefix: scoring must not take it.
+	q, _, _ := slot.Start(prompt[:10], generate.SeqOptions{MaxTokens: 1})
+	runSeq(t, q)
+	var got [][]float32
+	var pos []int
+	score := generate.SeqOptions{MaxTokens: 0, PromptRows: func(p int, row []float32) {
+		pos = append(pos, p)
+		got = append(got, slices.Clone(row))
+	}}
+	q, cached, err := slot.Start(prompt, score)
+	if err != nil || cached != 0 {
+		t.Fatalf("Start to score: cached %d, %v; want 0 and no error", cached, err)
+	}
+	passes := 0
+	for !q.Done() {
+		sampled, err := q.Advance(0)
+		if err != nil || sampled {
+			t.Fatalf("scoring pass %d: sampled %v, %v", passes, sampled, err)
+		}
+		passes++
+	}
+	if q.Finish() != generate.FinishLength || len(q.Tokens()) != 0 {
+		t.Errorf("scored: finish %q, %d tokens; want length and none", q.Finish(), len(q.Tokens()))
+	}
+	if wantPasses := (len(prompt) + 63) / 64; passes != wantPasses {
+		t.Errorf("%d passes for %d prompt tokens, want %d of at most 64", passes, len(prompt), wantPasses)
+	}
+	if !slices.Equal(pos, iota(len(prompt))) {
+		t.Fatalf("rows at positions %v, want 0 … %d in order", pos, len(prompt)-1)
+	}
+	for p := range want {
+		if !slices.Equal(got[p], want[p]) {
+			t.Fatalf("position %d: the scored row differs from one Eval of the prompt", p)
+		}
+	}
+	// Scoring then generating: the tokens a plain sequence gives.
+	score.MaxTokens = 6
+	q, _, _ = slot.Start(prompt, score)
+	scored := runSeq(t, q)
+	fresh := m.NewSlot(256)
+	defer fresh.Close()
+	q, _, _ = fresh.Start(prompt, generate.SeqOptions{MaxTokens: 6})
+	if diff := cmp.Diff(runSeq(t, q), scored); diff != "" {
+		t.Errorf("generated after scoring (-plain +scored):\n%s", diff)
+	}
+	if _, _, err := fresh.Start(prompt, generate.SeqOptions{MaxTokens: 0}); err == nil {
+		t.Error("MaxTokens 0 without PromptRows was accepted")
+	}
+}
+
+func iota(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}

@@ -38,7 +38,8 @@ func newServeCmd(env *Env) *cobra.Command {
 		Short: "Serve MODEL behind an OpenAI-compatible HTTP API",
 		Long: `serve loads MODEL once and answers OpenAI-compatible requests on
 http://HOST:PORT: POST /v1/chat/completions and /v1/completions (streaming as
-server-sent events, or not), GET /v1/models and /v1/models/{model}, GET
+server-sent events, or not; /v1/completions also scores its prompt with echo
+and logprobs), GET /v1/models and /v1/models/{model}, GET
 /health (503 with the reason while loading, 200 when ready) and GET /metrics
 (Prometheus text format).
 
