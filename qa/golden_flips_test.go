@@ -2,7 +2,6 @@ package qa_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,8 +9,8 @@ import (
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
-	"github.com/aprqa/apr/engine/synth"
 	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/qa"
 )
@@ -29,14 +28,7 @@ import (
 // compared); a router whose layer-1 probabilities come reversed fails by
 // name.
 func TestGoldenMoERoutingFlips(t *testing.T) {
-	p, err := synth.FindPreset("qwen3moe", "tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "moe-q4_0.gguf")
-	if _, err := synth.Write(path, synth.Options{Preset: p, Type: quant.Q4_0, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
+	path := testutil.TinyModel(t, "qwen3moe", quant.Q4_0)
 	ref := falsify.RouterProbsIn("ref", "ggml")
 	// flipAt is the position among toks' last 8 (generated steps of a
 	// golden case) and the layer whose reference k-th minus (k+1)-th
@@ -149,14 +141,7 @@ func TestGoldenMoERoutingFlips(t *testing.T) {
 // reports both; with the MoE floor at 0, as the cosine gates keep it, the
 // same engine fails.
 func TestGoldenMoENoiseFloor(t *testing.T) {
-	p, err := synth.FindPreset("qwen35moe", "tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "qwen35moe-q5_0.gguf")
-	if _, err := synth.Write(path, synth.Options{Preset: p, Type: quant.Q5_0, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
+	path := testutil.TinyModel(t, "qwen35moe", quant.Q5_0)
 	g := gate(t, gateRun(t, qa.Options{Model: path, Backends: []string{"cpu"}, Gates: []string{qa.GateGolden}}), qa.GateGolden, "cpu")
 	wantStatus(t, g, "pass")
 	if m := value(t, g, "measured_max_logit_delta").Value; m <= 0.25 {

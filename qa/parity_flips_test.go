@@ -2,15 +2,14 @@ package qa_test
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aprqa/apr/engine/model"
 	"github.com/aprqa/apr/engine/quant"
-	"github.com/aprqa/apr/engine/synth"
 	"github.com/aprqa/apr/falsify"
+	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/oracle"
 	"github.com/aprqa/apr/qa"
 )
@@ -26,14 +25,7 @@ import (
 // moves an expert's probability by far more than params.router_noise fails
 // the gate by name.
 func TestParityMoERoutingFlips(t *testing.T) {
-	p, err := synth.FindPreset("qwen3moe", "tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "moe-q4_0.gguf")
-	if _, err := synth.Write(path, synth.Options{Preset: p, Type: quant.Q4_0, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
+	path := testutil.TinyModel(t, "qwen3moe", quant.Q4_0)
 	plain := plainNumerics(t) // the plain reference, whose router differs from cpu's
 	run := func(router falsify.RouterFunc) qa.Gate {
 		o := qa.Options{Model: path, Backends: []string{"cpu"}, Gates: []string{qa.GateParity}, Contracts: plain}

@@ -163,16 +163,7 @@ func TestLogprobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, id := range got {
-		row := lg.Logits[len(prompt)-1+i]
-		mx := math.Inf(-1)
-		for _, x := range row {
-			mx = math.Max(mx, float64(x))
-		}
-		var sum float64
-		for _, x := range row {
-			sum += math.Exp(float64(x) - mx)
-		}
-		want := float64(row[id]) - mx - math.Log(sum)
+		want := logprob(lg.Logits[len(prompt)-1+i], id)
 		if g := tl[i].(float64); math.Abs(g-want) > 1e-9 {
 			t.Errorf("token %d: logprob %v, want %v", i, g, want)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,9 +16,11 @@ import (
 	"testing"
 
 	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/engine/synth"
+	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/serve"
 )
@@ -170,4 +173,37 @@ type sampleParams struct {
 
 func (p sampleParams) params() sample.Params {
 	return sample.Params{Temp: p.Temp, Seed: p.Seed, TopK: p.TopK}
+}
+
+// promptIDs is text as a raw prompt of model tokenizes (BOS as the model
+// says): what a client sending token ids would send for it.
+func promptIDs(tb testing.TB, model, text string) []int32 {
+	tb.Helper()
+	f, err := gguf.Open(model)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.New(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ids, err := generate.PromptTokens(context.Background(), tok, nil, text, true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ids
+}
+
+// logprob is log softmax(row)[id] in float64, the test's own.
+func logprob(row []float32, id int32) float64 {
+	mx := math.Inf(-1)
+	for _, v := range row {
+		mx = math.Max(mx, float64(v))
+	}
+	var sum float64
+	for _, v := range row {
+		sum += math.Exp(float64(v) - mx)
+	}
+	return float64(row[id]) - mx - math.Log(sum)
 }

@@ -16,9 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/aprqa/apr/engine/generate"
-	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/sample"
-	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/serve"
 )
 
@@ -321,19 +319,7 @@ func TestSamplingFields(t *testing.T) {
 	}
 	// The prompt as token ids: the text's own tokens give the text's answer,
 	// whether bare or as the one element of OpenAI's batch form.
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tok, err := tokenizer.New(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pids, err := generate.PromptTokens(context.Background(), tok, nil, prompt, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pids := promptIDs(t, model, prompt)
 	for _, form := range []string{"%s", "[%s]"} {
 		js, _ := json.Marshal(pids)
 		body := fmt.Sprintf(`{"prompt": `+form+`, "max_tokens": %d, "temperature": 0, "ignore_eos": true}`, js, n)
@@ -359,18 +345,9 @@ func TestEcho(t *testing.T) {
 	_, url := start(t, serve.Options{Model: model, Parallel: 2})
 	text := "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun with her friends and her dog, who was called Max. " +
 		"One day, Lily and Max went to the park. They saw a big tree with red apples and a bird that sang a happy song."
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tok, err := tokenizer.New(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pids, err := generate.PromptTokens(context.Background(), tok, nil, text, true)
-	if err != nil || len(pids) <= 64 {
-		t.Fatalf("prompt of %d tokens (%v): want more than one pass of 64", len(pids), err)
+	pids := promptIDs(t, model, text)
+	if len(pids) <= 64 {
+		t.Fatalf("prompt of %d tokens: want more than one pass of 64", len(pids))
 	}
 	want, err := generate.Logits(context.Background(), generate.LogitsOptions{Model: model, Backend: "cpu", Tokens: pids, Threads: 1})
 	if err != nil {
@@ -418,16 +395,7 @@ func TestEcho(t *testing.T) {
 		t.Fatalf("logprobs %+v: want %d entries, the first null", lp, len(pids))
 	}
 	for i := 1; i < len(pids); i++ {
-		row := want.Logits[i-1]
-		mx := math.Inf(-1)
-		for _, v := range row {
-			mx = math.Max(mx, float64(v))
-		}
-		var sum float64
-		for _, v := range row {
-			sum += math.Exp(float64(v) - mx)
-		}
-		w := float64(row[pids[i]]) - mx - math.Log(sum)
+		w := logprob(want.Logits[i-1], pids[i])
 		if g := lp.TokenLogprobs[i]; g == nil || math.Abs(*g-w) > 1e-4 {
 			t.Errorf("token %d (%d): logprob %v, want %.6f", i, pids[i], g, w)
 		}

@@ -1,26 +1,12 @@
 package cli_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/aprqa/apr/engine/quant"
-	"github.com/aprqa/apr/engine/synth"
+	"github.com/aprqa/apr/internal/testutil"
 )
-
-func synthModel(t *testing.T, arch string, typ quant.Type) string {
-	t.Helper()
-	p, err := synth.FindPreset(arch, "tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), arch+"-"+typ.String()+".gguf")
-	if _, err := synth.Write(path, synth.Options{Preset: p, Type: typ, Seed: 1}); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // TestDiff: `apr diff` bisects cpu against ref op by op. On an F32 llama
 // every stage agrees (exit 0, every op of every layer listed, no
@@ -30,7 +16,7 @@ func synthModel(t *testing.T, arch string, typ quant.Type) string {
 // bad flags exit 2.
 func TestDiff(t *testing.T) {
 	prompt := "The quick brown fox jumps over the lazy dog. Once upon a time, in a land far away,"
-	llama := synthModel(t, "llama", quant.F32)
+	llama := testutil.TinyModel(t, "llama", quant.F32)
 	code, stdout, stderr := runApr(t, "diff", llama, "--prompt", prompt)
 	if code != 0 {
 		t.Fatalf("llama F32: exit %d, want 0\n%s%s", code, stdout, stderr)
@@ -41,7 +27,7 @@ func TestDiff(t *testing.T) {
 		}
 	}
 
-	q35 := synthModel(t, "qwen35", quant.Q5_0)
+	q35 := testutil.TinyModel(t, "qwen35", quant.Q5_0)
 	code, stdout, stderr = runApr(t, "diff", q35, "--prompt", prompt, "--min-cosine", "0.99", "--json")
 	if code != 1 {
 		t.Fatalf("qwen35 Q5_0: exit %d, want 1 (a divergence)\n%s", code, stderr)

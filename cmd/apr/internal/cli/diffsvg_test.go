@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aprqa/apr/engine/quant"
+	"github.com/aprqa/apr/internal/testutil"
 )
 
 // svgTexts parses an SVG document and returns the content of its <text>
@@ -57,7 +58,7 @@ func svgTexts(t *testing.T, path string) []string {
 // draws the stages with the threshold, the first divergence and one tick
 // per layer.
 func TestDiffNMSEAndSVG(t *testing.T) {
-	model := synthModel(t, "llama", quant.Q8_0)
+	model := testutil.TinyModel(t, "llama", quant.Q8_0)
 	svg := filepath.Join(t.TempDir(), "d.svg")
 	code, stdout, stderr := runApr(t, "diff", model, "--prompt", "The quick brown fox jumps over the lazy dog",
 		"--min-cosine", "0.9999999", "--json", "--svg", svg)
