@@ -75,7 +75,9 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 	if raw == nil {
 		return nil, badRequest("", "the request body must be a JSON object, not null")
 	}
-	r := &request{Chat: chat, Sampling: sample.Params{Temp: 1}}
+	// Defaults: OpenAI's temperature 1; the penalties' window of apr run and
+	// llama.cpp's server (the last 64 tokens).
+	r := &request{Chat: chat, Sampling: sample.Params{Temp: 1, RepeatLastN: 64}}
 	d := fieldDecoder{raw: raw}
 	d.str("model", &r.Model)
 	if chat {

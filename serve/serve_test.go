@@ -302,7 +302,8 @@ func TestSamplingFields(t *testing.T) {
 		// without them.
 		{`, "temperature": 1, "seed": 5`, sample.Params{Temp: 1, Seed: 5}},
 		{`, "temperature": 1, "seed": 5, "frequency_penalty": 1.5, "repeat_last_n": 16`, sample.Params{Temp: 1, Seed: 5, FrequencyPenalty: 1.5, RepeatLastN: 16}},
-		{`, "temperature": 1, "seed": 5, "presence_penalty": 2`, sample.Params{Temp: 1, Seed: 5, PresencePenalty: 2}},
+		// repeat_last_n unset: 64, apr run's default.
+		{`, "temperature": 1, "seed": 5, "presence_penalty": 2`, sample.Params{Temp: 1, Seed: 5, PresencePenalty: 2, RepeatLastN: 64}},
 		{fmt.Sprintf(`, "logit_bias": {"%d": -100, "%d": 3}`, plain[0], plain[3]), sample.Params{LogitBias: map[int32]float64{plain[0]: -100, plain[3]: 3}}},
 	}
 	var seeded []int32
@@ -316,6 +317,34 @@ func TestSamplingFields(t *testing.T) {
 		if diff := cmp.Diff(want, ask(c.extra)); diff != "" {
 			t.Errorf("%s (-apr run +serve):\n%s", c.extra, diff)
 		}
+	}
+	// The penalties' window defaults to the last 64 tokens, as apr run's
+	// --repeat-last-n does: on a prompt longer than that, a request without
+	// repeat_last_n gives apr run's default answer, not the one over every
+	// token.
+	long := strings.Repeat("The cat sat on the mat and looked at the dog. ", 8)
+	p64 := sample.Params{Temp: 1, Seed: 9, FrequencyPenalty: 2, RepeatLastN: 64}
+	pAll := p64
+	pAll.RepeatLastN = 0
+	solo := func(p sample.Params) []int32 {
+		t.Helper()
+		res, err := generate.Run(context.Background(), generate.Options{Model: model, Backend: "cpu", Prompt: long, Raw: true,
+			MaxTokens: n, Sampling: p, Threads: 1, IgnoreEOS: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.TokenIDs
+	}
+	w64 := solo(p64)
+	if cmp.Equal(w64, solo(pAll)) {
+		t.Fatal("a window of 64 and of every token give the same ids: the default is not tested")
+	}
+	code, v := post(t, url, "/v1/completions", fmt.Sprintf(`{"prompt": %q, "max_tokens": %d, "temperature": 1, "seed": 9, "frequency_penalty": 2, "ignore_eos": true}`, long, n))
+	if code != 200 {
+		t.Fatalf("long prompt: %d %v", code, v)
+	}
+	if diff := cmp.Diff(w64, ids(t, v)); diff != "" {
+		t.Errorf("repeat_last_n unset (-apr run's default window of 64 +serve):\n%s", diff)
 	}
 	// The prompt as token ids: the text's own tokens give the text's answer,
 	// whether bare or as the one element of OpenAI's batch form.
