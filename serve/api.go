@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -133,10 +134,13 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 	d.float("frequency_penalty", &r.Sampling.FrequencyPenalty, -2, 2)
 	d.float("presence_penalty", &r.Sampling.PresencePenalty, -2, 2)
 	r.Sampling.LogitBias = d.logitBias("logit_bias")
-	d.mustEqual("tools", nil)
-	d.mustEqual("tool_choice", nil)
-	d.mustEqual("functions", nil)
-	d.mustEqual("function_call", nil)
+	// No tools: absent, null or empty lists, and a choice that calls none
+	// ("none", or "auto" with nothing to call), which some clients always
+	// send; any tool or a choice that must call one is refused by name.
+	d.emptyList("tools")
+	d.emptyList("functions")
+	d.oneOf("tool_choice", "none", "auto")
+	d.oneOf("function_call", "none", "auto")
 	d.responseFormat("response_format")
 	if d.err != nil {
 		return nil, d.err
@@ -353,6 +357,34 @@ func (d *fieldDecoder) logitBias(name string) map[int32]float64 {
 		out[int32(id)] = b
 	}
 	return out
+}
+
+// emptyList accepts a field only when absent, null or an empty array.
+func (d *fieldDecoder) emptyList(name string) {
+	v := d.get(name)
+	if v == nil {
+		return
+	}
+	var arr []json.RawMessage
+	if err := json.Unmarshal(v, &arr); err != nil {
+		d.typeErr(name, "an array", v)
+		return
+	}
+	if len(arr) > 0 {
+		d.err = badRequest(name, "field %s is not supported by apr serve (%d given; it calls no tools)", name, len(arr))
+	}
+}
+
+// oneOf accepts a string field only when absent, null or one of ok.
+func (d *fieldDecoder) oneOf(name string, ok ...string) {
+	v := d.get(name)
+	if v == nil {
+		return
+	}
+	var got string
+	if err := json.Unmarshal(v, &got); err != nil || !slices.Contains(ok, got) {
+		d.err = badRequest(name, "field %s: only %q are supported (apr serve calls no tools), got %s", name, ok, bytes.TrimSpace(v))
+	}
 }
 
 func (d *fieldDecoder) responseFormat(name string) {

@@ -45,6 +45,9 @@ func TestBadInput(t *testing.T) {
 		{"image part", "/v1/chat/completions", `{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]}`, auth, 400, "only text parts", ""},
 		{"unknown field", "/v1/completions", `{"prompt": "a", "frobnicate": 1}`, auth, 400, "frobnicate", "frobnicate"},
 		{"tools", "/v1/chat/completions", `{` + msgs + `, "tools": [{"type": "function"}]}`, auth, 400, "not supported", "tools"},
+		{"tool_choice required", "/v1/chat/completions", `{` + msgs + `, "tool_choice": "required"}`, auth, 400, "calls no tools", "tool_choice"},
+		{"tool_choice a function", "/v1/chat/completions", `{` + msgs + `, "tool_choice": {"type": "function", "function": {"name": "f"}}}`, auth, 400, "calls no tools", "tool_choice"},
+		{"tools not a list", "/v1/chat/completions", `{` + msgs + `, "tools": {}}`, auth, 400, "want an array", "tools"},
 		{"top_logprobs without logprobs", "/v1/chat/completions", `{` + msgs + `, "top_logprobs": 2}`, auth, 400, "needs logprobs", "top_logprobs"},
 		{"stream_options without stream", "/v1/chat/completions", `{` + msgs + `, "stream_options": {"include_usage": true}}`, auth, 400, "only allowed with stream", "stream_options"},
 		{"prompt over context", "/v1/completions", `{"prompt": "` + long[:1000] + `"}`, auth, 400, "longer than the context of 64", "prompt"},
@@ -79,6 +82,12 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("param %v, want %q", e["param"], tc.param)
 			}
 		})
+	}
+	// What asks for no tool is accepted: empty lists, "none", "auto".
+	for _, extra := range []string{`"tools": []`, `"tool_choice": "none"`, `"tool_choice": "auto", "tools": []`, `"functions": [], "function_call": "none"`} {
+		if code, v := post(t, url, "/v1/chat/completions", `{`+msgs+`, "max_tokens": 2, `+extra+`}`, auth...); code != 200 {
+			t.Errorf("chat with %s: %d %v, want 200", extra, code, v)
+		}
 	}
 	// Still serving, and /health stays open without the key.
 	if code, v := post(t, url, "/v1/completions", `{"prompt": "a", "max_tokens": 2}`, auth...); code != 200 {
