@@ -166,3 +166,66 @@ func TestQueueFull(t *testing.T) {
 		t.Errorf("%d concurrent requests on 1 slot + 1 queue place: %v, want some 503 and the rest 200", n, counts)
 	}
 }
+
+// TestCORS: with CORSOrigins, a listed origin's preflight is answered 204
+// before the API key is asked for, and its requests carry
+// Access-Control-Allow-Origin; another origin gets no CORS header; "*"
+// allows any; without CORSOrigins nothing changes (OPTIONS is 404); an
+// origin that is no scheme://host is refused at New.
+func TestCORS(t *testing.T) {
+	model := tinyQwen2(t)
+	const app = "http://app.example:3000"
+	_, url := start(t, serve.Options{Model: model, Parallel: 1, APIKey: "k", CORSOrigins: []string{app + "/"}})
+	do := func(method, origin string, hdr ...string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, url+"/v1/completions", strings.NewReader(`{"prompt": "a", "max_tokens": 1}`))
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	pre := do("OPTIONS", app, "Access-Control-Request-Method", "POST", "Access-Control-Request-Headers", "authorization, content-type")
+	if pre.StatusCode != http.StatusNoContent || pre.Header.Get("Access-Control-Allow-Origin") != app ||
+		!strings.Contains(pre.Header.Get("Access-Control-Allow-Headers"), "Authorization") || !strings.Contains(pre.Header.Get("Access-Control-Allow-Methods"), "POST") {
+		t.Errorf("preflight from %s: %d %v, want 204 allowing it, POST and Authorization", app, pre.StatusCode, pre.Header)
+	}
+	if r := do("POST", app, "Authorization", "Bearer k"); r.StatusCode != 200 || r.Header.Get("Access-Control-Allow-Origin") != app {
+		t.Errorf("POST from %s: %d, Allow-Origin %q; want 200 and the origin", app, r.StatusCode, r.Header.Get("Access-Control-Allow-Origin"))
+	}
+	if r := do("POST", app); r.StatusCode != http.StatusUnauthorized {
+		t.Errorf("POST from %s without the key: %d, want 401", app, r.StatusCode)
+	}
+	for _, m := range []string{"POST", "OPTIONS"} {
+		if r := do(m, "http://evil.example", "Authorization", "Bearer k", "Access-Control-Request-Method", "POST"); r.Header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("%s from another origin: Allow-Origin %q, want none", m, r.Header.Get("Access-Control-Allow-Origin"))
+		}
+	}
+	_, anyURL := start(t, serve.Options{Model: model, Parallel: 1, CORSOrigins: []string{"*"}})
+	req, _ := http.NewRequest("OPTIONS", anyURL+"/v1/chat/completions", nil)
+	req.Header.Set("Origin", "http://whatever.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != http.StatusNoContent || r.Header.Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("preflight with *: %v %v", r, err)
+	}
+	_, plainURL := start(t, serve.Options{Model: model, Parallel: 1})
+	req, _ = http.NewRequest("OPTIONS", plainURL+"/v1/chat/completions", nil)
+	req.Header.Set("Origin", app)
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != http.StatusNotFound || r.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("preflight without CORSOrigins: %v %v, want 404 and no CORS header", r, err)
+	}
+	for _, bad := range []string{"app.example", "http://app.example/path", ""} {
+		if _, err := serve.New(serve.Options{Model: model, Backend: "cpu", CORSOrigins: []string{bad}}); err == nil || !strings.Contains(err.Error(), "CORS origin") {
+			t.Errorf("CORS origin %q: %v, want it refused", bad, err)
+		}
+	}
+}

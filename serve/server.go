@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -48,16 +50,23 @@ type Options struct {
 	Chunk    int    // prefill tokens per step (0: DefaultPrefillChunk)
 	Grace    time.Duration
 	MaxQueue int // 0: DefaultMaxQueue
-	Log      *slog.Logger
+	// CORSOrigins are the browser origins (scheme://host[:port], or "*"
+	// for any) whose pages may call the API: their requests get
+	// Access-Control-Allow-Origin and preflights (OPTIONS) are answered
+	// 204 before authentication, as browsers send them without the key.
+	// Empty: none (no CORS headers; OPTIONS is 404).
+	CORSOrigins []string
+	Log         *slog.Logger
 }
 
 // Server is apr serve. New checks the options; Load loads the model (while
 // /health answers 503 with the reason); Serve answers HTTP until its
 // context ends, then shuts down gracefully.
 type Server struct {
-	o   Options
-	met *metrics
-	mux *http.ServeMux
+	o       Options
+	met     *metrics
+	mux     *http.ServeMux
+	handler http.Handler // mux, behind CORS when Options.CORSOrigins
 
 	mu      sync.RWMutex
 	m       *generate.Model
@@ -105,6 +114,14 @@ func New(o Options) (*Server, error) {
 	}
 	if o.Name == "" {
 		o.Name = strings.TrimSuffix(filepath.Base(o.Model), ".gguf")
+	}
+	for _, c := range o.CORSOrigins {
+		if u, err := url.Parse(c); c != "*" && (err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "") {
+			return nil, fmt.Errorf("serve: CORS origin %q: want scheme://host[:port] (as a browser sends Origin) or *", c)
+		}
+	}
+	for i, c := range o.CORSOrigins {
+		o.CORSOrigins[i] = strings.TrimSuffix(c, "/")
 	}
 	s := &Server{o: o, met: newMetrics(o.Parallel), status: "loading " + o.Model, created: time.Now().Unix()}
 	s.routes()
@@ -185,7 +202,7 @@ func (s *Server) ready() (*generate.Model, *sched, int, string) {
 }
 
 // Handler is the server's HTTP handler (tests serve it on loopback).
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve answers on ln until ctx ends; then it stops accepting, lets
 // in-flight requests finish within the grace period, cancels the rest,
@@ -193,7 +210,7 @@ func (s *Server) Handler() http.Handler { return s.mux }
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	hs := &http.Server{Handler: s.mux, ReadHeaderTimeout: 30 * time.Second,
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return base }}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -249,6 +266,10 @@ func (s *Server) routes() {
 			Message: fmt.Sprintf("no route %s %s (routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /v1/models/{model}, GET /health, GET /metrics)", r.Method, r.URL.Path)})
 	}))
 	s.mux = mux
+	s.handler = mux
+	if len(s.o.CORSOrigins) > 0 {
+		s.handler = s.cors(mux)
+	}
 }
 
 // statusWriter records the status code for the request counter.
@@ -374,4 +395,36 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 		return nil, badRequest("", "reading the request body: %v", err)
 	}
 	return body, nil
+}
+
+// cors lets the pages of Options.CORSOrigins call the API from a browser:
+// a request whose Origin is allowed gets Access-Control-Allow-Origin (and
+// Vary: Origin), and its preflight (OPTIONS with
+// Access-Control-Request-Method) is answered 204 here, before the key is
+// checked. Other origins get no CORS headers, so their browsers refuse the
+// response; the request itself is served as any other.
+func (s *Server) cors(next http.Handler) http.Handler {
+	all := slices.Contains(s.o.CORSOrigins, "*")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" || !(all || slices.Contains(s.o.CORSOrigins, origin)) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		if all {
+			h.Set("Access-Control-Allow-Origin", "*")
+		} else {
+			h.Set("Access-Control-Allow-Origin", origin)
+			h.Add("Vary", "Origin")
+		}
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -29,6 +29,8 @@ type serveOptions struct {
 	Threads  int
 	Grace    time.Duration
 	MaxQueue int
+	// CORSOrigins: --cors-origin, repeatable.
+	CORSOrigins []string
 }
 
 func newServeCmd(env *Env) *cobra.Command {
@@ -70,6 +72,7 @@ cancels the rest and exits 0. An unknown or unavailable backend is refused
 	fl.IntVar(&opts.Ctx, "ctx", 0, fmt.Sprintf("positions per slot (0: %d or the model's context_length if smaller)", serve.DefaultCtx))
 	fl.StringVar(&opts.APIKey, "api-key", "", "require Authorization: Bearer KEY on /v1 routes")
 	fl.StringVar(&opts.Name, "name", "", "the model's id in /v1/models (default: the file's base name)")
+	fl.StringArrayVar(&opts.CORSOrigins, "cors-origin", nil, "let pages of ORIGIN (scheme://host[:port], or * for any) call the API from a browser: CORS headers and preflights (repeatable)")
 	fl.IntVar(&opts.Threads, "threads", 0, "threads for the backend (0: its choice)")
 	fl.DurationVar(&opts.Grace, "grace", serve.DefaultGrace, "how long in-flight requests may run on after SIGINT/SIGTERM")
 	fl.IntVar(&opts.MaxQueue, "max-queue", serve.DefaultMaxQueue, "requests that may wait for a slot; more get 503 with Retry-After")
@@ -84,7 +87,7 @@ func runServe(ctx context.Context, env *Env, opts serveOptions) error {
 		return badInputf("serve: --port %d is not a port", opts.Port)
 	}
 	s, err := serve.New(serve.Options{Model: opts.Model, Backend: opts.Backend, Threads: opts.Threads, Parallel: opts.Parallel,
-		Ctx: opts.Ctx, APIKey: opts.APIKey, Name: opts.Name, Grace: opts.Grace, MaxQueue: opts.MaxQueue, Log: env.Log})
+		Ctx: opts.Ctx, APIKey: opts.APIKey, Name: opts.Name, Grace: opts.Grace, MaxQueue: opts.MaxQueue, CORSOrigins: opts.CORSOrigins, Log: env.Log})
 	if err != nil {
 		return err
 	}
