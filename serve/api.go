@@ -18,6 +18,7 @@ import (
 const (
 	MaxStops       = 4  // stop strings per request (OpenAI's limit)
 	MaxTopLogprobs = 20 // top_logprobs (OpenAI's limit)
+	MaxChoices     = 16 // n: choices per request (each a sequence in a slot)
 )
 
 // apiError is an error response: an HTTP status and OpenAI's error object.
@@ -56,6 +57,7 @@ type request struct {
 	Stream       bool
 	IncludeUsage bool
 	IgnoreEOS    bool
+	N            int // choices (n), each a sequence; choice i samples with Sampling.Seed + i
 }
 
 // Fields accepted and ignored: they change nothing apr computes.
@@ -130,7 +132,8 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 	d.boolean("stream", &r.Stream)
 	d.streamOptions("stream_options", &r.IncludeUsage, r.Stream)
 	d.boolean("ignore_eos", &r.IgnoreEOS)
-	d.mustEqual("n", 1)
+	r.N = 1
+	d.int("n", &r.N, 1, MaxChoices)
 	d.float("frequency_penalty", &r.Sampling.FrequencyPenalty, -2, 2)
 	d.float("presence_penalty", &r.Sampling.PresencePenalty, -2, 2)
 	r.Sampling.LogitBias = d.logitBias("logit_bias")

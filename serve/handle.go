@@ -91,23 +91,32 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				len(prompt), req.MaxTokens, ctxLen, room))
 			return
 		}
-		j := &job{ctx: r.Context(), prompt: prompt, stop: req.Stop, logprobs: req.Logprobs, top: req.TopLogprobs,
-			opts: generate.SeqOptions{MaxTokens: req.MaxTokens, IgnoreEOS: req.IgnoreEOS, Sampling: req.Sampling, SkipControl: true}}
-		if req.Echo {
-			j.echoPrompt(m.Tok)
-		}
-		if err := sch.submit(j); err != nil {
-			if errors.Is(err, errQueueFull) {
-				w.Header().Set("Retry-After", "1")
+		// n choices: a sequence each, choice i sampling with seed + i (the
+		// same draws as a request for one choice with that seed); they run
+		// side by side in the slots as separate requests would.
+		jobs := make([]*job, req.N)
+		for i := range jobs {
+			p := req.Sampling
+			p.Seed += uint64(i)
+			j := &job{ctx: r.Context(), prompt: prompt, stop: req.Stop, logprobs: req.Logprobs, top: req.TopLogprobs,
+				opts: generate.SeqOptions{MaxTokens: req.MaxTokens, IgnoreEOS: req.IgnoreEOS, Sampling: p, SkipControl: true}}
+			if req.Echo {
+				j.echoPrompt(m.Tok)
 			}
-			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Message: err.Error()})
-			return
+			if err := sch.submit(j); err != nil { // the ones submitted stop with the request's context
+				if errors.Is(err, errQueueFull) {
+					w.Header().Set("Retry-After", "1")
+				}
+				writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Message: err.Error()})
+				return
+			}
+			jobs[i] = j
 		}
 		rs := &responder{s: s, chat: chat, req: req, id: newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat]), created: time.Now().Unix()}
 		if req.Stream {
-			rs.stream(w, r, j)
+			rs.stream(w, r, jobs)
 		} else {
-			rs.whole(w, r, j)
+			rs.whole(w, r, jobs)
 		}
 	}
 }
@@ -120,51 +129,66 @@ type responder struct {
 	created int64
 }
 
-// whole waits for the end and writes one response.
-func (rs *responder) whole(w http.ResponseWriter, r *http.Request, j *job) {
-	var text []byte
-	var ids []int32
-	var lps []tokenLogprob
-	echoed := false
-	for {
-		var ev event
-		select {
-		case ev = <-j.events:
-		case <-r.Context().Done():
-			return // the scheduler stops the sequence before its next pass
+// whole waits for every choice's end and writes one response: the
+// choices in order, the prompt's tokens counted once in the usage.
+func (rs *responder) whole(w http.ResponseWriter, r *http.Request, jobs []*job) {
+	choices := make([]any, len(jobs))
+	var u usage
+	for i, j := range jobs {
+		var text []byte
+		var ids []int32
+		var lps []tokenLogprob
+		echoed := false
+		for {
+			var ev event
+			select {
+			case ev = <-j.events:
+			case <-r.Context().Done():
+				return // the scheduler stops the sequences before their next pass
+			}
+			if ev.Err != nil {
+				writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: ev.Err.Error()})
+				return
+			}
+			if j.echo && !echoed { // the first event: the prompt was evaluated
+				echoed = true
+				text = []byte(strings.Join(j.echoText, ""))
+				lps = append(lps, j.promptLps...)
+			}
+			text = append(text, ev.Text...)
+			ids = append(ids, ev.IDs...)
+			lps = append(lps, ev.Logprobs...)
+			if ev.Finish == "" {
+				continue
+			}
+			choice := map[string]any{"index": i, "finish_reason": ev.Finish, "token_ids": ids, "logprobs": rs.logprobs(lps, 0)}
+			if rs.chat {
+				choice["message"] = map[string]any{"role": "assistant", "content": string(text)}
+			} else {
+				choice["text"] = string(text)
+			}
+			choices[i] = choice
+			if i == 0 {
+				u = ev.Usage
+			} else {
+				u.CompletionTokens += ev.Usage.CompletionTokens
+				u.TotalTokens += ev.Usage.CompletionTokens
+			}
+			break
 		}
-		if ev.Err != nil {
-			writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: ev.Err.Error()})
-			return
-		}
-		if j.echo && !echoed { // the first event: the prompt was evaluated
-			echoed = true
-			text = []byte(strings.Join(j.echoText, ""))
-			lps = append(lps, j.promptLps...)
-		}
-		text = append(text, ev.Text...)
-		ids = append(ids, ev.IDs...)
-		lps = append(lps, ev.Logprobs...)
-		if ev.Finish == "" {
-			continue
-		}
-		choice := map[string]any{"index": 0, "finish_reason": ev.Finish, "token_ids": ids, "logprobs": rs.logprobs(lps, 0)}
-		obj := "text_completion"
-		if rs.chat {
-			obj = "chat.completion"
-			choice["message"] = map[string]any{"role": "assistant", "content": string(text)}
-		} else {
-			choice["text"] = string(text)
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"id": rs.id, "object": obj, "created": rs.created, "model": rs.s.o.Name,
-			"system_fingerprint": "apr-" + rs.s.o.Backend, "choices": []any{choice}, "usage": ev.Usage})
-		return
 	}
+	obj := "text_completion"
+	if rs.chat {
+		obj = "chat.completion"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": rs.id, "object": obj, "created": rs.created, "model": rs.s.o.Name,
+		"system_fingerprint": "apr-" + rs.s.o.Backend, "choices": choices, "usage": u})
 }
 
-// stream writes one SSE chunk per delta, a final chunk with the finish
-// reason, a usage chunk when asked, then [DONE].
-func (rs *responder) stream(w http.ResponseWriter, r *http.Request, j *job) {
+// stream writes one SSE chunk per delta of any choice (each carries its
+// index), a final chunk with each choice's finish reason, a usage chunk
+// when asked (after every choice finished), then [DONE].
+func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -192,35 +216,67 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, j *job) {
 		return map[string]any{"id": rs.id, "object": obj, "created": rs.created, "model": rs.s.o.Name,
 			"system_fingerprint": "apr-" + rs.s.o.Backend, "choices": choices}
 	}
-	if rs.chat && !send(chunk([]any{map[string]any{"index": 0, "delta": map[string]any{"role": "assistant", "content": ""}, "logprobs": nil, "finish_reason": nil}})) {
-		return
+	if rs.chat {
+		for i := range jobs {
+			if !send(chunk([]any{map[string]any{"index": i, "delta": map[string]any{"role": "assistant", "content": ""}, "logprobs": nil, "finish_reason": nil}})) {
+				return
+			}
+		}
 	}
-	offset := 0
-	echoed := !j.echo
-	for {
-		var ev event
+	// The choices' events, in the order they come.
+	type tagged struct {
+		i  int
+		ev event
+	}
+	merged := make(chan tagged)
+	for i, j := range jobs {
+		go func() {
+			for {
+				var ev event
+				select {
+				case ev = <-j.events:
+				case <-r.Context().Done():
+					return
+				}
+				select {
+				case merged <- tagged{i, ev}:
+				case <-r.Context().Done():
+					return
+				}
+				if ev.Finish != "" || ev.Err != nil {
+					return
+				}
+			}
+		}()
+	}
+	offset := make([]int, len(jobs))
+	echoed := make([]bool, len(jobs))
+	var u usage
+	for left := len(jobs); left > 0; {
+		var t tagged
 		select {
-		case ev = <-j.events:
+		case t = <-merged:
 		case <-r.Context().Done():
 			return
 		}
+		i, j, ev := t.i, jobs[t.i], t.ev
 		if ev.Err != nil {
 			send(map[string]any{"error": &apiError{Type: "server_error", Message: ev.Err.Error()}})
 			return
 		}
-		if !echoed { // the first event: the prompt was evaluated; it goes first
-			echoed = true
-			t := strings.Join(j.echoText, "")
-			if !send(chunk([]any{map[string]any{"index": 0, "text": t, "token_ids": []int32{}, "logprobs": rs.logprobs(j.promptLps, 0), "finish_reason": nil}})) {
+		if j.echo && !echoed[i] { // the first event: the prompt was evaluated; it goes first
+			echoed[i] = true
+			text := strings.Join(j.echoText, "")
+			if !send(chunk([]any{map[string]any{"index": i, "text": text, "token_ids": []int32{}, "logprobs": rs.logprobs(j.promptLps, 0), "finish_reason": nil}})) {
 				return
 			}
-			offset += len(t)
+			offset[i] += len(text)
 		}
 		// One chunk per sampled token, even when the token adds no text yet
 		// (a control token, half a character, the start of a stop
 		// string): clients see every token when it is sampled.
 		if ev.Text != "" || len(ev.IDs) > 0 || len(ev.Logprobs) > 0 {
-			c := map[string]any{"index": 0, "token_ids": ev.IDs, "logprobs": rs.logprobs(ev.Logprobs, offset), "finish_reason": nil}
+			c := map[string]any{"index": i, "token_ids": ev.IDs, "logprobs": rs.logprobs(ev.Logprobs, offset[i]), "finish_reason": nil}
 			if rs.chat {
 				c["delta"] = map[string]any{"content": ev.Text}
 			} else {
@@ -229,12 +285,12 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, j *job) {
 			if !send(chunk([]any{c})) {
 				return
 			}
-			offset += len(ev.Text)
+			offset[i] += len(ev.Text)
 		}
 		if ev.Finish == "" {
 			continue
 		}
-		c := map[string]any{"index": 0, "token_ids": []int32{}, "logprobs": nil, "finish_reason": ev.Finish}
+		c := map[string]any{"index": i, "token_ids": []int32{}, "logprobs": nil, "finish_reason": ev.Finish}
 		if rs.chat {
 			c["delta"] = map[string]any{}
 		} else {
@@ -243,18 +299,24 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, j *job) {
 		if !send(chunk([]any{c})) {
 			return
 		}
-		if rs.req.IncludeUsage {
-			u := chunk([]any{})
-			u["usage"] = ev.Usage
-			if !send(u) {
-				return
-			}
+		if left == len(jobs) {
+			u = ev.Usage
+		} else {
+			u.CompletionTokens += ev.Usage.CompletionTokens
+			u.TotalTokens += ev.Usage.CompletionTokens
 		}
-		fmt.Fprint(w, "data: [DONE]\n\n")
-		if fl != nil {
-			fl.Flush()
+		left--
+	}
+	if rs.req.IncludeUsage {
+		uc := chunk([]any{})
+		uc["usage"] = u
+		if !send(uc) {
+			return
 		}
-		return
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	if fl != nil {
+		fl.Flush()
 	}
 }
 

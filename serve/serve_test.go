@@ -465,3 +465,75 @@ func TestEcho(t *testing.T) {
 		t.Errorf("streamed echo: chunks %q, want the prompt's text first", chunks)
 	}
 }
+
+// TestChoices: n choices are n sequences, choice i sampling with seed + i:
+// each has the ids of a solo run with that seed, whole or streamed (each
+// chunk carries its choice's index, every choice ends with its own finish
+// chunk), and the usage counts the prompt once and every choice's tokens.
+func TestChoices(t *testing.T) {
+	model := stories(t)
+	_, url := start(t, serve.Options{Model: model, Parallel: 2})
+	const prompt, n = "Once upon a time", 10
+	var want [][]int32
+	for i := range 3 {
+		want = append(want, solo(t, model, prompt, true, n, sampleParams{Temp: 1, Seed: uint64(5 + i), IgnoreEOS: true}).TokenIDs)
+	}
+	if cmp.Equal(want[0], want[1]) {
+		t.Fatal("seeds 5 and 6 give the same ids: the choices would test nothing")
+	}
+	code, v := post(t, url, "/v1/completions", fmt.Sprintf(`{"prompt": %q, "max_tokens": %d, "temperature": 1, "seed": 5, "n": 3, "ignore_eos": true}`, prompt, n))
+	if code != 200 {
+		t.Fatalf("n=3: %d %v", code, v)
+	}
+	chs := v["choices"].([]any)
+	if len(chs) != 3 {
+		t.Fatalf("%d choices, want 3", len(chs))
+	}
+	for i, c := range chs {
+		c := c.(map[string]any)
+		if int(c["index"].(float64)) != i {
+			t.Errorf("choice %d has index %v", i, c["index"])
+		}
+		if diff := cmp.Diff(want[i], ids(t, map[string]any{"choices": []any{c}})); diff != "" {
+			t.Errorf("choice %d (-apr run with seed %d +serve):\n%s", i, 5+i, diff)
+		}
+	}
+	u := v["usage"].(map[string]any)
+	if u["completion_tokens"].(float64) != 3*n || u["total_tokens"].(float64) != u["prompt_tokens"].(float64)+3*n {
+		t.Errorf("usage %v: want the prompt once and 3 × %d completion tokens", u, n)
+	}
+	// Streamed, with openai-go: every chunk names its choice.
+	cl := client(url)
+	st := cl.Completions.NewStreaming(context.Background(), openai.CompletionNewParams{
+		Prompt:        openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)},
+		MaxTokens:     openai.Int(n),
+		Temperature:   openai.Float(1),
+		Seed:          openai.Int(5),
+		N:             openai.Int(3),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	}, option.WithJSONSet("ignore_eos", true))
+	got := make([][]int32, 3)
+	finishes := 0
+	var completion int64
+	for st.Next() {
+		ch := st.Current()
+		if ch.Usage.CompletionTokens > 0 {
+			completion = ch.Usage.CompletionTokens
+		}
+		for _, c := range ch.Choices {
+			got[c.Index] = append(got[c.Index], choiceIDs(t, c.RawJSON())...)
+			if c.FinishReason != "" {
+				finishes++
+			}
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("streamed choices (-apr run +serve):\n%s", diff)
+	}
+	if finishes != 3 || completion != 3*n {
+		t.Errorf("streamed: %d finish chunks, usage completion_tokens %d; want 3 and %d", finishes, completion, 3*n)
+	}
+}
