@@ -19,6 +19,7 @@ const (
 	MaxStops       = 4  // stop strings per request (OpenAI's limit)
 	MaxTopLogprobs = 20 // top_logprobs (OpenAI's limit)
 	MaxChoices     = 16 // n: choices per request (each a sequence in a slot)
+	MaxSequences   = 64 // prompts × n: the sequences of one request
 )
 
 // apiError is an error response: an HTTP status and OpenAI's error object.
@@ -45,8 +46,8 @@ type request struct {
 	Chat         bool
 	Model        string
 	Messages     []map[string]any // chat: role and content (text)
-	Prompt       string           // completions
-	PromptIDs    []int32          // completions: the prompt given as token ids (then Prompt is "")
+	Prompts      []promptItem     // completions: one, or several (Batch)
+	Batch        bool             // completions: prompt was a list (its items are named prompt[k])
 	MaxTokens    int              // 0: unset (until the context is full), unless ScoreOnly
 	ScoreOnly    bool             // completions: max_tokens 0 with echo (the prompt's logprobs, nothing generated)
 	Echo         bool             // completions: the prompt comes back before the completion (with its logprobs)
@@ -97,7 +98,7 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 			d.err = badRequest("top_logprobs", "top_logprobs needs logprobs: true")
 		}
 	} else {
-		r.Prompt, r.PromptIDs = d.prompt("prompt")
+		r.Prompts, r.Batch = d.prompt("prompt")
 		d.boolean("echo", &r.Echo)
 		mt := -1
 		d.int("max_tokens", &mt, 0, math.MaxInt32)
@@ -134,6 +135,9 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 	d.boolean("ignore_eos", &r.IgnoreEOS)
 	r.N = 1
 	d.int("n", &r.N, 1, MaxChoices)
+	if d.err == nil && len(r.Prompts)*r.N > MaxSequences {
+		d.err = badRequest("n", "%d prompts × n %d = %d sequences, at most %d in one request", len(r.Prompts), r.N, len(r.Prompts)*r.N, MaxSequences)
+	}
 	d.float("frequency_penalty", &r.Sampling.FrequencyPenalty, -2, 2)
 	d.float("presence_penalty", &r.Sampling.PresencePenalty, -2, 2)
 	r.Sampling.LogitBias = d.logitBias("logit_bias")
@@ -461,36 +465,52 @@ func (d *fieldDecoder) stop(name string) []string {
 	return many
 }
 
-// prompt decodes /v1/completions' prompt: a string, or token ids, or an
-// array of exactly one of either (OpenAI's batch form, with one prompt: n
-// prompts would be n choices, which apr serve does not give).
-func (d *fieldDecoder) prompt(name string) (string, []int32) {
+// promptItem is one prompt of /v1/completions: text, or token ids.
+type promptItem struct {
+	Text string
+	IDs  []int32 // nil: Text
+}
+
+// prompt decodes /v1/completions' prompt: a string or token ids (one
+// prompt), or a list of them (OpenAI's batch form: each gets its choices,
+// batch true).
+func (d *fieldDecoder) prompt(name string) ([]promptItem, bool) {
 	v := d.get(name)
 	if v == nil {
 		if d.err == nil {
 			d.err = badRequest(name, "field %s is required", name)
 		}
-		return "", nil
+		return nil, false
 	}
-	var s string
-	if json.Unmarshal(v, &s) == nil {
-		return s, nil
+	one := func(v json.RawMessage) (promptItem, bool) {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			return promptItem{Text: s}, true
+		}
+		var ids []int32
+		if json.Unmarshal(v, &ids) == nil && len(ids) > 0 {
+			return promptItem{IDs: ids}, true
+		}
+		return promptItem{}, false
 	}
-	var ids []int32
-	if json.Unmarshal(v, &ids) == nil && len(ids) > 0 {
-		return "", ids
+	if it, ok := one(v); ok {
+		return []promptItem{it}, false
 	}
 	var arr []json.RawMessage
-	if json.Unmarshal(v, &arr) == nil && len(arr) == 1 {
-		if json.Unmarshal(arr[0], &s) == nil {
-			return s, nil
-		}
-		if json.Unmarshal(arr[0], &ids) == nil && len(ids) > 0 {
-			return "", ids
-		}
+	if json.Unmarshal(v, &arr) != nil || len(arr) == 0 {
+		d.err = badRequest(name, "field %s: want a string or an array of token ids, or a non-empty array of either, got %s", name, kind(v))
+		return nil, false
 	}
-	d.err = badRequest(name, "field %s: want a string or an array of token ids (or an array of exactly one of either), got %s", name, kind(v))
-	return "", nil
+	items := make([]promptItem, len(arr))
+	for k, a := range arr {
+		it, ok := one(a)
+		if !ok {
+			d.err = badRequest(fmt.Sprintf("%s[%d]", name, k), "field %s[%d]: want a string or a non-empty array of token ids, got %s", name, k, kind(a))
+			return nil, false
+		}
+		items[k] = it
+	}
+	return items, true
 }
 
 // messages decodes chat messages: role and content, where content is a

@@ -64,10 +64,13 @@ func TestBadInput(t *testing.T) {
 		{"logit_bias range", "/v1/completions", `{"prompt": "a", "logit_bias": {"5": -101}}`, auth, 400, "out of range [-100, 100]", "logit_bias.5"},
 		{"logit_bias type", "/v1/completions", `{"prompt": "a", "logit_bias": [1]}`, auth, 400, "an object of token ids", "logit_bias"},
 		{"logit_bias past the vocabulary", "/v1/completions", `{"prompt": "a", "logit_bias": {"99999999": 1}}`, auth, 400, "past the vocabulary", "logit_bias"},
-		{"two prompts", "/v1/completions", `{"prompt": ["a", "b"]}`, auth, 400, "exactly one", "prompt"},
+		{"a prompt of the batch is neither", "/v1/completions", `{"prompt": ["a", 5]}`, auth, 400, "want a string or a non-empty array of token ids", "prompt[1]"},
+		{"too many sequences", "/v1/completions", `{"prompt": ["a", "b", "c", "d", "e"], "n": 16}`, auth, 400, "at most 64", "n"},
+		{"a batch prompt past the vocabulary", "/v1/completions", `{"prompt": [[1, 2], [3, 99999999]]}`, auth, 400, "not in the vocabulary", "prompt[1][1]"},
 		{"token past the vocabulary", "/v1/completions", `{"prompt": [1, 99999999]}`, auth, 400, "not in the vocabulary", "prompt[1]"},
 		{"negative token", "/v1/completions", `{"prompt": [-1]}`, auth, 400, "not in the vocabulary", "prompt[0]"},
 		{"empty token prompt", "/v1/completions", `{"prompt": []}`, auth, 400, "want a string or an array of token ids", "prompt"},
+		{"a batch prompt over the context", "/v1/completions", `{"prompt": ["hi", "` + long[:1000] + `"]}`, auth, 400, "longer than the context of 64", "prompt[1]"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

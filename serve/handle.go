@@ -38,79 +38,100 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 			writeError(w, badRequest("logit_bias", "field logit_bias: %v", err))
 			return
 		}
-		var prompt []int32
-		var err error
+		// The prompts: the chat's one, or each of /v1/completions' (a text or
+		// token ids, or a list of them: OpenAI's batch form).
+		var prompts [][]int32
+		param := "prompt"
 		if chat {
+			param = "messages"
 			if m.Tmpl == nil {
 				writeError(w, badRequest("messages", "this model has no usable chat template (%v): use /v1/completions", m.TmplErr))
 				return
 			}
-			prompt, err = generate.MessagesTokens(r.Context(), m.Tok, m.Tmpl, req.Messages)
+			prompt, err := generate.MessagesTokens(r.Context(), m.Tok, m.Tmpl, req.Messages)
 			if err != nil {
 				writeError(w, badRequest("messages", "rendering the chat template: %v", err))
 				return
 			}
-		} else if req.PromptIDs != nil {
-			for i, id := range req.PromptIDs {
-				if id < 0 || int(id) >= m.Spec.NVocab {
-					writeError(w, badRequest(fmt.Sprintf("prompt[%d]", i), "field prompt[%d]: token %d is not in the vocabulary of %d tokens", i, id, m.Spec.NVocab))
+			prompts = append(prompts, prompt)
+		}
+		for k, it := range req.Prompts {
+			at := "prompt"
+			if req.Batch {
+				at = fmt.Sprintf("prompt[%d]", k)
+			}
+			prompt := it.IDs
+			if it.IDs != nil {
+				for i, id := range it.IDs {
+					if id < 0 || int(id) >= m.Spec.NVocab {
+						writeError(w, badRequest(fmt.Sprintf("%s[%d]", at, i), "field %s[%d]: token %d is not in the vocabulary of %d tokens", at, i, id, m.Spec.NVocab))
+						return
+					}
+				}
+			} else {
+				var err error
+				if prompt, err = generate.PromptTokens(r.Context(), m.Tok, nil, it.Text, true); err != nil {
+					writeError(w, badRequest(at, "tokenizing %s: %v", at, err))
 					return
 				}
 			}
-			prompt = req.PromptIDs
-		} else {
-			prompt, err = generate.PromptTokens(r.Context(), m.Tok, nil, req.Prompt, true)
-			if err != nil {
-				writeError(w, badRequest("prompt", "tokenizing the prompt: %v", err))
+			prompts = append(prompts, prompt)
+		}
+		maxTokens := make([]int, len(prompts))
+		for k, prompt := range prompts {
+			at := param
+			if req.Batch {
+				at = fmt.Sprintf("prompt[%d]", k)
+			}
+			switch {
+			case len(prompt) == 0:
+				writeError(w, badRequest(at, "the prompt is empty after tokenization"))
+				return
+			case len(prompt) > ctxLen:
+				writeError(w, badRequest(at, "the prompt has %d tokens, longer than the context of %d", len(prompt), ctxLen))
 				return
 			}
-		}
-		param := "prompt"
-		if chat {
-			param = "messages"
-		}
-		switch {
-		case len(prompt) == 0:
-			writeError(w, badRequest(param, "the prompt is empty after tokenization"))
-			return
-		case len(prompt) > ctxLen:
-			writeError(w, badRequest(param, "the prompt has %d tokens, longer than the context of %d", len(prompt), ctxLen))
-			return
-		}
-		room := ctxLen - len(prompt) + 1 // the last sampled token is never fed
-		if req.ScoreOnly {
-			req.MaxTokens = 0
-		} else if req.MaxTokens == 0 {
-			req.MaxTokens = room
-		} else if req.MaxTokens > room {
-			maxParam := "max_tokens"
-			if chat {
-				maxParam = "max_completion_tokens"
-			}
-			writeError(w, badRequest(maxParam, "the prompt has %d tokens and %d new ones were asked for: more than the context of %d allows (at most %d new)",
-				len(prompt), req.MaxTokens, ctxLen, room))
-			return
-		}
-		// n choices: a sequence each, choice i sampling with seed + i (the
-		// same draws as a request for one choice with that seed); they run
-		// side by side in the slots as separate requests would.
-		jobs := make([]*job, req.N)
-		for i := range jobs {
-			p := req.Sampling
-			p.Seed += uint64(i)
-			j := &job{ctx: r.Context(), prompt: prompt, stop: req.Stop, logprobs: req.Logprobs, top: req.TopLogprobs,
-				opts: generate.SeqOptions{MaxTokens: req.MaxTokens, IgnoreEOS: req.IgnoreEOS, Sampling: p, SkipControl: true}}
-			if req.Echo {
-				j.echoPrompt(m.Tok)
-			}
-			if err := sch.submit(j); err != nil { // the ones submitted stop with the request's context
-				if errors.Is(err, errQueueFull) {
-					w.Header().Set("Retry-After", "1")
+			room := ctxLen - len(prompt) + 1 // the last sampled token is never fed
+			switch {
+			case req.ScoreOnly:
+				maxTokens[k] = 0
+			case req.MaxTokens == 0:
+				maxTokens[k] = room
+			case req.MaxTokens > room:
+				maxParam := "max_tokens"
+				if chat {
+					maxParam = "max_completion_tokens"
 				}
-				writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Message: err.Error()})
+				writeError(w, badRequest(maxParam, "%s has %d tokens and %d new ones were asked for: more than the context of %d allows (at most %d new)",
+					at, len(prompt), req.MaxTokens, ctxLen, room))
 				return
+			default:
+				maxTokens[k] = req.MaxTokens
 			}
-			jobs[i] = j
+		}
+		// n choices of each prompt: a sequence each, choice c sampling with
+		// seed + c (the same draws as a request for one choice with that
+		// seed), at index k·n + c as OpenAI numbers them; they run side by
+		// side in the slots as separate requests would.
+		jobs := make([]*job, 0, len(prompts)*req.N)
+		for k, prompt := range prompts {
+			for c := range req.N {
+				p := req.Sampling
+				p.Seed += uint64(c)
+				j := &job{ctx: r.Context(), prompt: prompt, stop: req.Stop, logprobs: req.Logprobs, top: req.TopLogprobs,
+					opts: generate.SeqOptions{MaxTokens: maxTokens[k], IgnoreEOS: req.IgnoreEOS, Sampling: p, SkipControl: true}}
+				if req.Echo {
+					j.echoPrompt(m.Tok)
+				}
+				if err := sch.submit(j); err != nil { // the ones submitted stop with the request's context
+					if errors.Is(err, errQueueFull) {
+						w.Header().Set("Retry-After", "1")
+					}
+					writeError(w, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Message: err.Error()})
+					return
+				}
+				jobs = append(jobs, j)
+			}
 		}
 		rs := &responder{s: s, chat: chat, req: req, id: newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat]), created: time.Now().Unix()}
 		if req.Stream {
@@ -168,12 +189,7 @@ func (rs *responder) whole(w http.ResponseWriter, r *http.Request, jobs []*job) 
 				choice["text"] = string(text)
 			}
 			choices[i] = choice
-			if i == 0 {
-				u = ev.Usage
-			} else {
-				u.CompletionTokens += ev.Usage.CompletionTokens
-				u.TotalTokens += ev.Usage.CompletionTokens
-			}
+			u = rs.addUsage(u, i, ev.Usage)
 			break
 		}
 	}
@@ -299,12 +315,7 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 		if !send(chunk([]any{c})) {
 			return
 		}
-		if left == len(jobs) {
-			u = ev.Usage
-		} else {
-			u.CompletionTokens += ev.Usage.CompletionTokens
-			u.TotalTokens += ev.Usage.CompletionTokens
-		}
+		u = rs.addUsage(u, i, ev.Usage)
 		left--
 	}
 	if rs.req.IncludeUsage {
@@ -318,6 +329,19 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 	if fl != nil {
 		fl.Flush()
 	}
+}
+
+// addUsage adds choice i's usage to u: its completion tokens, and its
+// prompt's tokens (and the cached ones) once per prompt, with its first
+// choice (choices k·n … k·n + n − 1 share prompt k).
+func (rs *responder) addUsage(u usage, i int, c usage) usage {
+	if i%rs.req.N == 0 {
+		u.PromptTokens += c.PromptTokens
+		u.Details.CachedTokens += c.Details.CachedTokens
+	}
+	u.CompletionTokens += c.CompletionTokens
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return u
 }
 
 // logprobs renders lps in the route's shape (nil when none were asked).

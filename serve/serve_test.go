@@ -537,3 +537,53 @@ func TestChoices(t *testing.T) {
 		t.Errorf("streamed: %d finish chunks, usage completion_tokens %d; want 3 and %d", finishes, completion, 3*n)
 	}
 }
+
+// TestBatchPrompts: /v1/completions with a list of prompts (text or token
+// ids; lm-eval-harness batches its requests so) answers each prompt's n
+// choices at index k·n + c, each a solo run's ids (prompt k, seed + c), the
+// usage counting each prompt once; scored with echo and max_tokens 0, each
+// choice is its own prompt's text and logprobs.
+func TestBatchPrompts(t *testing.T) {
+	model := stories(t)
+	_, url := start(t, serve.Options{Model: model, Parallel: 2})
+	texts := []string{"Once upon a time", "The cat sat"}
+	ids1, _ := json.Marshal(promptIDs(t, model, texts[1]))
+	const n = 6
+	code, v := post(t, url, "/v1/completions", fmt.Sprintf(`{"prompt": [%q, %s], "max_tokens": %d, "temperature": 1, "seed": 3, "n": 2, "ignore_eos": true}`, texts[0], ids1, n))
+	if code != 200 {
+		t.Fatalf("batch: %d %v", code, v)
+	}
+	chs := v["choices"].([]any)
+	if len(chs) != 4 {
+		t.Fatalf("%d choices, want 2 prompts × 2", len(chs))
+	}
+	prompts := 0
+	for k, text := range texts {
+		res := solo(t, model, text, true, n, sampleParams{Temp: 1, Seed: 3, IgnoreEOS: true})
+		prompts += res.PromptTokens
+		for c := range 2 {
+			want := solo(t, model, text, true, n, sampleParams{Temp: 1, Seed: uint64(3 + c), IgnoreEOS: true}).TokenIDs
+			ch := chs[k*2+c].(map[string]any)
+			if int(ch["index"].(float64)) != k*2+c {
+				t.Errorf("choice %d has index %v", k*2+c, ch["index"])
+			}
+			if diff := cmp.Diff(want, ids(t, map[string]any{"choices": []any{ch}})); diff != "" {
+				t.Errorf("prompt %d choice %d (-apr run +serve):\n%s", k, c, diff)
+			}
+		}
+	}
+	if u := v["usage"].(map[string]any); int(u["prompt_tokens"].(float64)) != prompts || int(u["completion_tokens"].(float64)) != 4*n {
+		t.Errorf("usage %v: want the prompts' %d tokens once and 4 × %d completion tokens", u, prompts, n)
+	}
+	code, v = post(t, url, "/v1/completions", fmt.Sprintf(`{"prompt": [%q, %q], "max_tokens": 0, "echo": true, "logprobs": 1}`, texts[0], texts[1]))
+	if code != 200 {
+		t.Fatalf("batch scoring: %d %v", code, v)
+	}
+	for k, ch := range v["choices"].([]any) {
+		ch := ch.(map[string]any)
+		lp := ch["logprobs"].(map[string]any)["token_logprobs"].([]any)
+		if ch["text"] != texts[k] || len(lp) != len(promptIDs(t, model, texts[k])) || lp[0] != nil {
+			t.Errorf("scored prompt %d: text %q, %d logprobs (first %v); want its text, one per token, the first null", k, ch["text"], len(lp), lp[0])
+		}
+	}
+}
