@@ -58,7 +58,8 @@ type request struct {
 	Stream       bool
 	IncludeUsage bool
 	IgnoreEOS    bool
-	N            int // choices (n), each a sequence; choice i samples with Sampling.Seed + i
+	N            int  // choices (n), each a sequence; choice i samples with Sampling.Seed + i
+	JSON         bool // response_format json_object: each completion is one JSON object
 }
 
 // Fields accepted and ignored: they change nothing apr computes.
@@ -148,7 +149,7 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 	d.emptyList("functions")
 	d.oneOf("tool_choice", "none", "auto")
 	d.oneOf("function_call", "none", "auto")
-	d.responseFormat("response_format")
+	r.JSON = d.responseFormat("response_format")
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -394,21 +395,29 @@ func (d *fieldDecoder) oneOf(name string, ok ...string) {
 	}
 }
 
-func (d *fieldDecoder) responseFormat(name string) {
+// responseFormat decodes response_format: {"type": "text"} (the default)
+// or {"type": "json_object"} (true: each completion is constrained to one
+// JSON object, generate.SeqOptions.JSON); a JSON schema is refused by name.
+func (d *fieldDecoder) responseFormat(name string) bool {
 	v := d.get(name)
 	if v == nil {
-		return
+		return false
 	}
 	var rf struct {
 		Type string `json:"type"`
 	}
 	if err := json.Unmarshal(v, &rf); err != nil {
 		d.typeErr(name, "an object", v)
-		return
+		return false
 	}
-	if rf.Type != "text" {
-		d.err = badRequest(name, "field %s: only {\"type\": \"text\"} is supported, got type %q", name, rf.Type)
+	switch rf.Type {
+	case "text":
+		return false
+	case "json_object":
+		return true
 	}
+	d.err = badRequest(name, "field %s: only {\"type\": \"text\"} and {\"type\": \"json_object\"} are supported, got type %q", name, rf.Type)
+	return false
 }
 
 func (d *fieldDecoder) streamOptions(name string, include *bool, stream bool) {

@@ -119,7 +119,7 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				p := req.Sampling
 				p.Seed += uint64(c)
 				j := &job{ctx: r.Context(), prompt: prompt, stop: req.Stop, logprobs: req.Logprobs, top: req.TopLogprobs,
-					opts: generate.SeqOptions{MaxTokens: maxTokens[k], IgnoreEOS: req.IgnoreEOS, Sampling: p, SkipControl: true}}
+					opts: generate.SeqOptions{MaxTokens: maxTokens[k], IgnoreEOS: req.IgnoreEOS, Sampling: p, SkipControl: true, JSON: req.JSON}}
 				if req.Echo {
 					j.echoPrompt(m.Tok)
 				}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/sample"
+	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/serve"
 )
 
@@ -586,4 +589,58 @@ func TestBatchPrompts(t *testing.T) {
 			t.Errorf("scored prompt %d: text %q, %d logprobs (first %v); want its text, one per token, the first null", k, ch["text"], len(lp), lp[0])
 		}
 	}
+}
+
+// TestJSONResponseFormat: response_format json_object constrains each
+// completion to one JSON object (generate.SeqOptions.JSON): the text is a
+// prefix of one, and with the closing tokens biased it is one whole valid
+// object ending on finish_reason stop; chat and completions alike.
+func TestJSONResponseFormat(t *testing.T) {
+	model := tinyQwen2(t)
+	_, url := start(t, serve.Options{Model: model, Parallel: 1})
+	f, err := gguf.Open(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.New(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bias := map[string]float64{}
+	for id := range int32(tok.NVocab()) {
+		if p, _ := tok.Piece(id); p == `"` || p == "}" || tok.IsEOG(id) {
+			bias[strconv.Itoa(int(id))] = 100
+		}
+	}
+	lb, _ := json.Marshal(bias)
+	for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+		in := `"prompt": "Give me JSON"`
+		if strings.Contains(path, "chat") {
+			in = `"messages": [{"role": "user", "content": "Give me JSON"}]`
+		}
+		code, v := post(t, url, path, `{`+in+`, "max_tokens": 40, "temperature": 1, "seed": 2, "response_format": {"type": "json_object"}}`)
+		if code != 200 {
+			t.Fatalf("%s: %d %v", path, code, v)
+		}
+		if text := choiceText(v); !generate.JSONObjectPrefix(text) {
+			t.Errorf("%s: %q is no prefix of a JSON object", path, text)
+		}
+		code, v = post(t, url, path, `{`+in+`, "max_tokens": 40, "temperature": 0, "response_format": {"type": "json_object"}, "logit_bias": `+string(lb)+`}`)
+		if code != 200 {
+			t.Fatalf("%s biased: %d %v", path, code, v)
+		}
+		ch := v["choices"].([]any)[0].(map[string]any)
+		if text := choiceText(v); ch["finish_reason"] != "stop" || !json.Valid([]byte(text)) || !strings.HasPrefix(text, "{") {
+			t.Errorf("%s biased toward closing: finish %v, text %q; want stop on one whole object", path, ch["finish_reason"], text)
+		}
+	}
+}
+
+func choiceText(v map[string]any) string {
+	ch := v["choices"].([]any)[0].(map[string]any)
+	if m, ok := ch["message"].(map[string]any); ok {
+		return m["content"].(string)
+	}
+	return ch["text"].(string)
 }

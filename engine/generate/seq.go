@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"runtime/trace"
 	"slices"
 	"sync"
@@ -238,6 +239,13 @@ type SeqOptions struct {
 	// cache is then not reused, so that every position has its row, and
 	// the prompt is fed promptRowsChunk tokens a pass at most.
 	PromptRows func(pos int, row []float32)
+	// JSON constrains the completion to one JSON object (OpenAI's
+	// response_format json_object): at every step the tokens whose text
+	// would not continue a prefix of one are masked out before sampling
+	// (end-of-generation only once the object is closed, then only
+	// whitespace), so the sampler draws among the rest as it would among
+	// all. The logprobs stay the model's.
+	JSON bool
 }
 
 // promptRowsChunk bounds a pass that keeps every row (PromptRows): rows of
@@ -304,9 +312,11 @@ type Seq struct {
 	history []int32 // prompt, then every sampled token
 	ids     []int32 // sampled tokens
 	dec     *tokenizer.StreamDecoder
-	text    []byte    // the last token's text
-	row     []float32 // the logits the last token was sampled from
-	buf     []float32 // the row of a pass of its own (model.EvalLast), reused
+	text    []byte     // the last token's text
+	row     []float32  // the logits the last token was sampled from
+	buf     []float32  // the row of a pass of its own (model.EvalLast), reused
+	json    jsonPrefix // SeqOptions.JSON: the completion's text so far
+	masked  []float32  // SeqOptions.JSON: the row with the tokens that break it at -Inf
 	finish  string
 	err     error
 }
@@ -509,6 +519,39 @@ func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 	return sampled, errs
 }
 
+// maskJSON returns row with every token that cannot continue the JSON
+// object so far at -Inf (SeqOptions.JSON): control tokens never (an
+// end-of-generation token once the object is complete), others when their
+// text fed to a copy of the recognizer is refused.
+func (q *Seq) maskJSON(row []float32) []float32 {
+	tok := q.slot.m.Tok
+	if cap(q.masked) < len(row) {
+		q.masked = make([]float32, len(row))
+	}
+	m := q.masked[:len(row)]
+	copy(m, row)
+	ninf := float32(math.Inf(-1))
+	for id := range m {
+		i := int32(id)
+		if tok.IsEOG(i) {
+			if !q.json.Complete() {
+				m[id] = ninf
+			}
+			continue
+		}
+		p, err := tok.Piece(i)
+		if err != nil || p == "" || tok.IsControl(i) {
+			m[id] = ninf
+			continue
+		}
+		c := q.json
+		if !c.FeedString(p) {
+			m[id] = ninf
+		}
+	}
+	return m
+}
+
 // next is the tokens of the sequence's next pass: a prompt chunk of at
 // most chunk tokens (0: all the rest), or the last sampled token.
 func (q *Seq) next(chunk int) []int32 {
@@ -538,9 +581,18 @@ func (q *Seq) fail(err error) error {
 }
 
 func (q *Seq) sample(row []float32) error {
-	id, err := q.smp.Sample(row, q.history)
+	draw := row
+	if q.o.JSON {
+		draw = q.maskJSON(row)
+	}
+	id, err := q.smp.Sample(draw, q.history)
 	if err != nil {
 		return q.fail(err)
+	}
+	if q.o.JSON {
+		if p, err := q.slot.m.Tok.Piece(id); err == nil && !q.slot.m.Tok.IsControl(id) {
+			q.json.FeedString(p)
+		}
 	}
 	q.row = row
 	q.ids = append(q.ids, id)

@@ -2,12 +2,15 @@ package generate_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/internal/testutil"
 )
@@ -160,4 +163,79 @@ func iota(n int) []int {
 		out[i] = i
 	}
 	return out
+}
+
+// TestJSONMode: with SeqOptions.JSON every completion's text is a prefix of
+// one JSON object at every step, greedy and sampled, and the sequence ends
+// on an end-of-generation token only once the object is closed — even with
+// that token biased by +100, when the text is then a whole valid object.
+// Without it, the same model writes no JSON.
+func TestJSONMode(t *testing.T) {
+	m, err := generate.Load(context.Background(), generate.LoadOptions{Model: testutil.Fixture(t, "models/stories260K.gguf"), Backend: "cpu", NoTemplate: true, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prompt, _ := m.Tok.Encode("Once upon a time", tokenizerOpts)
+	eog := int32(-1)
+	for id := range int32(m.Tok.NVocab()) {
+		if m.Tok.IsEOG(id) {
+			eog = id
+			break
+		}
+	}
+	run := func(o generate.SeqOptions) (string, string) {
+		t.Helper()
+		slot := m.NewSlot(256)
+		defer slot.Close()
+		q, _, err := slot.Start(prompt, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text []byte
+		for !q.Done() {
+			sampled, err := q.Advance(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sampled {
+				_, b, _ := q.Last()
+				text = append(text, b...)
+				if o.JSON && !generate.JSONObjectPrefix(string(text)) {
+					t.Fatalf("%+v: %q is no prefix of a JSON object", o.Sampling, text)
+				}
+			}
+		}
+		return string(text), q.Finish()
+	}
+	// Biases that pull toward closing: the tokens of '"' and '}' and the
+	// end-of-generation token (each drawn only where the object allows it).
+	closing := map[int32]float64{eog: 100}
+	for id := range int32(m.Tok.NVocab()) {
+		if p, _ := m.Tok.Piece(id); (p == `"` || p == "}") && !m.Tok.IsControl(id) {
+			closing[id] = 100
+		}
+	}
+	if len(closing) < 3 {
+		t.Fatalf("stories260K has no token of '\"' or '}': %v", closing)
+	}
+	closed := 0
+	for seed := range uint64(6) {
+		for _, p := range []sample.Params{{Seed: seed, Temp: 0}, {Seed: seed, Temp: 1}, {Seed: seed, Temp: 1, LogitBias: closing}} {
+			text, finish := run(generate.SeqOptions{MaxTokens: 60, Sampling: p, JSON: true})
+			if finish == generate.FinishStop {
+				closed++
+				if !json.Valid([]byte(text)) || !strings.HasPrefix(strings.TrimSpace(text), "{") {
+					t.Errorf("%+v: ended on end-of-generation with %q, not one whole object", p, text)
+				}
+			}
+		}
+	}
+	t.Logf("%d of 18 runs closed their object and stopped", closed)
+	if closed < 6 {
+		t.Errorf("%d runs closed their object: each of the 6 biased toward closing should", closed)
+	}
+	if text, _ := run(generate.SeqOptions{MaxTokens: 30}); generate.JSONObjectPrefix(text) {
+		t.Errorf("without JSON mode the model wrote %q, a JSON prefix: the test would not see the mask", text)
+	}
 }
