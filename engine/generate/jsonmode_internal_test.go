@@ -98,3 +98,19 @@ func TestJSONPrefix(t *testing.T) {
 		t.Errorf("nesting past %d accepted", maxJSONDepth)
 	}
 }
+
+// FuzzJSONPrefix: the recognizer never panics, and whatever it accepts as
+// one complete object is valid JSON (encoding/json) that is an object.
+func FuzzJSONPrefix(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":[1,2.5e3,"x\u00e9"],"b":{"c":null}}`, `{"a":tru`, `[1]`, "{\"a\":\"\x01\"}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var p jsonPrefix
+		if p.FeedString(s) && p.Complete() {
+			if !json.Valid([]byte(s)) || s[0] != '{' {
+				t.Fatalf("%q accepted as one complete object", s)
+			}
+		}
+	})
+}
