@@ -179,16 +179,7 @@ func (p sampleParams) params() sample.Params {
 // says): what a client sending token ids would send for it.
 func promptIDs(tb testing.TB, model, text string) []int32 {
 	tb.Helper()
-	f, err := gguf.Open(model)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	tok, err := tokenizer.New(f)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ids, err := generate.PromptTokens(context.Background(), tok, nil, text, true)
+	ids, err := generate.PromptTokens(context.Background(), modelTokenizer(tb, model), nil, text, true)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -206,4 +197,19 @@ func logprob(row []float32, id int32) float64 {
 		sum += math.Exp(float64(v) - mx)
 	}
 	return float64(row[id]) - mx - math.Log(sum)
+}
+
+// modelTokenizer is model's tokenizer, built from its GGUF header.
+func modelTokenizer(tb testing.TB, model string) *tokenizer.Tokenizer {
+	tb.Helper()
+	f, err := gguf.Open(model)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() }) // the tokenizer may read the file's mapping
+	tok, err := tokenizer.New(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tok
 }

@@ -17,9 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/aprqa/apr/engine/generate"
-	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/sample"
-	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/serve"
 )
 
@@ -598,15 +596,7 @@ func TestBatchPrompts(t *testing.T) {
 func TestJSONResponseFormat(t *testing.T) {
 	model := tinyQwen2(t)
 	_, url := start(t, serve.Options{Model: model, Parallel: 1})
-	f, err := gguf.Open(model)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tok, err := tokenizer.New(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := modelTokenizer(t, model)
 	bias := map[string]float64{}
 	for id := range int32(tok.NVocab()) {
 		if p, _ := tok.Piece(id); p == `"` || p == "}" || tok.IsEOG(id) {
