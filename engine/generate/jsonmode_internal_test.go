@@ -57,7 +57,7 @@ func TestJSONPrefix(t *testing.T) {
 		}
 		var p jsonPrefix
 		for i := 0; i < len(s); i++ {
-			if !p.Feed([]byte{s[i]}) {
+			if !p.FeedString(s[i : i+1]) {
 				t.Fatalf("%q: refused at byte %d (%q)", s, i, s[:i+1])
 			}
 			if p.Complete() && i+1 < len(s) {
@@ -72,7 +72,7 @@ func TestJSONPrefix(t *testing.T) {
 		const alphabet = "{}[]:,\"\\ 0123456789.eE+-tfnrulsa\x01"
 		b[r.IntN(len(b))] = alphabet[r.IntN(len(alphabet))]
 		var q jsonPrefix
-		if q.Feed(b) && q.Complete() {
+		if q.FeedString(string(b)) && q.Complete() {
 			if !json.Valid(b) {
 				t.Fatalf("%q accepted as a complete object; encoding/json says invalid", b)
 			}
@@ -86,15 +86,19 @@ func TestJSONPrefix(t *testing.T) {
 	if !ok.FeedString(`{"a":"`+strings.Repeat(" ", 3*maxJSONSpace)+`",`+strings.Repeat(" ", maxJSONSpace)+`"b":1}`) || !ok.Complete() {
 		t.Error("spaces inside a string, then a run of maxJSONSpace outside, were refused")
 	}
+	var num jsonPrefix // a number's end is counted once: the run after it may be maxJSONSpace long
+	if !num.FeedString(`{"a":1`+strings.Repeat(" ", maxJSONSpace)+`}`) || !num.Complete() {
+		t.Error("a run of maxJSONSpace spaces after a number was refused")
+	}
 	for _, s := range []string{` {}`, "{}\n", `{"a":` + strings.Repeat(" ", maxJSONSpace+1) + `1}`, `[1]`, `"x"`, `1`, `{"a":01}`, `{"a":1,}`, `{,}`, `{"a" 1}`, `{"a":tru }`, "{\"a\":\"\x01\"}", `{"a":1}x`, `{"a":1}}`, `{"a":[1}`, `{"a":1.}`, `{"a":-}`, `{"a":"\x"}`} {
 		var p jsonPrefix
-		if p.Feed([]byte(s)) && p.Complete() {
+		if p.FeedString(s) && p.Complete() {
 			t.Errorf("%q accepted as a complete object", s)
 		}
 	}
 	deep := strings.Repeat(`{"a":`, maxJSONDepth+1)
 	var p jsonPrefix
-	if p.Feed([]byte(deep)) {
+	if p.FeedString(deep) {
 		t.Errorf("nesting past %d accepted", maxJSONDepth)
 	}
 }

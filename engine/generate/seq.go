@@ -242,9 +242,9 @@ type SeqOptions struct {
 	// JSON constrains the completion to one JSON object (OpenAI's
 	// response_format json_object): at every step the tokens whose text
 	// would not continue a prefix of one are masked out before sampling
-	// (end-of-generation only once the object is closed, then only
-	// whitespace), so the sampler draws among the rest as it would among
-	// all. The logprobs stay the model's.
+	// (end-of-generation only once the object is closed, and nothing else
+	// then), so the sampler draws among the rest as it would among all.
+	// The logprobs stay the model's.
 	JSON bool
 }
 
