@@ -538,9 +538,7 @@ func (m *engineModel) routingSegments(ctx context.Context, c *Check, backend str
 			continue
 		}
 		if !f.Excused(noise) {
-			o := verdict.Failed(nil, "backend %s %s: beyond params.%s %g (a real difference, not noise)", backend, f, ParamRouterNoise, noise)
-			o.Details = []string{o.Reason}
-			return end(o)
+			return end(unexcusedFlip(backend, f, noise))
 		}
 		flips = append(flips, f)
 		from = f.Pos + 1
@@ -709,6 +707,10 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 		seq   []int32
 		want  [][]float32
 		steps []int // the sequence's positions of the case's steps
+		// the reference's router over seq and the experts used per token
+		// (0: no experts), for the twin's own routing flips
+		router []oracle.Record
+		k      int
 	}
 	var far []farCase
 	var flipNotes []string
@@ -729,8 +731,11 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 		// the reference; from there on its logits are another computation's,
 		// and the case's steps there are not compared (reported).
 		limit := len(seq)
+		var jr []oracle.Record
+		var used int
 		if backend != m.reference {
-			at, note, o := m.goldenFlip(ctx, c, backend, numerics, seq)
+			at, note, recs, k, o := m.goldenFlip(ctx, c, backend, numerics, seq)
+			jr, used = recs, k
 			if o != nil {
 				return *o
 			}
@@ -782,7 +787,7 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 				for k := 0; k < n && stepIn(k); k++ {
 					steps = append(steps, len(gc.PromptIDs)-1+k)
 				}
-				far = append(far, farCase{i: i, at: at, d: worst, seq: seq, want: want.Logits, steps: steps})
+				far = append(far, farCase{i: i, at: at, d: worst, seq: seq, want: want.Logits, steps: steps, router: jr, k: used})
 			} else {
 				nearMax = math.Max(nearMax, worst)
 			}
@@ -842,7 +847,7 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 			// On a mixture of experts the twin may itself route a position
 			// to other experts than the reference: its distance from there on
 			// is another computation's, not noise, and does not count.
-			twinEnd, err := m.twinFlip(ctx, c, numerics, f.seq)
+			twinEnd, err := m.twinFlip(ctx, c, numerics, f.seq, f.router, f.k)
 			if err != nil {
 				return verdict.RefusedBy(RefusalReference, c.By(), nil, "the noise floor needs the routers of the reference %s and its jittered twin: %v", m.reference, err)
 			}
@@ -896,8 +901,10 @@ func (m *engineModel) goldenGate(ctx context.Context, c *Check, backend string) 
 // it returns that position and a note when noise explains the flip
 // (oracle.RoutingFlip.Excused with params.router_noise, the parity gate's
 // rule), a failing outcome when it does not, and a note "" (with
-// len(seq)) for a model without experts or without a flip.
-func (m *engineModel) goldenFlip(ctx context.Context, c *Check, backend, numerics string, seq []int32) (int, string, *verdict.Outcome) {
+// len(seq)) for a model without experts or without a flip; and the
+// reference's router records over seq with the experts used per token (0
+// without experts), which the noise floor's twin is compared with.
+func (m *engineModel) goldenFlip(ctx context.Context, c *Check, backend, numerics string, seq []int32) (int, string, []oracle.Record, int, *verdict.Outcome) {
 	fz := c.F
 	router := m.router(numerics)
 	var jr []oracle.Record
@@ -905,51 +912,58 @@ func (m *engineModel) goldenFlip(ctx context.Context, c *Check, backend, numeric
 	err := c.CallRef("reference engine router", func() (err error) { jr, k, err = router(ctx, m.path, m.reference, seq); return err })
 	if err != nil {
 		o := verdict.RefusedBy(RefusalReference, c.By(), nil, "the reference %s's router could not be traced, so routing flips are unknown: %v", m.reference, err)
-		return 0, "", &o
+		return 0, "", nil, 0, &o
 	}
 	if k == 0 {
-		return len(seq), "", nil
+		return len(seq), "", nil, 0, nil
 	}
 	noise := paramFloatOr(fz, ParamRouterNoise, math.NaN())
 	if math.IsNaN(noise) || noise < 0 {
 		o := verdict.RefusedBy(verdict.CodeNoContract, c.By(), nil, "the model routes tokens to experts and params.%s is missing or not a number ≥ 0: the contract must name how far two engines' router probabilities may differ", ParamRouterNoise)
-		return 0, "", &o
+		return 0, "", nil, 0, &o
 	}
 	gr, _, err := router(ctx, m.path, backend, seq)
 	if err != nil {
 		o := verdict.FromError(RefusalBackend, err, fmt.Sprintf("backend %s's router", backend))
-		return 0, "", &o
+		return 0, "", nil, 0, &o
 	}
 	fl, err := oracle.RoutingFlips(jr, gr, len(seq), k)
 	if err != nil {
 		o := verdict.Failed(nil, "backend %s's routing against %s's: %v", backend, m.reference, err)
-		return 0, "", &o
+		return 0, "", nil, 0, &o
 	}
 	if len(fl) == 0 {
-		return len(seq), "", nil
+		return len(seq), "", jr, k, nil
 	}
 	if f := fl[0]; !f.Excused(noise) {
-		o := verdict.Failed(nil, "backend %s %s: beyond params.%s %g (a real difference, not noise)", backend, f, ParamRouterNoise, noise)
-		o.Details = []string{o.Reason}
-		return 0, "", &o
+		o := unexcusedFlip(backend, f, noise)
+		return 0, "", jr, 0, &o
 	}
-	return fl[0].Pos, fmt.Sprintf("%s, within params.%s %g", fl[0], ParamRouterNoise, noise), nil
+	return fl[0].Pos, fmt.Sprintf("%s, within params.%s %g", fl[0], ParamRouterNoise, noise), jr, k, nil
+}
+
+// unexcusedFlip fails a gate on a routing flip that params.router_noise
+// does not explain (engine_parity's and golden_output's rule).
+func unexcusedFlip(backend string, f oracle.RoutingFlip, noise float64) verdict.Outcome {
+	o := verdict.Failed(nil, "backend %s %s: beyond params.%s %g (a real difference, not noise)", backend, f, ParamRouterNoise, noise)
+	o.Details = []string{o.Reason}
+	return o
 }
 
 // twinFlip is the first position of seq that the reference's jittered twin
-// routes to other experts than the reference in numerics (len(seq) for a
-// model without experts, or without such a flip).
-func (m *engineModel) twinFlip(ctx context.Context, c *Check, numerics string, seq []int32) (int, error) {
-	var jr, tr []oracle.Record
-	var k int
+// routes to other experts than the reference in numerics, whose router
+// records over seq are jr (k experts used per token; 0: none, and len(seq)
+// is returned, as it is without such a flip).
+func (m *engineModel) twinFlip(ctx context.Context, c *Check, numerics string, seq []int32, jr []oracle.Record, k int) (int, error) {
+	if k == 0 {
+		return len(seq), nil
+	}
+	var tr []oracle.Record
 	err := c.CallRef("reference engine router", func() (err error) {
-		if jr, k, err = m.router(numerics)(ctx, m.path, m.reference, seq); err != nil || k == 0 {
-			return err
-		}
 		tr, _, err = m.router(jitterTwin(numerics))(ctx, m.path, m.reference, seq)
 		return err
 	})
-	if err != nil || k == 0 {
+	if err != nil {
 		return len(seq), err
 	}
 	fl, err := oracle.RoutingFlips(jr, tr, len(seq), k)
