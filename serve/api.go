@@ -358,8 +358,8 @@ func (d *fieldDecoder) logitBias(name string) map[int32]float64 {
 			d.err = badRequest(at, "field %s: want a number, got %s", at, kind(m[k]))
 			return nil
 		}
-		if !(b >= -100 && b <= 100) {
-			d.err = badRequest(at, "field %s: %v is out of range [-100, 100]", at, b)
+		if !(math.Abs(b) <= sample.MaxLogitBias) {
+			d.err = badRequest(at, "field %s: %v is out of range [-%d, %d]", at, b, sample.MaxLogitBias, sample.MaxLogitBias)
 			return nil
 		}
 		out[int32(id)] = b

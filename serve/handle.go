@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/aprqa/apr/engine/generate"
@@ -30,8 +29,7 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 			return
 		}
 		if req.Model != "" && req.Model != s.o.Name {
-			writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
-				Message: fmt.Sprintf("model %q does not exist (this server serves %q)", req.Model, s.o.Name)})
+			writeError(w, s.modelNotFound(req.Model))
 			return
 		}
 		if err := req.Sampling.CheckVocab(m.Spec.NVocab); err != nil {
@@ -39,49 +37,45 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 			return
 		}
 		// The prompts: the chat's one, or each of /v1/completions' (a text or
-		// token ids, or a list of them: OpenAI's batch form).
+		// token ids, or a list of them: OpenAI's batch form, whose items are
+		// named prompt[k]); each must fit the context with its max_tokens.
 		var prompts [][]int32
-		param := "prompt"
+		var maxTokens []int
+		items := req.Prompts
 		if chat {
-			param = "messages"
-			if m.Tmpl == nil {
-				writeError(w, badRequest("messages", "this model has no usable chat template (%v): use /v1/completions", m.TmplErr))
-				return
-			}
-			prompt, err := generate.MessagesTokens(r.Context(), m.Tok, m.Tmpl, req.Messages)
-			if err != nil {
-				writeError(w, badRequest("messages", "rendering the chat template: %v", err))
-				return
-			}
-			prompts = append(prompts, prompt)
+			items = []promptItem{{}} // the messages, rendered below
 		}
-		for k, it := range req.Prompts {
+		for k, it := range items {
 			at := "prompt"
-			if req.Batch {
+			switch {
+			case chat:
+				at = "messages"
+			case req.Batch:
 				at = fmt.Sprintf("prompt[%d]", k)
 			}
 			prompt := it.IDs
-			if it.IDs != nil {
+			var err error
+			switch {
+			case chat && m.Tmpl == nil:
+				writeError(w, badRequest(at, "this model has no usable chat template (%v): use /v1/completions", m.TmplErr))
+				return
+			case chat:
+				if prompt, err = generate.MessagesTokens(r.Context(), m.Tok, m.Tmpl, req.Messages); err != nil {
+					writeError(w, badRequest(at, "rendering the chat template: %v", err))
+					return
+				}
+			case it.IDs != nil:
 				for i, id := range it.IDs {
 					if id < 0 || int(id) >= m.Spec.NVocab {
 						writeError(w, badRequest(fmt.Sprintf("%s[%d]", at, i), "field %s[%d]: token %d is not in the vocabulary of %d tokens", at, i, id, m.Spec.NVocab))
 						return
 					}
 				}
-			} else {
-				var err error
+			default:
 				if prompt, err = generate.PromptTokens(r.Context(), m.Tok, nil, it.Text, true); err != nil {
 					writeError(w, badRequest(at, "tokenizing %s: %v", at, err))
 					return
 				}
-			}
-			prompts = append(prompts, prompt)
-		}
-		maxTokens := make([]int, len(prompts))
-		for k, prompt := range prompts {
-			at := param
-			if req.Batch {
-				at = fmt.Sprintf("prompt[%d]", k)
 			}
 			switch {
 			case len(prompt) == 0:
@@ -92,22 +86,22 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				return
 			}
 			room := ctxLen - len(prompt) + 1 // the last sampled token is never fed
+			n := req.MaxTokens
 			switch {
 			case req.ScoreOnly:
-				maxTokens[k] = 0
-			case req.MaxTokens == 0:
-				maxTokens[k] = room
-			case req.MaxTokens > room:
+				n = 0
+			case n == 0:
+				n = room
+			case n > room:
 				maxParam := "max_tokens"
 				if chat {
 					maxParam = "max_completion_tokens"
 				}
 				writeError(w, badRequest(maxParam, "%s has %d tokens and %d new ones were asked for: more than the context of %d allows (at most %d new)",
-					at, len(prompt), req.MaxTokens, ctxLen, room))
+					at, len(prompt), n, ctxLen, room))
 				return
-			default:
-				maxTokens[k] = req.MaxTokens
 			}
+			prompts, maxTokens = append(prompts, prompt), append(maxTokens, n)
 		}
 		// n choices of each prompt: a sequence each, choice c sampling with
 		// seed + c (the same draws as a request for one choice with that
@@ -173,7 +167,7 @@ func (rs *responder) whole(w http.ResponseWriter, r *http.Request, jobs []*job) 
 			}
 			if j.echo && !echoed { // the first event: the prompt was evaluated
 				echoed = true
-				text = []byte(strings.Join(j.echoText, ""))
+				text = []byte(j.echoed())
 				lps = append(lps, j.promptLps...)
 			}
 			text = append(text, ev.Text...)
@@ -282,7 +276,7 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 		}
 		if j.echo && !echoed[i] { // the first event: the prompt was evaluated; it goes first
 			echoed[i] = true
-			text := strings.Join(j.echoText, "")
+			text := j.echoed()
 			if !send(chunk([]any{map[string]any{"index": i, "text": text, "token_ids": []int32{}, "logprobs": rs.logprobs(j.promptLps, 0), "finish_reason": nil}})) {
 				return
 			}

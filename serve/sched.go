@@ -406,10 +406,12 @@ func (j *job) echoPrompt(tok *tokenizer.Tokenizer) {
 	j.echo = true
 	dec := tokenizer.NewStreamDecoder(tok)
 	j.echoText = make([]string, len(j.prompt))
+	var plain []int32 // the prompt's ids that add text
 	for i, id := range j.prompt {
 		if tok.IsControl(id) || tok.IsEOG(id) {
 			continue
 		}
+		plain = append(plain, id)
 		b, _ := dec.Write(id) // an id the tokenizer cannot decode adds nothing
 		j.echoText[i] = string(b)
 	}
@@ -419,13 +421,7 @@ func (j *job) echoPrompt(tok *tokenizer.Tokenizer) {
 	// A SentencePiece vocabulary's first word carries the space prefix the
 	// tokenizer added: the text echoed is the prompt's, as Decode gives it
 	// (Decode(Encode(text)) == text), so that one space goes.
-	var plain []int32
-	for _, id := range j.prompt {
-		if !tok.IsControl(id) && !tok.IsEOG(id) {
-			plain = append(plain, id)
-		}
-	}
-	if d, err := tok.Decode(plain); err == nil && " "+string(d) == strings.Join(j.echoText, "") {
+	if d, err := tok.Decode(plain); err == nil && " "+string(d) == j.echoed() {
 		for i, t := range j.echoText {
 			if t != "" {
 				j.echoText[i] = t[1:]
@@ -446,6 +442,9 @@ func (j *job) echoPrompt(tok *tokenizer.Tokenizer) {
 		}
 	}
 }
+
+// echoed is the prompt's text as echo returns it.
+func (j *job) echoed() string { return strings.Join(j.echoText, "") }
 
 // logprobOf computes log softmax(row)[id] and the top alternatives (ties by
 // id ascending), in float64.

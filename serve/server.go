@@ -115,14 +115,14 @@ func New(o Options) (*Server, error) {
 	if o.Name == "" {
 		o.Name = strings.TrimSuffix(filepath.Base(o.Model), ".gguf")
 	}
-	for _, c := range o.CORSOrigins {
+	origins := make([]string, len(o.CORSOrigins)) // the caller's slice is left as it is
+	for i, c := range o.CORSOrigins {
 		if u, err := url.Parse(c); c != "*" && (err != nil || u.Scheme == "" || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "") {
 			return nil, fmt.Errorf("serve: CORS origin %q: want scheme://host[:port] (as a browser sends Origin) or *", c)
 		}
+		origins[i] = strings.TrimSuffix(c, "/")
 	}
-	for i, c := range o.CORSOrigins {
-		o.CORSOrigins[i] = strings.TrimSuffix(c, "/")
-	}
+	o.CORSOrigins = origins
 	s := &Server{o: o, met: newMetrics(o.Parallel), status: "loading " + o.Model, created: time.Now().Unix()}
 	s.routes()
 	return s, nil
@@ -351,11 +351,16 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 // completion request naming it gets. {model...} takes ids with slashes.
 func (s *Server) model(w http.ResponseWriter, r *http.Request) {
 	if id := r.PathValue("model"); id != s.o.Name {
-		writeError(w, &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
-			Message: fmt.Sprintf("model %q does not exist (this server serves %q)", id, s.o.Name)})
+		writeError(w, s.modelNotFound(id))
 		return
 	}
 	writeJSON(w, http.StatusOK, s.modelObject())
+}
+
+// modelNotFound is the 404 for a model id this server does not serve.
+func (s *Server) modelNotFound(id string) *apiError {
+	return &apiError{Status: http.StatusNotFound, Type: "invalid_request_error", Param: "model", Code: "model_not_found",
+		Message: fmt.Sprintf("model %q does not exist (this server serves %q)", id, s.o.Name)}
 }
 
 func (s *Server) modelObject() map[string]any {

@@ -41,6 +41,10 @@ type Params struct {
 	Seed      uint64
 }
 
+// MaxLogitBias is the largest |LogitBias| (OpenAI's logit_bias range,
+// which apr serve and apr run's --logit-bias take).
+const MaxLogitBias = 100
+
 // ErrBadLogits is wrapped when a logits row cannot be sampled (empty, NaN).
 var ErrBadLogits = errors.New("sample: bad logits")
 
@@ -65,8 +69,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("sample: presence penalty %v must be finite", p.PresencePenalty)
 	}
 	for id, b := range p.LogitBias {
-		if id < 0 || math.IsNaN(b) || math.IsInf(b, 0) {
-			return fmt.Errorf("sample: logit bias %v for token %d: want a token id ≥ 0 and a finite bias", b, id)
+		if id < 0 || !(math.Abs(b) <= MaxLogitBias) {
+			return fmt.Errorf("sample: logit bias %v for token %d: want a token id ≥ 0 and a bias in [-%d, %d]", b, id, MaxLogitBias, MaxLogitBias)
 		}
 	}
 	return nil

@@ -207,6 +207,7 @@ func TestLogitBiasBansAndRefuses(t *testing.T) {
 	for _, p := range []sample.Params{
 		{LogitBias: map[int32]float64{-1: 1}},
 		{LogitBias: map[int32]float64{1: math.Inf(-1)}},
+		{LogitBias: map[int32]float64{1: sample.MaxLogitBias + 1}},
 		{FrequencyPenalty: math.NaN()},
 		{PresencePenalty: math.Inf(1)},
 	} {

@@ -74,8 +74,8 @@ func (v *logitBiasValue) Set(s string) error {
 		return fmt.Errorf("%q: want ID=BIAS with a token id ≥ 0", s)
 	}
 	b, err := strconv.ParseFloat(strings.TrimSpace(bs), 64)
-	if err != nil || !(b >= -100 && b <= 100) || math.IsNaN(b) {
-		return fmt.Errorf("%q: the bias must be a number in [-100, 100]", s)
+	if err != nil || !(math.Abs(b) <= sample.MaxLogitBias) {
+		return fmt.Errorf("%q: the bias must be a number in [-%d, %d]", s, sample.MaxLogitBias, sample.MaxLogitBias)
 	}
 	if *v == nil {
 		*v = map[int32]float64{}
