@@ -130,6 +130,7 @@ tests() {
 	# The device tests: testdata/device-tests.txt's, less those for the
 	# emulator only (TestEmulated reads the same list).
 	tests="$(awk '!/^#/ && NF && (NF == 1 || $2 == "gpu") {print $1}' engine/cuda/testdata/device-tests.txt | paste -sd'|')"
+	[ -n "$tests" ] || { echo "no device tests in engine/cuda/testdata/device-tests.txt: nothing would run" | tee -a "$out/summary.txt"; rc=1; return 1; }
 	(cd engine/cuda && step 200 /tmp/cuda.test -test.v -test.run "^($tests)\$")
 	# The prompt products on mm_<type> (APR_CUDA_MQ=0) as well.
 	(cd engine/cuda && APR_CUDA_MQ=0 step 60 /tmp/cuda.test -test.v -test.run '^(TestProducts|TestWideProducts)$')
