@@ -1306,9 +1306,9 @@ func (be *backend) wave(f cu.Func) int {
 
 // mvGrid is the grid of a one-token product of slots row slots over nc
 // chunks, for a device that runs wave of its blocks at once: when x fits
-// one tile, a block stages it once and takes slot after slot (apr.cu's mv_body), so that the big products (the
-// output projection) stage and normalise x once per block of one wave
-// instead of once per slot. mvbench on an H100 (2026-12-07), the output
+// one tile, a block stages it once and takes slot after slot (apr.cu's
+// mv_body), so that the big products (the output projection) stage and
+// normalise x once per block of one wave instead of once per slot. mvbench on an H100 (2026-12-07), the output
 // projection at G 4: 70.49 µs with a wave of blocks (4 per multiprocessor)
 // against 73.76 with 8 per multiprocessor (Q5_0), 81.95 and 84.01 (Q8_0),
 // 134.96 and 139.63 (qwen3.5-0.8b Q4_K).
