@@ -60,6 +60,8 @@ type request struct {
 	IgnoreEOS    bool
 	N            int  // choices (n), each a sequence; choice i samples with Sampling.Seed + i
 	JSON         bool // response_format json_object: each completion is one JSON object
+	Tools        []any  // chat: the tools as the template sees them (nil: none, or tool_choice "none")
+	ToolDefs     []tool // their names and parameter types, for reading the calls back
 }
 
 // Fields accepted and ignored: they change nothing apr computes.
@@ -142,12 +144,20 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 	d.float("frequency_penalty", &r.Sampling.FrequencyPenalty, -2, 2)
 	d.float("presence_penalty", &r.Sampling.PresencePenalty, -2, 2)
 	r.Sampling.LogitBias = d.logitBias("logit_bias")
-	// No tools: absent, null or empty lists, and a choice that calls none
-	// ("none", or "auto" with nothing to call), which some clients always
-	// send; any tool or a choice that must call one is refused by name.
-	d.emptyList("tools")
+	// Tools (chat only, tools.go): the model may call them (tool_choice
+	// "auto") or not see them ("none"); a call it must make is refused by
+	// name. The legacy functions and function_call: absent, empty or
+	// calling none only, which some clients always send.
+	if chat {
+		r.Tools, r.ToolDefs = d.tools("tools")
+		if d.toolChoice("tool_choice") {
+			r.Tools, r.ToolDefs = nil, nil
+		}
+	} else {
+		d.emptyList("tools")
+		d.oneOf("tool_choice", "none", "auto")
+	}
 	d.emptyList("functions")
-	d.oneOf("tool_choice", "none", "auto")
 	d.oneOf("function_call", "none", "auto")
 	r.JSON = d.responseFormat("response_format")
 	if d.err != nil {
@@ -379,7 +389,7 @@ func (d *fieldDecoder) emptyList(name string) {
 		return
 	}
 	if len(arr) > 0 {
-		d.err = badRequest(name, "field %s is not supported by apr serve (%d given; it calls no tools)", name, len(arr))
+		d.err = badRequest(name, "field %s is not supported by apr serve (%d given; send tools on /v1/chat/completions)", name, len(arr))
 	}
 }
 
@@ -391,7 +401,7 @@ func (d *fieldDecoder) oneOf(name string, ok ...string) {
 	}
 	var got string
 	if err := json.Unmarshal(v, &got); err != nil || !slices.Contains(ok, got) {
-		d.err = badRequest(name, "field %s: only %q are supported (apr serve calls no tools), got %s", name, ok, bytes.TrimSpace(v))
+		d.err = badRequest(name, "field %s: only %q are supported here, got %s", name, ok, bytes.TrimSpace(v))
 	}
 }
 
@@ -523,7 +533,8 @@ func (d *fieldDecoder) prompt(name string) ([]promptItem, bool) {
 }
 
 // messages decodes chat messages: role and content, where content is a
-// string or an array of text parts.
+// string or an array of text parts; an assistant's tool_calls and a tool's
+// tool_call_id as the templates read them.
 func (d *fieldDecoder) messages(name string) []map[string]any {
 	v := d.get(name)
 	if v == nil {
@@ -549,15 +560,38 @@ func (d *fieldDecoder) messages(name string) []map[string]any {
 		sub.str("role", &role)
 		if sub.err == nil {
 			switch role {
-			case "system", "developer", "user", "assistant":
+			case "system", "developer", "user", "assistant", "tool":
 			case "":
 				sub.err = badRequest("role", "field role is required")
 			default:
-				sub.err = badRequest("role", "field role: %q is not one of system, developer, user, assistant", role)
+				sub.err = badRequest("role", "field role: %q is not one of system, developer, user, assistant, tool", role)
 			}
 		}
-		content := sub.content("content")
-		sub.get("name")
+		msg := map[string]any{"role": role}
+		// An assistant's tool calls (its content may then be null) and a
+		// tool's answer to one (tool_call_id).
+		var calls []any
+		if role == "assistant" {
+			calls = sub.toolCallsField("tool_calls")
+			if len(calls) > 0 {
+				msg["tool_calls"] = calls
+			}
+		}
+		if role == "tool" {
+			var id string
+			sub.str("tool_call_id", &id)
+			msg["tool_call_id"] = id
+		}
+		if v := sub.get("content"); v != nil || len(calls) == 0 {
+			msg["content"] = sub.content("content")
+		} else {
+			msg["content"] = ""
+		}
+		var who string
+		sub.str("name", &who)
+		if who != "" && role == "tool" {
+			msg["name"] = who
+		}
 		if sub.err == nil {
 			for k := range m {
 				if !sub.seen[k] {
@@ -572,9 +606,9 @@ func (d *fieldDecoder) messages(name string) []map[string]any {
 			return nil
 		}
 		if role == "developer" {
-			role = "system"
+			msg["role"] = "system"
 		}
-		out = append(out, map[string]any{"role": role, "content": content})
+		out = append(out, msg)
 	}
 	return out
 }

@@ -32,6 +32,19 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 			writeError(w, s.modelNotFound(req.Model))
 			return
 		}
+		// Tools need a template that shows them to the model in a format
+		// whose calls apr reads back (tools.go).
+		var format toolFormat
+		if len(req.Tools) > 0 && m.Tmpl != nil {
+			switch format = templateToolFormat(m.Tmpl.Source()); format {
+			case toolsNone:
+				writeError(w, badRequest("tools", "field tools: this model's chat template renders no tools"))
+				return
+			case toolsOther:
+				writeError(w, badRequest("tools", "field tools: this model's chat template teaches a tool-call format apr serve does not read (it reads <tool_call> blocks: Hermes JSON and Qwen XML)"))
+				return
+			}
+		}
 		if err := req.Sampling.CheckVocab(m.Spec.NVocab); err != nil {
 			writeError(w, badRequest("logit_bias", "field logit_bias: %v", err))
 			return
@@ -60,7 +73,7 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				writeError(w, badRequest(at, "this model has no usable chat template (%v): use /v1/completions", m.TmplErr))
 				return
 			case chat:
-				if prompt, err = generate.MessagesTokens(r.Context(), m.Tok, m.Tmpl, req.Messages); err != nil {
+				if prompt, err = generate.MessagesTokens(r.Context(), m.Tok, m.Tmpl, req.Messages, req.Tools); err != nil {
 					writeError(w, badRequest(at, "rendering the chat template: %v", err))
 					return
 				}
@@ -127,7 +140,7 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				jobs = append(jobs, j)
 			}
 		}
-		rs := &responder{s: s, chat: chat, req: req, id: newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat]), created: time.Now().Unix()}
+		rs := &responder{s: s, chat: chat, req: req, id: newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat]), created: time.Now().Unix(), format: format}
 		if req.Stream {
 			rs.stream(w, r, jobs)
 		} else {
@@ -142,6 +155,37 @@ type responder struct {
 	req     *request
 	id      string
 	created int64
+	format  toolFormat // the template's tool-call format when tools were sent
+}
+
+// splitter returns a choice's call splitter, or nil when no tools were sent.
+func (rs *responder) splitter() *callSplitter {
+	if len(rs.req.ToolDefs) == 0 || rs.format < toolsHermes {
+		return nil
+	}
+	return &callSplitter{format: rs.format, tools: rs.req.ToolDefs}
+}
+
+// toolCalls renders calls as OpenAI's tool_calls, numbered from first (a
+// stream's delta carries each call's index among the choice's calls).
+func toolCalls(calls []toolCall, first int, stream bool) []any {
+	out := make([]any, len(calls))
+	for k, c := range calls {
+		tc := map[string]any{"id": newID("call_"), "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}
+		if stream {
+			tc["index"] = first + k
+		}
+		out[k] = tc
+	}
+	return out
+}
+
+// finishReason is "tool_calls" for a choice that stopped after calling.
+func finishReason(finish string, calls int) string {
+	if calls > 0 && finish == generate.FinishStop {
+		return "tool_calls"
+	}
+	return finish
 }
 
 // whole waits for every choice's end and writes one response: the
@@ -177,7 +221,19 @@ func (rs *responder) whole(w http.ResponseWriter, r *http.Request, jobs []*job) 
 				continue
 			}
 			choice := map[string]any{"index": i, "finish_reason": ev.Finish, "token_ids": ids, "logprobs": rs.logprobs(lps, 0)}
-			if rs.chat {
+			if sp := rs.splitter(); sp != nil {
+				content, calls := sp.feed(string(text))
+				content += sp.finish()
+				msg := map[string]any{"role": "assistant", "content": content}
+				if len(calls) > 0 {
+					msg["tool_calls"] = toolCalls(calls, 0, false)
+					if content == "" {
+						msg["content"] = nil
+					}
+				}
+				choice["message"] = msg
+				choice["finish_reason"] = finishReason(ev.Finish, len(calls))
+			} else if rs.chat {
 				choice["message"] = map[string]any{"role": "assistant", "content": string(text)}
 			} else {
 				choice["text"] = string(text)
@@ -261,6 +317,10 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 	}
 	offset := make([]int, len(jobs))
 	echoed := make([]bool, len(jobs))
+	splitters := make([]*callSplitter, len(jobs))
+	for i := range jobs {
+		splitters[i] = rs.splitter()
+	}
 	var u usage
 	for left := len(jobs); left > 0; {
 		var t tagged
@@ -285,9 +345,19 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 		// One chunk per sampled token, even when the token adds no text yet
 		// (a control token, half a character, the start of a stop
 		// string): clients see every token when it is sampled.
+		sp := splitters[i]
 		if ev.Text != "" || len(ev.IDs) > 0 || len(ev.Logprobs) > 0 {
 			c := map[string]any{"index": i, "token_ids": ev.IDs, "logprobs": rs.logprobs(ev.Logprobs, offset[i]), "finish_reason": nil}
-			if rs.chat {
+			if sp != nil {
+				// Text that may open a call is held until it does or cannot.
+				before := sp.calls
+				content, calls := sp.feed(ev.Text)
+				delta := map[string]any{"content": content}
+				if len(calls) > 0 {
+					delta["tool_calls"] = toolCalls(calls, before, true)
+				}
+				c["delta"] = delta
+			} else if rs.chat {
 				c["delta"] = map[string]any{"content": ev.Text}
 			} else {
 				c["text"] = ev.Text
@@ -301,7 +371,16 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 			continue
 		}
 		c := map[string]any{"index": i, "token_ids": []int32{}, "logprobs": nil, "finish_reason": ev.Finish}
-		if rs.chat {
+		if sp != nil {
+			// What was held (an unclosed call is the model's text) goes with
+			// the finish.
+			delta := map[string]any{}
+			if rest := sp.finish(); rest != "" {
+				delta["content"] = rest
+			}
+			c["delta"] = delta
+			c["finish_reason"] = finishReason(ev.Finish, sp.calls)
+		} else if rs.chat {
 			c["delta"] = map[string]any{}
 		} else {
 			c["text"] = ""

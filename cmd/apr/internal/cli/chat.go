@@ -190,7 +190,7 @@ func runChat(ctx context.Context, env *Env, opts chatOptions) error {
 func chatAnswer(ctx context.Context, env *Env, m *generate.Model, slot *generate.Slot, msgs []map[string]any, opts chatOptions, sigs <-chan os.Signal) (chatTurn, error) {
 	var t chatTurn
 	start := time.Now()
-	prompt, err := generate.MessagesTokens(ctx, m.Tok, m.Tmpl, msgs)
+	prompt, err := generate.MessagesTokens(ctx, m.Tok, m.Tmpl, msgs, nil)
 	if err != nil {
 		return t, err
 	}

@@ -69,7 +69,7 @@ func TestChatKeepsKV(t *testing.T) {
 		t.Fatal(err)
 	}
 	prompt, err := generate.MessagesTokens(context.Background(), m.Tok, m.Tmpl, []map[string]any{
-		{"role": "user", "content": "hello"}, {"role": "assistant", "content": string(answer)}, {"role": "user", "content": "how are you"}})
+		{"role": "user", "content": "hello"}, {"role": "assistant", "content": string(answer)}, {"role": "user", "content": "how are you"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

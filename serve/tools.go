@@ -1,0 +1,367 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode"
+
+	"github.com/aprqa/apr/engine/chat"
+)
+
+// Tool calls (OpenAI's tools and tool_choice "auto"): the tools go to the
+// model's own chat template, which tells the model how to call them, and
+// the calls come back out of the completion's text in the format that
+// template taught. apr serve parses the <tool_call> blocks of the Qwen
+// templates: Hermes's JSON ({"name": …, "arguments": {…}}; Qwen2.5, Qwen3,
+// QwQ) and Qwen's XML (<function=NAME><parameter=P>value</parameter>…;
+// Qwen3-Coder, Qwen3.5). A template that renders no tools, or teaches
+// another format, is refused by name when tools are sent, never given
+// tools whose calls would come back as plain text.
+
+// toolFormat is how a template's model writes a call.
+type toolFormat int
+
+const (
+	toolsNone   toolFormat = iota // the template renders no tools
+	toolsOther                    // it does, in a format apr does not parse
+	toolsHermes                   // <tool_call>{"name": …, "arguments": …}</tool_call>
+	toolsXML                      // <tool_call><function=…><parameter=…>…</parameter></function></tool_call>
+)
+
+const (
+	callOpen  = "<tool_call>"
+	callClose = "</tool_call>"
+)
+
+// templateToolFormat reads a chat template's source for the format it
+// teaches.
+func templateToolFormat(src string) toolFormat {
+	switch {
+	case !strings.Contains(src, "tools"):
+		return toolsNone
+	case strings.Contains(src, callOpen) && strings.Contains(src, "<function="):
+		return toolsXML
+	case strings.Contains(src, callOpen):
+		return toolsHermes
+	default:
+		return toolsOther
+	}
+}
+
+// tool is one function of a request's tools.
+type tool struct {
+	Name   string
+	Params map[string]string // parameter name → its JSON schema type ("" unknown)
+}
+
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// tools decodes the tools field: a list of {"type": "function", "function":
+// {"name", "description", "parameters", "strict"}}. It returns the list as
+// the template sees it (key order kept) and each function's name and
+// parameter types.
+func (d *fieldDecoder) tools(name string) ([]any, []tool) {
+	v := d.get(name)
+	if v == nil {
+		return nil, nil
+	}
+	var arr []json.RawMessage
+	if err := json.Unmarshal(v, &arr); err != nil {
+		d.typeErr(name, "an array of tools", v)
+		return nil, nil
+	}
+	if len(arr) == 0 {
+		return nil, nil
+	}
+	var out []tool
+	seen := map[string]bool{}
+	for i, raw := range arr {
+		at := fmt.Sprintf("%s[%d]", name, i)
+		var t struct {
+			Type     *string                    `json:"type"`
+			Function map[string]json.RawMessage `json:"function"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil || t.Function == nil {
+			d.err = badRequest(at, "field %s: want {\"type\": \"function\", \"function\": {\"name\": …}}, got %s", at, kind(raw))
+			return nil, nil
+		}
+		if t.Type == nil || *t.Type != "function" {
+			d.err = badRequest(at+".type", "field %s.type: only \"function\" tools are supported", at)
+			return nil, nil
+		}
+		var f struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		}
+		fb, _ := json.Marshal(t.Function)
+		if err := json.Unmarshal(fb, &f); err != nil || !toolName.MatchString(f.Name) {
+			d.err = badRequest(at+".function.name", "field %s.function.name: want 1 to 64 letters, digits, _ or -, got %s", at, bytes.TrimSpace(t.Function["name"]))
+			return nil, nil
+		}
+		if seen[f.Name] {
+			d.err = badRequest(at+".function.name", "field %s.function.name: %q is named twice", at, f.Name)
+			return nil, nil
+		}
+		seen[f.Name] = true
+		tl := tool{Name: f.Name, Params: map[string]string{}}
+		if p := bytes.TrimSpace(f.Parameters); len(p) > 0 && string(p) != "null" {
+			var schema struct {
+				Properties map[string]struct {
+					Type any `json:"type"`
+				} `json:"properties"`
+			}
+			if p[0] != '{' || json.Unmarshal(p, &schema) != nil {
+				d.err = badRequest(at+".function.parameters", "field %s.function.parameters: want a JSON schema object, got %s", at, kind(p))
+				return nil, nil
+			}
+			for k, s := range schema.Properties {
+				if ty, ok := s.Type.(string); ok {
+					tl.Params[k] = ty
+				}
+			}
+		}
+		out = append(out, tl)
+	}
+	generic, err := chat.DecodeJSON(v)
+	if err != nil {
+		d.err = badRequest(name, "field %s: %v", name, err)
+		return nil, nil
+	}
+	return generic.([]any), out
+}
+
+// toolChoice decodes tool_choice: "auto" (the default) or "none" (the
+// tools are not shown to the model). A call the model must make
+// ("required", or a named function) is refused: apr serve does not
+// constrain the model to a call.
+func (d *fieldDecoder) toolChoice(name string) (none bool) {
+	v := d.get(name)
+	if v == nil {
+		return false
+	}
+	var got string
+	if err := json.Unmarshal(v, &got); err != nil || (got != "auto" && got != "none") {
+		d.err = badRequest(name, "field %s: only \"auto\" and \"none\" are supported (apr serve does not force a tool call), got %s", name, bytes.TrimSpace(v))
+		return false
+	}
+	return got == "none"
+}
+
+// toolCallsField decodes an assistant message's tool_calls for the
+// template: each {"id", "type": "function", "function": {"name",
+// "arguments"}}, arguments (a JSON text in OpenAI's API) decoded to the
+// object templates iterate or print with tojson.
+func (d *fieldDecoder) toolCallsField(name string) []any {
+	v := d.get(name)
+	if v == nil {
+		return nil
+	}
+	var arr []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function *struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(v, &arr); err != nil {
+		d.typeErr(name, "an array of tool calls ({\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}})", v)
+		return nil
+	}
+	out := make([]any, 0, len(arr))
+	for i, c := range arr {
+		at := fmt.Sprintf("%s[%d]", name, i)
+		if c.Function == nil || c.Function.Name == "" || (c.Type != "" && c.Type != "function") {
+			d.err = badRequest(at, "field %s: want {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}", at)
+			return nil
+		}
+		var args any = c.Function.Arguments
+		if a, err := chat.DecodeJSON([]byte(c.Function.Arguments)); err == nil {
+			args = a
+		} else if strings.TrimSpace(c.Function.Arguments) != "" {
+			d.err = badRequest(at+".function.arguments", "field %s.function.arguments: not a JSON text: %v", at, err)
+			return nil
+		}
+		out = append(out, chat.NewMap("id", c.ID, "type", "function",
+			"function", chat.NewMap("name", c.Function.Name, "arguments", args)))
+	}
+	return out
+}
+
+// toolCall is a call parsed out of a completion.
+type toolCall struct {
+	Name      string
+	Arguments string // a JSON object's text
+}
+
+// callSplitter separates a completion's text into its content and its
+// tool calls as the text arrives (the whole response feeds it once; a
+// stream, delta by delta). Text that may begin a call is held until it
+// does or cannot; so is whitespace, which is dropped where it only
+// separates calls (before, between and after them). A block that does not
+// parse as a call of a requested tool stays content, as the model wrote it.
+type callSplitter struct {
+	format toolFormat
+	tools  []tool
+	held   string // text not yet passed on: a possible call's start, whitespace, or an open call
+	open   bool   // held starts with callOpen and has no callClose yet
+	ws     string // the whitespace before the open block: dropped if it is a call
+	calls  int
+}
+
+// feed takes the next text and returns the content to pass on and the
+// calls completed by it.
+func (s *callSplitter) feed(text string) (content string, calls []toolCall) {
+	s.held += text
+	var b strings.Builder
+	for {
+		if s.open {
+			k := strings.Index(s.held, callClose)
+			if k < 0 {
+				return b.String(), calls
+			}
+			block := s.held[:k+len(callClose)]
+			s.held, s.open = s.held[k+len(callClose):], false
+			if c, ok := s.parse(block[len(callOpen) : len(block)-len(callClose)]); ok {
+				calls = append(calls, c)
+				s.calls++
+			} else {
+				b.WriteString(s.ws + block)
+			}
+			s.ws = ""
+			continue
+		}
+		if k := strings.Index(s.held, callOpen); k >= 0 {
+			pre := s.held[:k]
+			text := strings.TrimRightFunc(pre, unicode.IsSpace)
+			b.WriteString(text)
+			s.ws, s.held, s.open = pre[len(text):], s.held[k:], true
+			continue
+		}
+		// No call starts here: pass on all but a tail that may begin one,
+		// and the whitespace before that tail.
+		keep := partialSuffix(s.held, callOpen)
+		out := s.held[:len(s.held)-keep]
+		ws := len(out) - len(strings.TrimRightFunc(out, unicode.IsSpace))
+		b.WriteString(out[:len(out)-ws])
+		s.held = s.held[len(out)-ws:]
+		return b.String(), calls
+	}
+}
+
+// finish returns what is still held: an unclosed call or a partial start
+// is content; trailing whitespace is too unless a call was made.
+func (s *callSplitter) finish() string {
+	h := s.ws + s.held
+	s.held, s.open, s.ws = "", false, ""
+	if s.calls > 0 && strings.TrimSpace(h) == "" {
+		return ""
+	}
+	return h
+}
+
+// partialSuffix is the length of the longest proper prefix of tag that text
+// ends with.
+func partialSuffix(text, tag string) int {
+	for n := min(len(tag)-1, len(text)); n > 0; n-- {
+		if strings.HasSuffix(text, tag[:n]) {
+			return n
+		}
+	}
+	return 0
+}
+
+// parse reads one block's inside as a call of one of the tools.
+func (s *callSplitter) parse(body string) (toolCall, bool) {
+	var t *tool
+	find := func(name string) bool {
+		for i := range s.tools {
+			if s.tools[i].Name == name {
+				t = &s.tools[i]
+				return true
+			}
+		}
+		return false
+	}
+	switch s.format {
+	case toolsHermes:
+		var c struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		}
+		dec := json.NewDecoder(strings.NewReader(body))
+		if dec.Decode(&c) != nil || dec.More() || !find(c.Name) {
+			return toolCall{}, false
+		}
+		args := bytes.TrimSpace(c.Arguments)
+		if len(args) == 0 || string(args) == "null" {
+			args = []byte("{}")
+		}
+		if args[0] != '{' {
+			return toolCall{}, false
+		}
+		var compact bytes.Buffer
+		if json.Compact(&compact, args) != nil {
+			return toolCall{}, false
+		}
+		return toolCall{Name: c.Name, Arguments: compact.String()}, true
+	case toolsXML:
+		return parseXMLCall(body, find, func() *tool { return t })
+	}
+	return toolCall{}, false
+}
+
+var (
+	xmlFunction  = regexp.MustCompile(`(?s)^\s*<function=([^>\n]+)>(.*?)</function>\s*$`)
+	xmlParameter = regexp.MustCompile(`(?s)<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>`)
+)
+
+// parseXMLCall reads Qwen's XML call: <function=NAME> and its
+// <parameter=P>value</parameter>s. A value is a string unless the tool's
+// schema gives the parameter another type and the value is that JSON.
+func parseXMLCall(body string, find func(string) bool, found func() *tool) (toolCall, bool) {
+	m := xmlFunction.FindStringSubmatch(body)
+	if m == nil || !find(strings.TrimSpace(m[1])) {
+		return toolCall{}, false
+	}
+	t := found()
+	inner, at := m[2], 0
+	var b strings.Builder
+	b.WriteByte('{')
+	for n, p := range xmlParameter.FindAllStringSubmatchIndex(inner, -1) {
+		if strings.TrimSpace(inner[at:p[0]]) != "" {
+			return toolCall{}, false
+		}
+		name, val := strings.TrimSpace(inner[p[2]:p[3]]), inner[p[4]:p[5]]
+		at = p[1]
+		if n > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(jsonText(name))
+		b.WriteByte(':')
+		var c bytes.Buffer
+		if ty := t.Params[name]; ty != "" && ty != "string" && json.Compact(&c, []byte(strings.TrimSpace(val))) == nil {
+			b.Write(c.Bytes())
+		} else {
+			b.WriteString(jsonText(val))
+		}
+	}
+	if strings.TrimSpace(inner[at:]) != "" {
+		return toolCall{}, false
+	}
+	b.WriteByte('}')
+	return toolCall{Name: t.Name, Arguments: b.String()}, true
+}
+
+// jsonText is s as a JSON string, <, > and & as they are (arguments are
+// read by programs, not pasted into HTML).
+func jsonText(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return strings.TrimSuffix(b.String(), "\n")
+}

@@ -1,0 +1,207 @@
+package serve
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/aprqa/apr/internal/testutil"
+)
+
+var testTools = []tool{
+	{Name: "get_weather", Params: map[string]string{"city": "string", "days": "integer", "units": "string", "opts": "object"}},
+	{Name: "get_time", Params: map[string]string{}},
+}
+
+// split feeds text to a fresh splitter in the given pieces and returns
+// the content passed on (finish included) and the calls.
+func split(f toolFormat, pieces []string) (string, []toolCall) {
+	s := &callSplitter{format: f, tools: testTools}
+	var b strings.Builder
+	var calls []toolCall
+	for _, p := range pieces {
+		c, cs := s.feed(p)
+		b.WriteString(c)
+		calls = append(calls, cs...)
+	}
+	b.WriteString(s.finish())
+	return b.String(), calls
+}
+
+// TestCallSplitter: calls come out of the text in both formats, with the
+// text around them as content; blocks that are not calls of a requested
+// tool, unclosed calls and partial tags stay the model's text.
+func TestCallSplitter(t *testing.T) {
+	hermes := "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>"
+	tests := []struct {
+		name    string
+		format  toolFormat
+		text    string
+		content string
+		calls   []toolCall
+	}{
+		{"hermes, text first", toolsHermes, "Let me check.\n" + hermes, "Let me check.",
+			[]toolCall{{"get_weather", `{"city":"Paris","days":3}`}}},
+		{"hermes, two calls", toolsHermes, hermes + "\n<tool_call>\n{\"name\": \"get_time\"}\n</tool_call>\n", "",
+			[]toolCall{{"get_weather", `{"city":"Paris","days":3}`}, {"get_time", `{}`}}},
+		{"hermes, <, > and & kept", toolsHermes, "<tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"a<b>&c\"}}</tool_call>", "",
+			[]toolCall{{"get_weather", `{"city":"a<b>&c"}`}}},
+		{"hermes, unknown tool stays text", toolsHermes, "<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>",
+			"<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>", nil},
+		{"hermes, bad JSON stays text", toolsHermes, "x <tool_call>{\"name\": \"get_time\",</tool_call> y",
+			"x <tool_call>{\"name\": \"get_time\",</tool_call> y", nil},
+		{"hermes, arguments not an object", toolsHermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": [1]}</tool_call>",
+			"<tool_call>{\"name\": \"get_time\", \"arguments\": [1]}</tool_call>", nil},
+		{"unclosed call is text", toolsHermes, "ok <tool_call>\n{\"name\": \"get_time\"", "ok <tool_call>\n{\"name\": \"get_time\"", nil},
+		{"partial tag is text", toolsHermes, "ok <tool_ca", "ok <tool_ca", nil},
+		{"no call: text unchanged", toolsHermes, "  plain  text\n\n", "  plain  text\n\n", nil},
+		{"xml", toolsXML, "Sure.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</parameter>\n<parameter=days>\n3\n</parameter>\n" +
+			"<parameter=opts>\n{\"a\": [1, 2]}\n</parameter>\n<parameter=units>\n42\n</parameter>\n</function>\n</tool_call>", "Sure.",
+			[]toolCall{{"get_weather", `{"city":"New York","days":3,"opts":{"a":[1,2]},"units":"42"}`}}},
+		{"xml, multi-line value", toolsXML, "<tool_call>\n<function=get_weather>\n<parameter=city>\na\nb\n</parameter>\n</function>\n</tool_call>", "",
+			[]toolCall{{"get_weather", `{"city":"a\nb"}`}}},
+		{"xml, a typed value that is not JSON stays a string", toolsXML, "<tool_call><function=get_weather><parameter=days>three</parameter></function></tool_call>", "",
+			[]toolCall{{"get_weather", `{"days":"three"}`}}},
+		{"xml, no parameters", toolsXML, "<tool_call>\n<function=get_time>\n</function>\n</tool_call>", "", []toolCall{{"get_time", `{}`}}},
+		{"xml, stray text inside stays text", toolsXML, "<tool_call><function=get_time>hi</function></tool_call>",
+			"<tool_call><function=get_time>hi</function></tool_call>", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			content, calls := split(tc.format, []string{tc.text})
+			if content != tc.content || !reflect.DeepEqual(calls, tc.calls) {
+				t.Errorf("whole: content %q calls %q\nwant content %q calls %q", content, calls, tc.content, tc.calls)
+			}
+			// Fed in random pieces (a stream's deltas), the same result.
+			r := rand.New(rand.NewPCG(1, uint64(len(tc.text))))
+			for range 50 {
+				var pieces []string
+				for rest := tc.text; rest != ""; {
+					n := min(1+r.IntN(6), len(rest))
+					pieces, rest = append(pieces, rest[:n]), rest[n:]
+				}
+				c2, calls2 := split(tc.format, pieces)
+				if c2 != content || !reflect.DeepEqual(calls2, calls) {
+					t.Fatalf("pieces %q: content %q calls %q, whole gave %q %q", pieces, c2, calls2, content, calls)
+				}
+			}
+		})
+	}
+}
+
+// TestTemplateToolFormat: the fixture templates' formats.
+func TestTemplateToolFormat(t *testing.T) {
+	for file, want := range map[string]toolFormat{
+		"Qwen-Qwen2.5-7B-Instruct.jinja":             toolsHermes,
+		"Qwen-Qwen3-0.6B.jinja":                      toolsHermes,
+		"Qwen-QwQ-32B.jinja":                         toolsHermes,
+		"Qwen3.5-4B.jinja":                           toolsXML,
+		"Qwen3-Coder.jinja":                          toolsXML,
+		"meta-llama-Llama-3.1-8B-Instruct.jinja":     toolsOther,
+		"mistralai-Mistral-Nemo-Instruct-2407.jinja": toolsOther,
+	} {
+		b, err := os.ReadFile(testutil.Fixture(t, "templates/"+file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := templateToolFormat(string(b)); got != want {
+			t.Errorf("%s: format %d, want %d", file, got, want)
+		}
+	}
+	if got := templateToolFormat("{% for m in messages %}{{ m.content }}{% endfor %}"); got != toolsNone {
+		t.Errorf("a template without tools: format %d, want %d (none)", got, toolsNone)
+	}
+}
+
+// TestToolCallResponses: the calls in a whole response's message and in a
+// stream's deltas, with finish_reason tool_calls; content around them.
+func TestToolCallResponses(t *testing.T) {
+	pieces := []string{"Checking", ".\n<tool", "_call>\n{\"name\": \"get_", "time\", \"arguments\": {}}\n</tool_call>", "\n"}
+	newJobs := func() []*job {
+		j := &job{events: make(chan event, len(pieces))}
+		for k, p := range pieces {
+			ev := event{Text: p, IDs: []int32{int32(k)}}
+			if k == len(pieces)-1 {
+				ev.Finish = "stop"
+			}
+			j.events <- ev
+		}
+		return []*job{j}
+	}
+	rs := &responder{s: &Server{o: Options{Name: "m", Backend: "cpu"}}, chat: true, format: toolsHermes,
+		req: &request{Chat: true, N: 1, ToolDefs: testTools}}
+	rec := httptest.NewRecorder()
+	rs.whole(rec, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), newJobs())
+	var whole struct {
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+			Message      struct {
+				Content   *string `json:"content"`
+				ToolCalls []struct {
+					ID, Type string
+					Function struct{ Name, Arguments string }
+				} `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &whole); err != nil || len(whole.Choices) != 1 {
+		t.Fatalf("whole: %v: %s", err, rec.Body)
+	}
+	c := whole.Choices[0]
+	if c.FinishReason != "tool_calls" || c.Message.Content == nil || *c.Message.Content != "Checking." || len(c.Message.ToolCalls) != 1 ||
+		c.Message.ToolCalls[0].Type != "function" || !strings.HasPrefix(c.Message.ToolCalls[0].ID, "call_") ||
+		c.Message.ToolCalls[0].Function.Name != "get_time" || c.Message.ToolCalls[0].Function.Arguments != "{}" {
+		t.Errorf("whole: %s", rec.Body)
+	}
+
+	rec = httptest.NewRecorder()
+	rs.stream(rec, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil), newJobs())
+	events, bad := parseSSE(rec.Body.Bytes())
+	if len(bad) > 0 {
+		t.Fatalf("stream: %q", bad)
+	}
+	var content strings.Builder
+	var names []string
+	finish := ""
+	for _, ev := range events {
+		var ch struct {
+			Choices []struct {
+				FinishReason *string `json:"finish_reason"`
+				Delta        struct {
+					Content   string `json:"content"`
+					ToolCalls []struct {
+						Index    *int `json:"index"`
+						ID       string
+						Function struct{ Name, Arguments string }
+					} `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(ev, &ch); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range ch.Choices {
+			content.WriteString(c.Delta.Content)
+			if strings.Contains(c.Delta.Content, "<tool") {
+				t.Errorf("stream: a delta shows the call's tag: %q", c.Delta.Content)
+			}
+			for _, tc := range c.Delta.ToolCalls {
+				if tc.Index == nil || *tc.Index != len(names) || tc.ID == "" {
+					t.Errorf("stream: tool call delta without its index or id: %s", ev)
+				}
+				names = append(names, tc.Function.Name+" "+tc.Function.Arguments)
+			}
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+	}
+	if content.String() != "Checking." || !reflect.DeepEqual(names, []string{"get_time {}"}) || finish != "tool_calls" {
+		t.Errorf("stream: content %q, calls %q, finish %q; want \"Checking.\", [get_time {}], tool_calls\n%s", content.String(), names, finish, rec.Body)
+	}
+}
