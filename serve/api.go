@@ -58,8 +58,8 @@ type request struct {
 	Stream       bool
 	IncludeUsage bool
 	IgnoreEOS    bool
-	N            int  // choices (n), each a sequence; choice i samples with Sampling.Seed + i
-	JSON         bool // response_format json_object: each completion is one JSON object
+	N            int    // choices (n), each a sequence; choice i samples with Sampling.Seed + i
+	JSON         bool   // response_format json_object: each completion is one JSON object
 	Tools        []any  // chat: the tools as the template sees them (nil: none, or tool_choice "none")
 	ToolDefs     []tool // their names and parameter types, for reading the calls back
 }

@@ -223,7 +223,8 @@ func (rs *responder) whole(w http.ResponseWriter, r *http.Request, jobs []*job) 
 			choice := map[string]any{"index": i, "finish_reason": ev.Finish, "token_ids": ids, "logprobs": rs.logprobs(lps, 0)}
 			if sp := rs.splitter(); sp != nil {
 				content, calls := sp.feed(string(text))
-				content += sp.finish()
+				rest, more := sp.finish()
+				content, calls = content+rest, append(calls, more...)
 				msg := map[string]any{"role": "assistant", "content": content}
 				if len(calls) > 0 {
 					msg["tool_calls"] = toolCalls(calls, 0, false)
@@ -374,9 +375,14 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 		if sp != nil {
 			// What was held (an unclosed call is the model's text) goes with
 			// the finish.
+			before := sp.calls
 			delta := map[string]any{}
-			if rest := sp.finish(); rest != "" {
+			rest, calls := sp.finish()
+			if rest != "" {
 				delta["content"] = rest
+			}
+			if len(calls) > 0 {
+				delta["tool_calls"] = toolCalls(calls, before, true)
 			}
 			c["delta"] = delta
 			c["finish_reason"] = finishReason(ev.Finish, sp.calls)

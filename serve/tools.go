@@ -17,7 +17,8 @@ import (
 // template taught. apr serve parses the <tool_call> blocks of the Qwen
 // templates: Hermes's JSON ({"name": …, "arguments": {…}}; Qwen2.5, Qwen3,
 // QwQ) and Qwen's XML (<function=NAME><parameter=P>value</parameter>…;
-// Qwen3-Coder, Qwen3.5). A template that renders no tools, or teaches
+// Qwen3-Coder, Qwen3.5); and Llama 3.1's reply that is one JSON object
+// {"name": …, "parameters": {…}} (after <|python_tag|>, when shown). A template that renders no tools, or teaches
 // another format, is refused by name when tools are sent, never given
 // tools whose calls would come back as plain text.
 
@@ -29,6 +30,7 @@ const (
 	toolsOther                    // it does, in a format apr does not parse
 	toolsHermes                   // <tool_call>{"name": …, "arguments": …}</tool_call>
 	toolsXML                      // <tool_call><function=…><parameter=…>…</parameter></function></tool_call>
+	toolsLlama3                   // the whole reply {"name": …, "parameters": {…}} (Llama 3.1+)
 )
 
 const (
@@ -46,6 +48,8 @@ func templateToolFormat(src string) toolFormat {
 		return toolsXML
 	case strings.Contains(src, callOpen):
 		return toolsHermes
+	case strings.Contains(src, `"parameters": `) && strings.Contains(src, "<|python_tag|>"):
+		return toolsLlama3
 	default:
 		return toolsOther
 	}
@@ -210,12 +214,37 @@ type callSplitter struct {
 	open   bool   // held starts with callOpen and has no callClose yet
 	ws     string // the whitespace before the open block: dropped if it is a call
 	calls  int
+	whole  int // toolsLlama3: 0 undecided, 1 the reply may be a call (held to the end), 2 it is text
 }
+
+// pythonTag opens a Llama 3 call when control tokens are shown.
+const pythonTag = "<|python_tag|>"
 
 // feed takes the next text and returns the content to pass on and the
 // calls completed by it.
 func (s *callSplitter) feed(text string) (content string, calls []toolCall) {
 	s.held += text
+	if s.format == toolsLlama3 {
+		// The call is the whole reply: one that starts as a JSON object
+		// (or with the tag) is held to the end; any other is text.
+		if s.whole == 0 {
+			t := strings.TrimLeftFunc(s.held, unicode.IsSpace)
+			switch {
+			case t == "" || (len(t) < len(pythonTag) && strings.HasPrefix(pythonTag, t)):
+				return "", nil
+			case strings.HasPrefix(t, "{") || strings.HasPrefix(t, pythonTag):
+				s.whole = 1
+			default:
+				s.whole = 2
+			}
+		}
+		if s.whole == 2 {
+			out := s.held
+			s.held = ""
+			return out, nil
+		}
+		return "", nil
+	}
 	var b strings.Builder
 	for {
 		if s.open {
@@ -253,14 +282,21 @@ func (s *callSplitter) feed(text string) (content string, calls []toolCall) {
 }
 
 // finish returns what is still held: an unclosed call or a partial start
-// is content; trailing whitespace is too unless a call was made.
-func (s *callSplitter) finish() string {
+// is content; trailing whitespace is too unless a call was made. A Llama 3
+// reply held to the end is its call, or else its text.
+func (s *callSplitter) finish() (string, []toolCall) {
 	h := s.ws + s.held
 	s.held, s.open, s.ws = "", false, ""
-	if s.calls > 0 && strings.TrimSpace(h) == "" {
-		return ""
+	if s.format == toolsLlama3 && s.whole == 1 {
+		if c, ok := s.parse(strings.TrimPrefix(strings.TrimSpace(h), pythonTag)); ok {
+			s.calls++
+			return "", []toolCall{c}
+		}
 	}
-	return h
+	if s.calls > 0 && strings.TrimSpace(h) == "" {
+		return "", nil
+	}
+	return h, nil
 }
 
 // partialSuffix is the length of the longest proper prefix of tag that text
@@ -296,22 +332,39 @@ func (s *callSplitter) parse(body string) (toolCall, bool) {
 		if dec.Decode(&c) != nil || dec.More() || !find(c.Name) {
 			return toolCall{}, false
 		}
-		args := bytes.TrimSpace(c.Arguments)
-		if len(args) == 0 || string(args) == "null" {
-			args = []byte("{}")
-		}
-		if args[0] != '{' {
-			return toolCall{}, false
-		}
-		var compact bytes.Buffer
-		if json.Compact(&compact, args) != nil {
-			return toolCall{}, false
-		}
-		return toolCall{Name: c.Name, Arguments: compact.String()}, true
+		return objectCall(c.Name, c.Arguments)
 	case toolsXML:
 		return parseXMLCall(body, find, func() *tool { return t })
+	case toolsLlama3:
+		var c struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+			Arguments  json.RawMessage `json:"arguments"`
+		}
+		dec := json.NewDecoder(strings.NewReader(body))
+		if dec.Decode(&c) != nil || dec.More() || !find(c.Name) {
+			return toolCall{}, false
+		}
+		if c.Parameters == nil {
+			c.Parameters = c.Arguments
+		}
+		return objectCall(c.Name, c.Parameters)
 	}
 	return toolCall{}, false
+}
+
+// objectCall is a call of name with arguments, a JSON object (absent or
+// null: none).
+func objectCall(name string, arguments json.RawMessage) (toolCall, bool) {
+	args := bytes.TrimSpace(arguments)
+	if len(args) == 0 || string(args) == "null" {
+		args = []byte("{}")
+	}
+	var compact bytes.Buffer
+	if args[0] != '{' || json.Compact(&compact, args) != nil {
+		return toolCall{}, false
+	}
+	return toolCall{Name: name, Arguments: compact.String()}, true
 }
 
 var (

@@ -29,8 +29,9 @@ func split(f toolFormat, pieces []string) (string, []toolCall) {
 		b.WriteString(c)
 		calls = append(calls, cs...)
 	}
-	b.WriteString(s.finish())
-	return b.String(), calls
+	rest, more := s.finish()
+	b.WriteString(rest)
+	return b.String(), append(calls, more...)
 }
 
 // TestCallSplitter: calls come out of the text in both formats, with the
@@ -68,6 +69,12 @@ func TestCallSplitter(t *testing.T) {
 		{"xml, a typed value that is not JSON stays a string", toolsXML, "<tool_call><function=get_weather><parameter=days>three</parameter></function></tool_call>", "",
 			[]toolCall{{"get_weather", `{"days":"three"}`}}},
 		{"xml, no parameters", toolsXML, "<tool_call>\n<function=get_time>\n</function>\n</tool_call>", "", []toolCall{{"get_time", `{}`}}},
+		{"llama3", toolsLlama3, "\n{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}\n", "",
+			[]toolCall{{"get_weather", `{"city":"Paris"}`}}},
+		{"llama3, python tag", toolsLlama3, "<|python_tag|>{\"name\": \"get_time\", \"parameters\": {}}", "", []toolCall{{"get_time", `{}`}}},
+		{"llama3, text", toolsLlama3, " It is sunny {\"name\": \"get_time\"}", " It is sunny {\"name\": \"get_time\"}", nil},
+		{"llama3, an object that is no call", toolsLlama3, "{\"answer\": 42}", "{\"answer\": 42}", nil},
+		{"llama3, a call and more", toolsLlama3, "{\"name\": \"get_time\", \"parameters\": {}} and more", "{\"name\": \"get_time\", \"parameters\": {}} and more", nil},
 		{"xml, stray text inside stays text", toolsXML, "<tool_call><function=get_time>hi</function></tool_call>",
 			"<tool_call><function=get_time>hi</function></tool_call>", nil},
 	}
@@ -102,7 +109,7 @@ func TestTemplateToolFormat(t *testing.T) {
 		"Qwen-QwQ-32B.jinja":                         toolsHermes,
 		"Qwen3.5-4B.jinja":                           toolsXML,
 		"Qwen3-Coder.jinja":                          toolsXML,
-		"meta-llama-Llama-3.1-8B-Instruct.jinja":     toolsOther,
+		"meta-llama-Llama-3.1-8B-Instruct.jinja":     toolsLlama3,
 		"mistralai-Mistral-Nemo-Instruct-2407.jinja": toolsOther,
 	} {
 		b, err := os.ReadFile(testutil.Fixture(t, "templates/"+file))
