@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"net/http"
@@ -10,7 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/internal/testutil"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 )
 
 var testTools = []tool{
@@ -210,5 +215,88 @@ func TestToolCallResponses(t *testing.T) {
 	}
 	if content.String() != "Checking." || !reflect.DeepEqual(names, []string{"get_time {}"}) || finish != "tool_calls" {
 		t.Errorf("stream: content %q, calls %q, finish %q; want \"Checking.\", [get_time {}], tool_calls\n%s", content.String(), names, finish, rec.Body)
+	}
+}
+
+// TestToolCallsOpenAIClient: openai-go (a client apr did not write) reads
+// the calls of a whole response and assembles them from a stream; the
+// assistant message it builds from the answer (ToParam), with the tool's
+// result, is a request apr serve takes, the call's arguments decoded for
+// the template. That is an agent's loop.
+func TestToolCallsOpenAIClient(t *testing.T) {
+	pieces := []string{"<tool_call>\n{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"}
+	rs := &responder{s: &Server{o: Options{Name: "m", Backend: "cpu"}}, chat: true, format: toolsHermes,
+		req: &request{Chat: true, N: 1, ToolDefs: testTools}}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Stream bool }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		j := &job{events: make(chan event, len(pieces))}
+		for k, p := range pieces {
+			ev := event{Text: p, IDs: []int32{int32(k)}}
+			if k == len(pieces)-1 {
+				ev.Finish = "stop"
+			}
+			j.events <- ev
+		}
+		if body.Stream {
+			rs.stream(w, r, []*job{j})
+		} else {
+			rs.whole(w, r, []*job{j})
+		}
+	}))
+	defer ts.Close()
+	c := openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey("sk-test"), option.WithMaxRetries(0))
+	ctx := context.Background()
+	params := openai.ChatCompletionNewParams{
+		Model:    "m",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Weather in Paris?")},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name: "get_weather", Description: openai.String("Weather in a city"),
+			Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}},
+		})},
+	}
+	resp, err := c.Chat.Completions.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := resp.Choices[0].Message
+	if resp.Choices[0].FinishReason != "tool_calls" || len(msg.ToolCalls) != 1 || msg.ToolCalls[0].Function.Name != "get_weather" ||
+		msg.ToolCalls[0].Function.Arguments != `{"city":"Paris"}` || msg.ToolCalls[0].ID == "" {
+		t.Fatalf("whole: %+v", resp.Choices[0])
+	}
+	st := c.Chat.Completions.NewStreaming(ctx, params)
+	acc := openai.ChatCompletionAccumulator{}
+	var finished []string
+	for st.Next() {
+		acc.AddChunk(st.Current())
+		if tc, ok := acc.JustFinishedToolCall(); ok {
+			finished = append(finished, tc.Name+" "+tc.Arguments)
+		}
+	}
+	if err := st.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(acc.Choices) != 1 || len(acc.Choices[0].Message.ToolCalls) != 1 || acc.Choices[0].Message.ToolCalls[0].Function.Arguments != `{"city":"Paris"}` ||
+		acc.Choices[0].FinishReason != "tool_calls" || !reflect.DeepEqual(finished, []string{`get_weather {"city":"Paris"}`}) {
+		t.Errorf("stream: accumulated %+v, finished %q", acc.Choices, finished)
+	}
+	// The next turn, as the client builds it.
+	params.Messages = append(params.Messages, msg.ToParam(), openai.ToolMessage("sunny, 21 C", msg.ToolCalls[0].ID))
+	body, err := json.Marshal(params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, aerr := decodeRequest(body, true)
+	if aerr != nil {
+		t.Fatalf("the client's next turn was refused: %v\n%s", aerr, body)
+	}
+	calls, _ := req.Messages[1]["tool_calls"].([]any)
+	if len(calls) != 1 || req.Messages[2]["role"] != "tool" || req.Messages[2]["tool_call_id"] != msg.ToolCalls[0].ID || len(req.ToolDefs) != 1 {
+		t.Fatalf("decoded turn: %+v", req.Messages)
+	}
+	fn, _ := calls[0].(*chat.Map).Get("function")
+	args, _ := fn.(*chat.Map).Get("arguments")
+	if m, ok := args.(*chat.Map); !ok || m.Len() != 1 {
+		t.Errorf("the call's arguments reach the template as %T %v, want the decoded object", args, args)
 	}
 }
