@@ -130,21 +130,25 @@ func TestTemplateToolFormat(t *testing.T) {
 	}
 }
 
+// textJob is a finished job whose events carry pieces, a token each, the
+// last one stopping.
+func textJob(pieces []string) *job {
+	j := &job{events: make(chan event, len(pieces))}
+	for k, p := range pieces {
+		ev := event{Text: p, IDs: []int32{int32(k)}}
+		if k == len(pieces)-1 {
+			ev.Finish = "stop"
+		}
+		j.events <- ev
+	}
+	return j
+}
+
 // TestToolCallResponses: the calls in a whole response's message and in a
 // stream's deltas, with finish_reason tool_calls; content around them.
 func TestToolCallResponses(t *testing.T) {
 	pieces := []string{"Checking", ".\n<tool", "_call>\n{\"name\": \"get_", "time\", \"arguments\": {}}\n</tool_call>", "\n"}
-	newJobs := func() []*job {
-		j := &job{events: make(chan event, len(pieces))}
-		for k, p := range pieces {
-			ev := event{Text: p, IDs: []int32{int32(k)}}
-			if k == len(pieces)-1 {
-				ev.Finish = "stop"
-			}
-			j.events <- ev
-		}
-		return []*job{j}
-	}
+	newJobs := func() []*job { return []*job{textJob(pieces)} }
 	rs := &responder{s: &Server{o: Options{Name: "m", Backend: "cpu"}}, chat: true, format: toolsHermes,
 		req: &request{Chat: true, N: 1, ToolDefs: testTools}}
 	rec := httptest.NewRecorder()
@@ -230,18 +234,10 @@ func TestToolCallsOpenAIClient(t *testing.T) {
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct{ Stream bool }
 		_ = json.NewDecoder(r.Body).Decode(&body)
-		j := &job{events: make(chan event, len(pieces))}
-		for k, p := range pieces {
-			ev := event{Text: p, IDs: []int32{int32(k)}}
-			if k == len(pieces)-1 {
-				ev.Finish = "stop"
-			}
-			j.events <- ev
-		}
 		if body.Stream {
-			rs.stream(w, r, []*job{j})
+			rs.stream(w, r, []*job{textJob(pieces)})
 		} else {
-			rs.whole(w, r, []*job{j})
+			rs.whole(w, r, []*job{textJob(pieces)})
 		}
 	}))
 	defer ts.Close()
