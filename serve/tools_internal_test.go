@@ -296,3 +296,45 @@ func TestToolCallsOpenAIClient(t *testing.T) {
 		t.Errorf("the call's arguments reach the template as %T %v, want the decoded object", args, args)
 	}
 }
+
+// TestToolTemplatesRender: an agent's conversation as apr serve decodes
+// it (the tools, an assistant turn's call, the tool's answer) renders with
+// each fixture template whose calls apr reads, showing the tool, the
+// call's name and argument, and the answer.
+func TestToolTemplatesRender(t *testing.T) {
+	body := `{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"},
+		{"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 3}"}}]},
+		{"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}, {"role": "user", "content": "Thanks"}],
+		"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+			"parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}]}`
+	req, aerr := decodeRequest([]byte(body), true)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	n := 0
+	for _, file := range []string{"Qwen-Qwen2.5-7B-Instruct.jinja", "Qwen-Qwen3-0.6B.jinja", "Qwen-QwQ-32B.jinja", "Qwen3.5-4B.jinja",
+		"Qwen3-Coder.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja"} {
+		src, err := os.ReadFile(testutil.Fixture(t, "templates/"+file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl, err := chat.Parse(file, string(src), map[string]any{"bos_token": "<s>", "eos_token": "</s>"})
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		text, err := tmpl.Render(context.Background(), chat.Input{Messages: req.Messages, Tools: req.Tools, AddGenerationPrompt: true})
+		if err != nil {
+			t.Errorf("%s: %v", file, err)
+			continue
+		}
+		for _, s := range []string{"Weather in a city", "get_weather", "Paris", "3", "sunny, 21 C", "Thanks"} {
+			if !strings.Contains(text, s) {
+				t.Errorf("%s: the rendered conversation lacks %q:\n%s", file, s, text)
+			}
+		}
+		n++
+	}
+	if n != 6 {
+		t.Errorf("%d of 6 templates rendered", n)
+	}
+}
