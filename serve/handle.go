@@ -168,10 +168,10 @@ func (rs *responder) splitter() *callSplitter {
 
 // toolCalls renders calls as OpenAI's tool_calls, numbered from first (a
 // stream's delta carries each call's index among the choice's calls).
-func toolCalls(calls []toolCall, first int, stream bool) []any {
+func (rs *responder) toolCalls(calls []toolCall, first int, stream bool) []any {
 	out := make([]any, len(calls))
 	for k, c := range calls {
-		tc := map[string]any{"id": newID("call_"), "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}
+		tc := map[string]any{"id": callID(rs.format), "type": "function", "function": map[string]any{"name": c.Name, "arguments": c.Arguments}}
 		if stream {
 			tc["index"] = first + k
 		}
@@ -227,7 +227,7 @@ func (rs *responder) whole(w http.ResponseWriter, r *http.Request, jobs []*job) 
 				content, calls = content+rest, append(calls, more...)
 				msg := map[string]any{"role": "assistant", "content": content}
 				if len(calls) > 0 {
-					msg["tool_calls"] = toolCalls(calls, 0, false)
+					msg["tool_calls"] = rs.toolCalls(calls, 0, false)
 					if content == "" {
 						msg["content"] = nil
 					}
@@ -355,7 +355,7 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 				content, calls := sp.feed(ev.Text)
 				delta := map[string]any{"content": content}
 				if len(calls) > 0 {
-					delta["tool_calls"] = toolCalls(calls, before, true)
+					delta["tool_calls"] = rs.toolCalls(calls, before, true)
 				}
 				c["delta"] = delta
 			} else if rs.chat {
@@ -382,7 +382,7 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 				delta["content"] = rest
 			}
 			if len(calls) > 0 {
-				delta["tool_calls"] = toolCalls(calls, before, true)
+				delta["tool_calls"] = rs.toolCalls(calls, before, true)
 			}
 			c["delta"] = delta
 			c["finish_reason"] = finishReason(ev.Finish, sp.calls)

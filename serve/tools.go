@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -17,8 +18,9 @@ import (
 // template taught. apr serve parses the <tool_call> blocks of the Qwen
 // templates: Hermes's JSON ({"name": …, "arguments": {…}}; Qwen2.5, Qwen3,
 // QwQ) and Qwen's XML (<function=NAME><parameter=P>value</parameter>…;
-// Qwen3-Coder, Qwen3.5); and Llama 3.1's reply that is one JSON object
-// {"name": …, "parameters": {…}} (after <|python_tag|>, when shown). A template that renders no tools, or teaches
+// Qwen3-Coder, Qwen3.5); Llama 3.1's reply that is one JSON object
+// {"name": …, "parameters": {…}} (after <|python_tag|>, when shown); and
+// Mistral's reply that is a list of calls (after [TOOL_CALLS]). A template that renders no tools, or teaches
 // another format, is refused by name when tools are sent, never given
 // tools whose calls would come back as plain text.
 
@@ -31,6 +33,7 @@ const (
 	toolsHermes                   // <tool_call>{"name": …, "arguments": …}</tool_call>
 	toolsXML                      // <tool_call><function=…><parameter=…>…</parameter></function></tool_call>
 	toolsLlama3                   // the whole reply {"name": …, "parameters": {…}} (Llama 3.1+)
+	toolsMistral                  // the whole reply [TOOL_CALLS][{"name": …, "arguments": {…}}, …]
 )
 
 const (
@@ -48,8 +51,10 @@ func templateToolFormat(src string) toolFormat {
 		return toolsXML
 	case strings.Contains(src, callOpen):
 		return toolsHermes
-	case strings.Contains(src, `"parameters": `) && strings.Contains(src, "<|python_tag|>"):
+	case strings.Contains(src, `"parameters": `) && strings.Contains(src, pythonTag):
 		return toolsLlama3
+	case strings.Contains(src, mistralTag):
+		return toolsMistral
 	default:
 		return toolsOther
 	}
@@ -214,25 +219,41 @@ type callSplitter struct {
 	open   bool   // held starts with callOpen and has no callClose yet
 	ws     string // the whitespace before the open block: dropped if it is a call
 	calls  int
-	whole  int // toolsLlama3: 0 undecided, 1 the reply may be a call (held to the end), 2 it is text
+	whole  int // a whole-reply format: 0 undecided, 1 the reply may be calls (held to the end), 2 it is text
 }
 
-// pythonTag opens a Llama 3 call when control tokens are shown.
-const pythonTag = "<|python_tag|>"
+// The tags that open a Llama 3 and a Mistral call (control tokens: the
+// reply's text shows them only when control tokens are not skipped).
+const (
+	pythonTag  = "<|python_tag|>"
+	mistralTag = "[TOOL_CALLS]"
+)
+
+// wholeReply returns, for a format whose calls are the whole reply, the
+// tag that may open it and the character its calls start with.
+func wholeReply(f toolFormat) (tag string, start string, ok bool) {
+	switch f {
+	case toolsLlama3:
+		return pythonTag, "{", true
+	case toolsMistral:
+		return mistralTag, "[", true
+	}
+	return "", "", false
+}
 
 // feed takes the next text and returns the content to pass on and the
 // calls completed by it.
 func (s *callSplitter) feed(text string) (content string, calls []toolCall) {
 	s.held += text
-	if s.format == toolsLlama3 {
-		// The call is the whole reply: one that starts as a JSON object
-		// (or with the tag) is held to the end; any other is text.
+	if tag, start, ok := wholeReply(s.format); ok {
+		// The calls are the whole reply: one that starts as they do (or
+		// with the tag) is held to the end; any other is text.
 		if s.whole == 0 {
 			t := strings.TrimLeftFunc(s.held, unicode.IsSpace)
 			switch {
-			case t == "" || (len(t) < len(pythonTag) && strings.HasPrefix(pythonTag, t)):
+			case t == "" || (len(t) < len(tag) && strings.HasPrefix(tag, t)):
 				return "", nil
-			case strings.HasPrefix(t, "{") || strings.HasPrefix(t, pythonTag):
+			case strings.HasPrefix(t, start) || strings.HasPrefix(t, tag):
 				s.whole = 1
 			default:
 				s.whole = 2
@@ -287,10 +308,10 @@ func (s *callSplitter) feed(text string) (content string, calls []toolCall) {
 func (s *callSplitter) finish() (string, []toolCall) {
 	h := s.ws + s.held
 	s.held, s.open, s.ws = "", false, ""
-	if s.format == toolsLlama3 && s.whole == 1 {
-		if c, ok := s.parse(strings.TrimPrefix(strings.TrimSpace(h), pythonTag)); ok {
-			s.calls++
-			return "", []toolCall{c}
+	if tag, _, ok := wholeReply(s.format); ok && s.whole == 1 {
+		if cs, ok := s.parseReply(strings.TrimPrefix(strings.TrimSpace(h), tag)); ok {
+			s.calls += len(cs)
+			return "", cs
 		}
 	}
 	if s.calls > 0 && strings.TrimSpace(h) == "" {
@@ -335,7 +356,7 @@ func (s *callSplitter) parse(body string) (toolCall, bool) {
 		return objectCall(c.Name, c.Arguments)
 	case toolsXML:
 		return parseXMLCall(body, find, func() *tool { return t })
-	case toolsLlama3:
+	case toolsLlama3, toolsMistral:
 		var c struct {
 			Name       string          `json:"name"`
 			Parameters json.RawMessage `json:"parameters"`
@@ -351,6 +372,29 @@ func (s *callSplitter) parse(body string) (toolCall, bool) {
 		return objectCall(c.Name, c.Parameters)
 	}
 	return toolCall{}, false
+}
+
+// parseReply reads a whole reply as its calls: Llama 3's one object,
+// Mistral's list of them (every one a call of a requested tool).
+func (s *callSplitter) parseReply(body string) ([]toolCall, bool) {
+	if s.format != toolsMistral {
+		c, ok := s.parse(body)
+		return []toolCall{c}, ok
+	}
+	var items []json.RawMessage
+	dec := json.NewDecoder(strings.NewReader(body))
+	if dec.Decode(&items) != nil || dec.More() || len(items) == 0 {
+		return nil, false
+	}
+	calls := make([]toolCall, len(items))
+	for i, it := range items {
+		c, ok := s.parse(string(it))
+		if !ok {
+			return nil, false
+		}
+		calls[i] = c
+	}
+	return calls, true
 }
 
 // objectCall is a call of name with arguments, a JSON object (absent or
@@ -417,4 +461,20 @@ func jsonText(s string) string {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s) // a string always encodes
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// callID is a new call's id: "call_" and 24 hex digits, or for Mistral's
+// template, which refuses any other id when the call comes back in the
+// next turn, 9 letters and digits.
+func callID(f toolFormat) string {
+	if f != toolsMistral {
+		return newID("call_")
+	}
+	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	var b [9]byte
+	rand.Read(b[:])
+	for i := range b {
+		b[i] = alnum[int(b[i])%len(alnum)]
+	}
+	return string(b[:])
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -80,6 +81,12 @@ func TestCallSplitter(t *testing.T) {
 		{"llama3, text", toolsLlama3, " It is sunny {\"name\": \"get_time\"}", " It is sunny {\"name\": \"get_time\"}", nil},
 		{"llama3, an object that is no call", toolsLlama3, "{\"answer\": 42}", "{\"answer\": 42}", nil},
 		{"llama3, a call and more", toolsLlama3, "{\"name\": \"get_time\", \"parameters\": {}} and more", "{\"name\": \"get_time\", \"parameters\": {}} and more", nil},
+		{"mistral", toolsMistral, "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, {\"name\": \"get_time\", \"arguments\": {}, \"id\": \"abcdefghi\"}]", "",
+			[]toolCall{{"get_weather", `{"city":"Paris"}`}, {"get_time", `{}`}}},
+		{"mistral, tag", toolsMistral, "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}}]", "", []toolCall{{"get_time", `{}`}}},
+		{"mistral, one unknown: all text", toolsMistral, "[{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"rm\", \"arguments\": {}}]",
+			"[{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"rm\", \"arguments\": {}}]", nil},
+		{"mistral, text", toolsMistral, "Sure [1, 2]", "Sure [1, 2]", nil},
 		{"xml, stray text inside stays text", toolsXML, "<tool_call><function=get_time>hi</function></tool_call>",
 			"<tool_call><function=get_time>hi</function></tool_call>", nil},
 	}
@@ -115,7 +122,7 @@ func TestTemplateToolFormat(t *testing.T) {
 		"Qwen3.5-4B.jinja":                           toolsXML,
 		"Qwen3-Coder.jinja":                          toolsXML,
 		"meta-llama-Llama-3.1-8B-Instruct.jinja":     toolsLlama3,
-		"mistralai-Mistral-Nemo-Instruct-2407.jinja": toolsOther,
+		"mistralai-Mistral-Nemo-Instruct-2407.jinja": toolsMistral,
 	} {
 		b, err := os.ReadFile(testutil.Fixture(t, "templates/"+file))
 		if err != nil {
@@ -124,6 +131,9 @@ func TestTemplateToolFormat(t *testing.T) {
 		if got := templateToolFormat(string(b)); got != want {
 			t.Errorf("%s: format %d, want %d", file, got, want)
 		}
+	}
+	if got := templateToolFormat("{% if tools %}{{ tools | tojson }}{% endif %}{% for m in messages %}{{ m.content }}{% endfor %}"); got != toolsOther {
+		t.Errorf("a template that shows tools in no format apr reads: format %d, want %d (other)", got, toolsOther)
 	}
 	if got := templateToolFormat("{% for m in messages %}{{ m.content }}{% endfor %}"); got != toolsNone {
 		t.Errorf("a template without tools: format %d, want %d (none)", got, toolsNone)
@@ -300,11 +310,12 @@ func TestToolCallsOpenAIClient(t *testing.T) {
 // TestToolTemplatesRender: an agent's conversation as apr serve decodes
 // it (the tools, an assistant turn's call, the tool's answer) renders with
 // each fixture template whose calls apr reads, showing the tool, the
-// call's name and argument, and the answer.
+// call's name and argument, and the answer (the call's id is 9 letters and
+// digits, as Mistral's template demands and callID gives it).
 func TestToolTemplatesRender(t *testing.T) {
 	body := `{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"},
-		{"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 3}"}}]},
-		{"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}, {"role": "user", "content": "Thanks"}],
+		{"role": "assistant", "content": null, "tool_calls": [{"id": "abc123XYZ", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 3}"}}]},
+		{"role": "tool", "tool_call_id": "abc123XYZ", "content": "sunny, 21 C"}, {"role": "assistant", "content": "Sunny."}, {"role": "user", "content": "Thanks"}],
 		"tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
 			"parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}}]}`
 	req, aerr := decodeRequest([]byte(body), true)
@@ -313,7 +324,7 @@ func TestToolTemplatesRender(t *testing.T) {
 	}
 	n := 0
 	for _, file := range []string{"Qwen-Qwen2.5-7B-Instruct.jinja", "Qwen-Qwen3-0.6B.jinja", "Qwen-QwQ-32B.jinja", "Qwen3.5-4B.jinja",
-		"Qwen3-Coder.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja"} {
+		"Qwen3-Coder.jinja", "meta-llama-Llama-3.1-8B-Instruct.jinja", "mistralai-Mistral-Nemo-Instruct-2407.jinja"} {
 		src, err := os.ReadFile(testutil.Fixture(t, "templates/"+file))
 		if err != nil {
 			t.Fatal(err)
@@ -334,7 +345,20 @@ func TestToolTemplatesRender(t *testing.T) {
 		}
 		n++
 	}
-	if n != 6 {
-		t.Errorf("%d of 6 templates rendered", n)
+	if n != 7 {
+		t.Errorf("%d of 7 templates rendered", n)
+	}
+}
+
+// TestCallIDs: Mistral's template refuses a call id that is not 9 letters
+// and digits when the call comes back; the others get OpenAI's form.
+func TestCallIDs(t *testing.T) {
+	for range 100 {
+		if id := callID(toolsMistral); !regexp.MustCompile(`^[A-Za-z0-9]{9}$`).MatchString(id) {
+			t.Fatalf("mistral id %q", id)
+		}
+		if id := callID(toolsHermes); !regexp.MustCompile(`^call_[0-9a-f]{24}$`).MatchString(id) {
+			t.Fatalf("hermes id %q", id)
+		}
 	}
 }
