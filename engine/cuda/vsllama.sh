@@ -23,12 +23,22 @@ LIM=${LIM:-570}
 ok() { [ $SECONDS -lt $LIM ] || { echo "skipped at $SECONDS s: $*" >>"$S"; return 1; }; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$S" 2>&1
 xz -dc .dev/apr.xz >/tmp/apr && chmod +x /tmp/apr || { echo "no .dev/apr.xz" >>"$S"; exit 3; }
+# LLAMA_DIR (default /tmp/llama): where llama.cpp is unpacked and built. A
+# directory an earlier call on the same machine left there is built on (a
+# no-op when complete): a call too short for the build can leave it to the
+# next one.
+LD=${LLAMA_DIR:-/tmp/llama}
 (
-	mkdir -p /tmp/llama && tar -C /tmp/llama -xJf .dev/llama-src.tar.xz && cd /tmp/llama &&
-		cmake -S . -B b -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-			-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
-			-DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF >/tmp/llama-cfg.txt 2>&1 &&
-		cmake --build b -j "$(nproc)" --target llama-bench llama-completion >/tmp/llama-build.txt 2>&1
+	if [ ! -e "$LD/b/CMakeCache.txt" ]; then
+		gen=
+		command -v ninja >/dev/null && gen="-G Ninja"
+		# shellcheck disable=SC2086 # gen is words
+		mkdir -p "$LD" && tar -C "$LD" -xJf .dev/llama-src.tar.xz &&
+			cmake -S "$LD" -B "$LD/b" $gen -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+				-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+				-DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF >/tmp/llama-cfg.txt 2>&1
+	fi &&
+		cmake --build "$LD/b" -j "$(nproc)" --target llama-bench llama-completion >/tmp/llama-build.txt 2>&1
 	echo "llama.cpp build exit $? at $SECONDS s"
 ) >/tmp/llama-stat.txt 2>&1 &
 build=$!
@@ -42,8 +52,8 @@ for p in $(jobs -p); do [ "$p" = "$build" ] || wait "$p"; done
 echo "synth done at $SECONDS s" >>"$S"
 while kill -0 $build 2>/dev/null && [ $SECONDS -lt $((LIM - 200)) ]; do sleep 2; done
 cat /tmp/llama-stat.txt >>"$S"
-LB=/tmp/llama/b/bin/llama-bench
-LC=/tmp/llama/b/bin/llama-completion
+LB=$LD/b/bin/llama-bench
+LC=$LD/b/bin/llama-completion
 [ -x $LB ] || { echo "llama.cpp did not build:" >>"$S"; tail -n 20 /tmp/llama-cfg.txt /tmp/llama-build.txt >>"$S" 2>&1; }
 
 # apr: "| cuda | auto | TEST | median | min | max | [ci] |" rows; llama-bench: markdown rows.
@@ -57,6 +67,16 @@ for m in q25-Q4_K q35-Q4_K; do
 	ok "apr $m d4096" || break
 	timeout 60 /tmp/apr bench /tmp/$m.gguf --backend cuda -p 0 -n 128 -d 4096 --reps 5 2>&1 | grep -E '^\| cuda|refused|rror' | sed "s/^/apr $m /" >>/tmp/rows.txt
 done
+# .dev/apr-base.xz (make cuda-bundle CUDA_BUNDLE_BASE=REV), when carried: an
+# earlier apr with its own embedded kernels, on the prompt tests, for a
+# before/after on the same machine ("base" rows; the ratios are apr's).
+if [ -s .dev/apr-base.xz ] && xz -dc .dev/apr-base.xz >/tmp/apr-base && chmod +x /tmp/apr-base; then
+	for m in $models; do
+		ok "apr-base $m" || break
+		env -u APR_CUDA_PTX timeout 90 /tmp/apr-base bench /tmp/$m.gguf --backend cuda -p 512 -n 128 --reps 5 2>&1 |
+			grep -E '^\| cuda|refused|rror' | sed "s/^/base $m /" >>/tmp/rows.txt
+	done
+fi
 if [ -x $LB ]; then
 	for m in $models; do
 		ok "llama $m" || break
