@@ -41,7 +41,7 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				writeError(w, badRequest("tools", "field tools: this model's chat template renders no tools"))
 				return
 			case toolsOther:
-				writeError(w, badRequest("tools", "field tools: this model's chat template teaches a tool-call format apr serve does not read (it reads <tool_call> blocks: Hermes JSON and Qwen XML)"))
+				writeError(w, badRequest("tools", "field tools: this model's chat template teaches a tool-call format apr serve does not read (it reads Hermes JSON and Qwen XML <tool_call> blocks, Llama 3.1 and Mistral replies)"))
 				return
 			}
 		}
