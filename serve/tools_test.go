@@ -25,6 +25,12 @@ func qwenToolModel(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return templateModel(t, string(src))
+}
+
+// templateModel writes apr synth's tiny qwen2 with the chat template src.
+func templateModel(t *testing.T, src string) string {
+	t.Helper()
 	p, err := synth.FindPreset("qwen2", "tiny")
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +39,7 @@ func qwenToolModel(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Builder.Set("tokenizer.chat_template", gguf.V(string(src)))
+	r.Builder.Set("tokenizer.chat_template", gguf.V(src))
 	r.Builder.Set("qwen2.context_length", gguf.V(uint32(2048))) // the template's tool prompt alone is ~700 byte-level tokens
 	path := filepath.Join(t.TempDir(), "qwen2-tools.gguf")
 	if err := r.Builder.WriteFile(path); err != nil {
@@ -117,8 +123,15 @@ func TestTools(t *testing.T) {
 		}
 	}
 
-	// A template that renders no tools is refused, never given tools
-	// whose calls would come back as text.
+	// A template that shows tools in a format apr does not read is
+	// refused, never given tools whose calls would come back as text.
+	_, url3 := start(t, serve.Options{Model: templateModel(t, "{% if tools %}Tools: {{ tools | tojson }}\n{% endif %}"+
+		"{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}assistant:"), Parallel: 1, Ctx: 2048})
+	code, v = post(t, url3, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "tools": [`+weatherTool+`]}`)
+	if e, _ := v["error"].(map[string]any); code != 400 || e == nil || e["param"] != "tools" || !strings.Contains(e["message"].(string), "does not read") {
+		t.Errorf("tools on a template of another format: %d %v, want 400 naming tools", code, v)
+	}
+	// A template that renders no tools is refused too.
 	_, url2 := start(t, serve.Options{Model: tinyQwen2(t), Parallel: 1})
 	code, v = post(t, url2, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "tools": [`+weatherTool+`]}`)
 	if e, _ := v["error"].(map[string]any); code != 400 || e == nil || e["param"] != "tools" || !strings.Contains(e["message"].(string), "renders no tools") {
