@@ -14,6 +14,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 8, "temperature": 0.7, "top_p": 0.9, "seed": 3, "stop": ["\n", "END"], "stream": true, "stream_options": {"include_usage": true}, "logprobs": true, "top_logprobs": 2}`,
 		`{"prompt": "Once upon", "max_tokens": 4, "logprobs": 2, "stop": "x", "n": 1, "min_p": 0.05, "top_k": 40}`,
 		`{"messages": [{"role": "system", "content": [{"type": "text", "text": "be brief"}]}, {"role": "user", "content": "hi", "name": "u"}]}`,
+		`{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}, {"role": "tool", "tool_call_id": "c", "content": "ok"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}], "tool_choice": "auto"}`,
 		`{"prompt": ["one"]}`, `{"messages": [}`, `[]`, `null`, `{"prompt": 1e400}`, `{"max_tokens": -1}`, "", `{"prompt":"a"} x`,
 	} {
 		f.Add([]byte(s), true)
@@ -45,10 +46,60 @@ func FuzzDecodeRequest(f *testing.F) {
 		if chat && len(r.Messages) == 0 {
 			t.Fatalf("chat request without messages accepted")
 		}
+		if len(r.Tools) != len(r.ToolDefs) || (!chat && len(r.Tools) > 0) {
+			t.Fatalf("tools %d, their definitions %d (chat %v)", len(r.Tools), len(r.ToolDefs), chat)
+		}
+		for _, d := range r.ToolDefs {
+			if !toolName.MatchString(d.Name) {
+				t.Fatalf("tool name %q accepted", d.Name)
+			}
+		}
 		for _, s := range r.Stop {
 			if s == "" {
 				t.Fatalf("empty stop string accepted")
 			}
+		}
+	})
+}
+
+// FuzzCallSplitter: any completion text, in any format apr reads, fed in
+// pieces gives the content and calls it gives fed whole; never a panic;
+// every call names a requested tool with a JSON object of arguments; with
+// no call the content is the text itself.
+func FuzzCallSplitter(f *testing.F) {
+	for _, s := range []string{
+		"Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+		"<tool_call>\n<function=get_weather>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>",
+		"{\"name\": \"get_time\", \"parameters\": {}}", "[{\"name\": \"get_time\", \"arguments\": {}}]", "<tool_ca", "  \n", "",
+	} {
+		for fm := toolsHermes; fm <= toolsMistral; fm++ {
+			f.Add(s, uint8(fm), uint8(3))
+		}
+	}
+	f.Fuzz(func(t *testing.T, text string, fm, step uint8) {
+		format := toolsHermes + toolFormat(fm)%(toolsMistral-toolsHermes+1)
+		content, calls := split(format, []string{text})
+		n := 1 + int(step)%7
+		var pieces []string
+		for rest := text; rest != ""; {
+			k := min(n, len(rest))
+			pieces, rest = append(pieces, rest[:k]), rest[k:]
+		}
+		c2, calls2 := split(format, pieces)
+		if c2 != content || len(calls2) != len(calls) {
+			t.Fatalf("in pieces of %d: content %q calls %q; whole: %q %q", n, c2, calls2, content, calls)
+		}
+		for i, c := range calls {
+			if c != calls2[i] {
+				t.Fatalf("call %d: %q in pieces, %q whole", i, calls2[i], c)
+			}
+			var args map[string]any
+			if json.Unmarshal([]byte(c.Arguments), &args) != nil || (c.Name != "get_weather" && c.Name != "get_time") {
+				t.Fatalf("call %q", c)
+			}
+		}
+		if len(calls) == 0 && content != text {
+			t.Fatalf("no call, yet content %q is not the text %q", content, text)
 		}
 	})
 }

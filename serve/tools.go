@@ -28,12 +28,12 @@ import (
 type toolFormat int
 
 const (
-	toolsNone   toolFormat = iota // the template renders no tools
-	toolsOther                    // it does, in a format apr does not parse
-	toolsHermes                   // <tool_call>{"name": …, "arguments": …}</tool_call>
-	toolsXML                      // <tool_call><function=…><parameter=…>…</parameter></function></tool_call>
-	toolsLlama3                   // the whole reply {"name": …, "parameters": {…}} (Llama 3.1+)
-	toolsMistral                  // the whole reply [TOOL_CALLS][{"name": …, "arguments": {…}}, …]
+	toolsNone    toolFormat = iota // the template renders no tools
+	toolsOther                     // it does, in a format apr does not parse
+	toolsHermes                    // <tool_call>{"name": …, "arguments": …}</tool_call>
+	toolsXML                       // <tool_call><function=…><parameter=…>…</parameter></function></tool_call>
+	toolsLlama3                    // the whole reply {"name": …, "parameters": {…}} (Llama 3.1+)
+	toolsMistral                   // the whole reply [TOOL_CALLS][{"name": …, "arguments": {…}}, …]
 )
 
 const (
