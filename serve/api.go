@@ -62,6 +62,7 @@ type request struct {
 	JSON         bool   // response_format json_object: each completion is one JSON object
 	Tools        []any  // chat: the tools as the template sees them (nil: none, or tool_choice "none")
 	ToolDefs     []tool // their names and parameter types, for reading the calls back
+	ForceTool    string // tool_choice: the function the model must call ("": its choice)
 }
 
 // Fields accepted and ignored: they change nothing apr computes.
@@ -150,7 +151,8 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 	// calling none only, which some clients always send.
 	if chat {
 		r.Tools, r.ToolDefs = d.tools("tools")
-		if d.toolChoice("tool_choice") {
+		var none bool
+		if none, r.ForceTool = d.toolChoice("tool_choice", r.ToolDefs); none {
 			r.Tools, r.ToolDefs = nil, nil
 		}
 	} else {

@@ -3,6 +3,7 @@ package serve
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 )
 
@@ -15,6 +16,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"prompt": "Once upon", "max_tokens": 4, "logprobs": 2, "stop": "x", "n": 1, "min_p": 0.05, "top_k": 40}`,
 		`{"messages": [{"role": "system", "content": [{"type": "text", "text": "be brief"}]}, {"role": "user", "content": "hi", "name": "u"}]}`,
 		`{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}, {"role": "tool", "tool_call_id": "c", "content": "ok"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}], "tool_choice": "auto"}`,
+		`{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "f"}}}`,
 		`{"prompt": ["one"]}`, `{"messages": [}`, `[]`, `null`, `{"prompt": 1e400}`, `{"max_tokens": -1}`, "", `{"prompt":"a"} x`,
 	} {
 		f.Add([]byte(s), true)
@@ -48,6 +50,9 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		if len(r.Tools) != len(r.ToolDefs) || (!chat && len(r.Tools) > 0) {
 			t.Fatalf("tools %d, their definitions %d (chat %v)", len(r.Tools), len(r.ToolDefs), chat)
+		}
+		if r.ForceTool != "" && !slices.ContainsFunc(r.ToolDefs, func(d tool) bool { return d.Name == r.ForceTool }) {
+			t.Fatalf("forced call of %q, not among the tools", r.ForceTool)
 		}
 		for _, d := range r.ToolDefs {
 			if !toolName.MatchString(d.Name) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aprqa/apr/engine/generate"
+	"github.com/aprqa/apr/engine/tokenizer"
 )
 
 // completion answers /v1/chat/completions (chat) and /v1/completions.
@@ -45,6 +46,24 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				return
 			}
 		}
+		// A forced call (tool_choice): its start ends the prompt, the
+		// completion is held to one JSON object (the arguments), and its
+		// end closes the text the splitter reads.
+		var forceIDs []int32
+		var forceText, forceEnd string
+		if req.ForceTool != "" && m.Tmpl != nil {
+			start, text, end, ok := forcedCall(format, req.ForceTool)
+			if !ok {
+				writeError(w, badRequest("tool_choice", "field tool_choice: this model's tool-call format (Qwen's XML) has no JSON arguments that apr serve could hold the model to; send \"auto\""))
+				return
+			}
+			var err error
+			if forceIDs, err = m.Tok.Encode(start, tokenizer.Options{ParseSpecial: true}); err != nil {
+				writeError(w, badRequest("tool_choice", "tokenizing the forced call's start: %v", err))
+				return
+			}
+			forceText, forceEnd = text, end
+		}
 		if err := req.Sampling.CheckVocab(m.Spec.NVocab); err != nil {
 			writeError(w, badRequest("logit_bias", "field logit_bias: %v", err))
 			return
@@ -77,6 +96,7 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 					writeError(w, badRequest(at, "rendering the chat template: %v", err))
 					return
 				}
+				prompt = append(prompt, forceIDs...)
 			case it.IDs != nil:
 				for i, id := range it.IDs {
 					if id < 0 || int(id) >= m.Spec.NVocab {
@@ -126,7 +146,7 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				p := req.Sampling
 				p.Seed += uint64(c)
 				j := &job{ctx: r.Context(), prompt: prompt, stop: req.Stop, logprobs: req.Logprobs, top: req.TopLogprobs,
-					opts: generate.SeqOptions{MaxTokens: maxTokens[k], IgnoreEOS: req.IgnoreEOS, Sampling: p, SkipControl: true, JSON: req.JSON}}
+					opts: generate.SeqOptions{MaxTokens: maxTokens[k], IgnoreEOS: req.IgnoreEOS, Sampling: p, SkipControl: true, JSON: req.JSON || forceText != ""}}
 				if req.Echo {
 					j.echoPrompt(m.Tok)
 				}
@@ -140,7 +160,8 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				jobs = append(jobs, j)
 			}
 		}
-		rs := &responder{s: s, chat: chat, req: req, id: newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat]), created: time.Now().Unix(), format: format}
+		rs := &responder{s: s, chat: chat, req: req, id: newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat]), created: time.Now().Unix(), format: format,
+			forceText: forceText, forceEnd: forceEnd}
 		if req.Stream {
 			rs.stream(w, r, jobs)
 		} else {
@@ -156,6 +177,9 @@ type responder struct {
 	id      string
 	created int64
 	format  toolFormat // the template's tool-call format when tools were sent
+	// A forced call's text before the completion and after it (when the
+	// completion, the arguments, ended as a whole object).
+	forceText, forceEnd string
 }
 
 // splitter returns a choice's call splitter, or nil when no tools were sent.
@@ -163,7 +187,22 @@ func (rs *responder) splitter() *callSplitter {
 	if len(rs.req.ToolDefs) == 0 || rs.format < toolsHermes {
 		return nil
 	}
-	return &callSplitter{format: rs.format, tools: rs.req.ToolDefs}
+	sp := &callSplitter{format: rs.format, tools: rs.req.ToolDefs}
+	sp.feed(rs.forceText) // the call's start: held, it passes nothing on
+	return sp
+}
+
+// finishSplit ends a choice's splitting: a forced call's end first when
+// the completion stopped on its own (the arguments' object closed), then
+// what the splitter still holds.
+func (rs *responder) finishSplit(sp *callSplitter, finish string) (string, []toolCall) {
+	var content string
+	var calls []toolCall
+	if rs.forceEnd != "" && finish == generate.FinishStop {
+		content, calls = sp.feed(rs.forceEnd)
+	}
+	rest, more := sp.finish()
+	return content + rest, append(calls, more...)
 }
 
 // toolCalls renders calls as OpenAI's tool_calls, numbered from first (a
@@ -223,7 +262,7 @@ func (rs *responder) whole(w http.ResponseWriter, r *http.Request, jobs []*job) 
 			choice := map[string]any{"index": i, "finish_reason": ev.Finish, "token_ids": ids, "logprobs": rs.logprobs(lps, 0)}
 			if sp := rs.splitter(); sp != nil {
 				content, calls := sp.feed(string(text))
-				rest, more := sp.finish()
+				rest, more := rs.finishSplit(sp, ev.Finish)
 				content, calls = content+rest, append(calls, more...)
 				msg := map[string]any{"role": "assistant", "content": content}
 				if len(calls) > 0 {
@@ -377,7 +416,7 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 			// the finish.
 			before := sp.calls
 			delta := map[string]any{}
-			rest, calls := sp.finish()
+			rest, calls := rs.finishSplit(sp, ev.Finish)
 			if rest != "" {
 				delta["content"] = rest
 			}

@@ -12,10 +12,12 @@ import (
 	"github.com/aprqa/apr/engine/chat"
 )
 
-// Tool calls (OpenAI's tools and tool_choice "auto"): the tools go to the
-// model's own chat template, which tells the model how to call them, and
-// the calls come back out of the completion's text in the format that
-// template taught. apr serve parses the <tool_call> blocks of the Qwen
+// Tool calls (OpenAI's tools and tool_choice): the tools go to the model's
+// own chat template, which tells the model how to call them, and the calls
+// come back out of the completion's text in the format that template
+// taught. A forced call (a named function, or "required" with one tool) is
+// started by apr at the end of the prompt, name included, and the model
+// writes its arguments held to one JSON object (forcedCall). apr serve parses the <tool_call> blocks of the Qwen
 // templates: Hermes's JSON ({"name": …, "arguments": {…}}; Qwen2.5, Qwen3,
 // QwQ) and Qwen's XML (<function=NAME><parameter=P>value</parameter>…;
 // Qwen3-Coder, Qwen3.5); Llama 3.1's reply that is one JSON object
@@ -142,21 +144,69 @@ func (d *fieldDecoder) tools(name string) ([]any, []tool) {
 	return generic.([]any), out
 }
 
-// toolChoice decodes tool_choice: "auto" (the default) or "none" (the
-// tools are not shown to the model). A call the model must make
-// ("required", or a named function) is refused: apr serve does not
-// constrain the model to a call.
-func (d *fieldDecoder) toolChoice(name string) (none bool) {
+// toolChoice decodes tool_choice against the tools decoded before it:
+// "auto" (the default), "none" (the tools are not shown to the model), or
+// a call the model must make: a named function ({"type": "function",
+// "function": {"name": …}}), or "required" with one tool (that one). The
+// forced call's name is returned. "required" among several tools is
+// refused: apr forces a call by writing its start, name included.
+func (d *fieldDecoder) toolChoice(name string, defs []tool) (none bool, force string) {
 	v := d.get(name)
 	if v == nil {
-		return false
+		return false, ""
 	}
 	var got string
-	if err := json.Unmarshal(v, &got); err != nil || (got != "auto" && got != "none") {
-		d.err = badRequest(name, "field %s: only \"auto\" and \"none\" are supported (apr serve does not force a tool call), got %s", name, bytes.TrimSpace(v))
-		return false
+	if json.Unmarshal(v, &got) == nil {
+		switch {
+		case got == "auto":
+			return false, ""
+		case got == "none":
+			return true, ""
+		case got == "required" && len(defs) == 1:
+			return false, defs[0].Name
+		case got == "required":
+			d.err = badRequest(name, "field %s: \"required\" with %d tools: apr serve forces a call of one named function only; name it ({\"type\": \"function\", \"function\": {\"name\": …}})", name, len(defs))
+			return false, ""
+		}
 	}
-	return got == "none"
+	var named struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	}
+	if json.Unmarshal(v, &named) != nil || named.Type != "function" || named.Function.Name == "" {
+		d.err = badRequest(name, "field %s: want \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": …}}, got %s", name, bytes.TrimSpace(v))
+		return false, ""
+	}
+	for _, t := range defs {
+		if t.Name == named.Function.Name {
+			return false, t.Name
+		}
+	}
+	d.err = badRequest(name, "field %s: function %q is not among the tools", name, named.Function.Name)
+	return false, ""
+}
+
+// forcedCall is how a format's call of name starts and ends, when apr
+// makes the model call it: the prompt gains start (control tokens parsed),
+// the completion is held to one JSON object (the arguments), and the
+// splitter reads text + the completion + end. ok is false for a format
+// whose arguments are not one JSON object (Qwen's XML).
+func forcedCall(f toolFormat, name string) (start, text, end string, ok bool) {
+	n := jsonText(name)
+	switch f {
+	case toolsHermes:
+		start = callOpen + "\n{\"name\": " + n + ", \"arguments\": "
+		return start, start, "}\n" + callClose, true
+	case toolsLlama3:
+		start = "{\"name\": " + n + ", \"parameters\": "
+		return start, start, "}", true
+	case toolsMistral:
+		text = "[{\"name\": " + n + ", \"arguments\": "
+		return mistralTag + text, text, "}]", true
+	}
+	return "", "", "", false
 }
 
 // toolCallsField decodes an assistant message's tool_calls for the

@@ -2,8 +2,12 @@ package serve_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +16,7 @@ import (
 	"github.com/aprqa/apr/engine/gguf"
 	"github.com/aprqa/apr/engine/quant"
 	"github.com/aprqa/apr/engine/synth"
+	"github.com/aprqa/apr/engine/tokenizer"
 	"github.com/aprqa/apr/internal/testutil"
 	"github.com/aprqa/apr/serve"
 )
@@ -102,8 +107,8 @@ func TestTools(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ name, body, param string }{
-		{"required", `"tools": [` + weatherTool + `], "tool_choice": "required"`, "tool_choice"},
-		{"named", `"tools": [` + weatherTool + `], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}`, "tool_choice"},
+		{"required among two", `"tools": [` + weatherTool + `, {"type": "function", "function": {"name": "get_time"}}], "tool_choice": "required"`, "tool_choice"},
+		{"named, unknown", `"tools": [` + weatherTool + `], "tool_choice": {"type": "function", "function": {"name": "get_time"}}`, "tool_choice"},
 		{"bad name", `"tools": [{"type": "function", "function": {"name": "get weather"}}]`, "tools[0].function.name"},
 		{"twice", `"tools": [` + weatherTool + `, ` + weatherTool + `]`, "tools[1].function.name"},
 		{"not a function", `"tools": [{"type": "retrieval"}]`, "tools[0]"},
@@ -123,6 +128,78 @@ func TestTools(t *testing.T) {
 		}
 	}
 
+	// A forced call (tool_choice a named function, or required with one
+	// tool): the model writes the arguments, one JSON object, and the
+	// call comes back whole and streamed. The bias closes the object at
+	// once ("{}"); without it the random model's object is longer.
+	tok := modelTokenizer(t, model)
+	bias := map[string]float64{}
+	for id := range int32(tok.NVocab()) {
+		if p, _ := tok.Piece(id); p == "}" {
+			bias[strconv.Itoa(int(id))] = 100
+		}
+	}
+	lb, _ := json.Marshal(bias)
+	for _, choice := range []string{`{"type": "function", "function": {"name": "get_weather"}}`, `"required"`} {
+		for _, stream := range []bool{false, true} {
+			body := `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50, "tools": [` + weatherTool + `], "tool_choice": ` + choice + `, "logit_bias": ` + string(lb) + `}`
+			var finish, content string
+			var calls []string
+			if stream {
+				finish, content, calls = streamedChat(t, url, body)
+			} else {
+				code, v := post(t, url, "/v1/chat/completions", body)
+				ch, _ := v["choices"].([]any)
+				if code != 200 || len(ch) != 1 {
+					t.Fatalf("forced %s: %d %v", choice, code, v)
+				}
+				c := ch[0].(map[string]any)
+				msg := c["message"].(map[string]any)
+				finish, _ = c["finish_reason"].(string)
+				content, _ = msg["content"].(string)
+				tcs, _ := msg["tool_calls"].([]any)
+				for _, tc := range tcs {
+					fn := tc.(map[string]any)["function"].(map[string]any)
+					calls = append(calls, fn["name"].(string)+" "+fn["arguments"].(string))
+				}
+			}
+			if finish != "tool_calls" || content != "" || len(calls) != 1 || calls[0] != "get_weather {}" {
+				t.Errorf("forced %s (stream %v), biased to close: finish %q content %q calls %q; want tool_calls, no content, [get_weather {}]", choice, stream, finish, content, calls)
+			}
+		}
+	}
+	// The forced call's start ends the prompt, as the template's tokens.
+	startIDs, err := tok.Encode("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", tokenizer.Options{ParseSpecial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, forced := post(t, url, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "tools": [`+weatherTool+`], "tool_choice": "required"}`)
+	_, auto := post(t, url, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "tools": [`+weatherTool+`]}`)
+	if d := pt(forced) - pt(auto); int(d) != len(startIDs) {
+		t.Errorf("a forced call's prompt has %v tokens more than the same request's, want %d (the call's start)", d, len(startIDs))
+	}
+	// A forced call the model does not finish is its text, with the call's
+	// start, and finishes for length.
+	code, v = post(t, url, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "temperature": 0, "tools": [`+weatherTool+`], "tool_choice": "required"}`)
+	if ch, _ := v["choices"].([]any); code != 200 || len(ch) != 1 || ch[0].(map[string]any)["finish_reason"] != "length" ||
+		!strings.HasPrefix(ch[0].(map[string]any)["message"].(map[string]any)["content"].(string), "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {") {
+		t.Errorf("an unfinished forced call: %d %v, want finish length and the call's text", code, v)
+	}
+	// Qwen's XML has no JSON arguments to hold the model to: refused.
+	xml, err := os.ReadFile(testutil.Fixture(t, "templates/Qwen3.5-4B.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, url4 := start(t, serve.Options{Model: templateModel(t, string(xml)), Parallel: 1, Ctx: 2048})
+	code, v = post(t, url4, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "tools": [`+weatherTool+`], "tool_choice": "required"}`)
+	if e, _ := v["error"].(map[string]any); code != 400 || e == nil || e["param"] != "tool_choice" {
+		t.Errorf("a forced call in Qwen's XML: %d %v, want 400 naming tool_choice", code, v)
+	}
+	code, _ = post(t, url4, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "tools": [`+weatherTool+`]}`)
+	if code != 200 {
+		t.Errorf("tools on Qwen3.5's template: %d, want 200", code)
+	}
+
 	// A template that shows tools in a format apr does not read is
 	// refused, never given tools whose calls would come back as text.
 	_, url3 := start(t, serve.Options{Model: templateModel(t, "{% if tools %}Tools: {{ tools | tojson }}\n{% endif %}"+
@@ -137,4 +214,50 @@ func TestTools(t *testing.T) {
 	if e, _ := v["error"].(map[string]any); code != 400 || e == nil || e["param"] != "tools" || !strings.Contains(e["message"].(string), "renders no tools") {
 		t.Errorf("tools on a template without them: %d %v, want 400 naming tools", code, v)
 	}
+}
+
+// streamedChat posts a streamed chat request and returns its one choice's
+// finish reason, content and calls ("name arguments"), as the deltas add up.
+func streamedChat(t *testing.T, url, body string) (finish, content string, calls []string) {
+	t.Helper()
+	body = strings.TrimSuffix(body, "}") + `, "stream": true}`
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %d %v %s", resp.StatusCode, err, raw)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ch struct {
+			Choices []struct {
+				FinishReason *string `json:"finish_reason"`
+				Delta        struct {
+					Content   string `json:"content"`
+					ToolCalls []struct {
+						Function struct{ Name, Arguments string }
+					} `json:"tool_calls"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(data), &ch); err != nil {
+			t.Fatalf("stream chunk %q: %v", data, err)
+		}
+		for _, c := range ch.Choices {
+			content += c.Delta.Content
+			for _, tc := range c.Delta.ToolCalls {
+				calls = append(calls, tc.Function.Name+" "+tc.Function.Arguments)
+			}
+			if c.FinishReason != nil {
+				finish = *c.FinishReason
+			}
+		}
+	}
+	return finish, content, calls
 }
