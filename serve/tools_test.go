@@ -3,8 +3,6 @@ package serve_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -220,21 +218,7 @@ func TestTools(t *testing.T) {
 // finish reason, content and calls ("name arguments"), as the deltas add up.
 func streamedChat(t *testing.T, url, body string) (finish, content string, calls []string) {
 	t.Helper()
-	body = strings.TrimSuffix(body, "}") + `, "stream": true}`
-	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("stream: %d %v %s", resp.StatusCode, err, raw)
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok || data == "[DONE]" {
-			continue
-		}
+	for _, data := range sseChunks(t, url, "/v1/chat/completions", strings.TrimSuffix(body, "}")+`, "stream": true}`) {
 		var ch struct {
 			Choices []struct {
 				FinishReason *string `json:"finish_reason"`

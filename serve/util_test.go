@@ -46,17 +46,24 @@ func sseLines(t *testing.T, url, path, body string) []string {
 	return out
 }
 
-// streamIDs posts a streaming request and returns the ids of its chunks;
-// the stream must end with [DONE].
-func streamIDs(t *testing.T, url, path, body string) []int32 {
+// sseChunks posts a streaming request and returns its chunks' payloads;
+// the stream must end with [DONE] (not returned).
+func sseChunks(t *testing.T, url, path, body string) []string {
 	t.Helper()
 	lines := sseLines(t, url, path, body)
 	if len(lines) == 0 || lines[len(lines)-1] != "[DONE]" {
 		t.Errorf("stream does not end with [DONE]: %q", lines)
 		return nil
 	}
+	return lines[:len(lines)-1]
+}
+
+// streamIDs posts a streaming request and returns the ids of its chunks;
+// the stream must end with [DONE].
+func streamIDs(t *testing.T, url, path, body string) []int32 {
+	t.Helper()
 	var ids []int32
-	for _, l := range lines[:len(lines)-1] {
+	for _, l := range sseChunks(t, url, path, body) {
 		var c struct {
 			Choices []struct {
 				IDs []int32 `json:"token_ids"`
