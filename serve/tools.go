@@ -237,12 +237,16 @@ func (d *fieldDecoder) toolCallsField(name string) []any {
 			d.err = badRequest(at, "field %s: want {\"type\": \"function\", \"function\": {\"name\", \"arguments\"}}", at)
 			return nil
 		}
-		var args any = c.Function.Arguments
-		if a, err := chat.DecodeJSON([]byte(c.Function.Arguments)); err == nil {
+		// No arguments (an empty text) are an empty object, which templates
+		// iterate as they do any other.
+		var args any = chat.NewMap()
+		if strings.TrimSpace(c.Function.Arguments) != "" {
+			a, err := chat.DecodeJSON([]byte(c.Function.Arguments))
+			if err != nil {
+				d.err = badRequest(at+".function.arguments", "field %s.function.arguments: not a JSON text: %v", at, err)
+				return nil
+			}
 			args = a
-		} else if strings.TrimSpace(c.Function.Arguments) != "" {
-			d.err = badRequest(at+".function.arguments", "field %s.function.arguments: not a JSON text: %v", at, err)
-			return nil
 		}
 		out = append(out, chat.NewMap("id", c.ID, "type", "function",
 			"function", chat.NewMap("name", c.Function.Name, "arguments", args)))
@@ -381,47 +385,36 @@ func partialSuffix(text, tag string) int {
 	return 0
 }
 
-// parse reads one block's inside as a call of one of the tools.
+// parse reads one block's inside (or a whole reply's one call) as a call of
+// one of the tools.
 func (s *callSplitter) parse(body string) (toolCall, bool) {
-	var t *tool
-	find := func(name string) bool {
-		for i := range s.tools {
-			if s.tools[i].Name == name {
-				t = &s.tools[i]
-				return true
-			}
-		}
-		return false
+	if s.format == toolsXML {
+		return parseXMLCall(body, s.tool)
 	}
-	switch s.format {
-	case toolsHermes:
-		var c struct {
-			Name      string          `json:"name"`
-			Arguments json.RawMessage `json:"arguments"`
-		}
-		dec := json.NewDecoder(strings.NewReader(body))
-		if dec.Decode(&c) != nil || dec.More() || !find(c.Name) {
-			return toolCall{}, false
-		}
-		return objectCall(c.Name, c.Arguments)
-	case toolsXML:
-		return parseXMLCall(body, find, func() *tool { return t })
-	case toolsLlama3, toolsMistral:
-		var c struct {
-			Name       string          `json:"name"`
-			Parameters json.RawMessage `json:"parameters"`
-			Arguments  json.RawMessage `json:"arguments"`
-		}
-		dec := json.NewDecoder(strings.NewReader(body))
-		if dec.Decode(&c) != nil || dec.More() || !find(c.Name) {
-			return toolCall{}, false
-		}
-		if c.Parameters == nil {
-			c.Parameters = c.Arguments
-		}
-		return objectCall(c.Name, c.Parameters)
+	// JSON: {"name", "arguments"}; Llama 3's {"name", "parameters"}.
+	var c struct {
+		Name       string          `json:"name"`
+		Arguments  json.RawMessage `json:"arguments"`
+		Parameters json.RawMessage `json:"parameters"`
 	}
-	return toolCall{}, false
+	dec := json.NewDecoder(strings.NewReader(body))
+	if dec.Decode(&c) != nil || dec.More() || s.tool(c.Name) == nil {
+		return toolCall{}, false
+	}
+	if s.format != toolsHermes && c.Parameters != nil {
+		c.Arguments = c.Parameters
+	}
+	return objectCall(c.Name, c.Arguments)
+}
+
+// tool is the requested tool named name, or nil.
+func (s *callSplitter) tool(name string) *tool {
+	for i := range s.tools {
+		if s.tools[i].Name == name {
+			return &s.tools[i]
+		}
+	}
+	return nil
 }
 
 // parseReply reads a whole reply as its calls: Llama 3's one object,
@@ -469,12 +462,15 @@ var (
 // parseXMLCall reads Qwen's XML call: <function=NAME> and its
 // <parameter=P>value</parameter>s. A value is a string unless the tool's
 // schema gives the parameter another type and the value is that JSON.
-func parseXMLCall(body string, find func(string) bool, found func() *tool) (toolCall, bool) {
+func parseXMLCall(body string, lookup func(string) *tool) (toolCall, bool) {
 	m := xmlFunction.FindStringSubmatch(body)
-	if m == nil || !find(strings.TrimSpace(m[1])) {
+	if m == nil {
 		return toolCall{}, false
 	}
-	t := found()
+	t := lookup(strings.TrimSpace(m[1]))
+	if t == nil {
+		return toolCall{}, false
+	}
 	inner, at := m[2], 0
 	var b strings.Builder
 	b.WriteByte('{')

@@ -348,6 +348,24 @@ func TestToolTemplatesRender(t *testing.T) {
 	if n != 7 {
 		t.Errorf("%d of 7 templates rendered", n)
 	}
+	// A call without arguments (an empty text) is an empty object, which
+	// the templates that iterate arguments render.
+	empty, aerr := decodeRequest([]byte(`{"messages": [{"role": "user", "content": "time?"},
+		{"role": "assistant", "tool_calls": [{"id": "abc123XYZ", "type": "function", "function": {"name": "get_time", "arguments": ""}}]}]}`), true)
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	src, err := os.ReadFile(testutil.Fixture(t, "templates/Qwen3.5-4B.jinja"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := chat.Parse("Qwen3.5", string(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, err := tmpl.Render(context.Background(), chat.Input{Messages: empty.Messages}); err != nil || !strings.Contains(text, "<function=get_time>") {
+		t.Errorf("a call without arguments: %v\n%s", err, text)
+	}
 }
 
 // TestCallIDs: Mistral's template refuses a call id that is not 9 letters
