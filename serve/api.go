@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/sample"
 )
 
@@ -58,11 +59,18 @@ type request struct {
 	Stream       bool
 	IncludeUsage bool
 	IgnoreEOS    bool
-	N            int    // choices (n), each a sequence; choice i samples with Sampling.Seed + i
-	JSON         bool   // response_format json_object: each completion is one JSON object
-	Tools        []any  // chat: the tools as the template sees them (nil: none, or tool_choice "none")
-	ToolDefs     []tool // their names and parameter types, for reading the calls back
-	ForceTool    string // tool_choice: the function the model must call ("": its choice)
+	N            int            // choices (n), each a sequence; choice i samples with Sampling.Seed + i
+	JSON         bool           // response_format json_object: each completion is one JSON object
+	Tools        []any          // chat: the tools as the template sees them (nil: none, or tool_choice "none")
+	ToolDefs     []tool         // their names and parameter types, for reading the calls back
+	ForceTool    string         // tool_choice: the function the model must call ("": its choice)
+	Kwargs       map[string]any // chat_template_kwargs: the template's extra variables (enable_thinking)
+	RawThinking  bool           // reasoning_format "none": a reply's <think> block stays in its content (reasoning.go)
+}
+
+// chatInput is what the chat template renders for a chat request.
+func (r *request) chatInput() chat.Input {
+	return chat.Input{Messages: r.Messages, Tools: r.Tools, Kwargs: r.Kwargs}
 }
 
 // Fields accepted and ignored: they change nothing apr computes.
@@ -100,6 +108,18 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 		d.int("top_logprobs", &r.TopLogprobs, 0, MaxTopLogprobs)
 		if d.err == nil && r.TopLogprobs > 0 && !r.Logprobs {
 			d.err = badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+		}
+		r.Kwargs = d.templateKwargs("chat_template_kwargs")
+		var rf string
+		d.str("reasoning_format", &rf)
+		switch rf {
+		case "", "auto", "deepseek":
+		case "none":
+			r.RawThinking = true
+		default:
+			if d.err == nil {
+				d.err = badRequest("reasoning_format", "field reasoning_format: %q is not one of auto, deepseek, none", rf)
+			}
 		}
 	} else {
 		r.Prompts, r.Batch = d.prompt("prompt")
@@ -407,6 +427,32 @@ func (d *fieldDecoder) oneOf(name string, ok ...string) {
 	}
 }
 
+// templateKwargs decodes chat_template_kwargs: an object of the chat
+// template's extra variables (Qwen3's enable_thinking), as vLLM's and
+// llama.cpp's servers take them; the variables apr sets from the request
+// (messages, tools, …) are refused by name.
+func (d *fieldDecoder) templateKwargs(name string) map[string]any {
+	v := d.get(name)
+	if v == nil {
+		return nil
+	}
+	val, err := chat.DecodeJSON(v)
+	m, ok := val.(*chat.Map)
+	if err != nil || !ok {
+		d.typeErr(name, "an object", v)
+		return nil
+	}
+	out := make(map[string]any, m.Len())
+	for _, k := range m.Keys() {
+		if chat.Reserved(k) {
+			d.err = badRequest(name+"."+k, "field %s.%s: the chat template's %s comes from the request itself", name, k, k)
+			return nil
+		}
+		out[k], _ = m.Get(k)
+	}
+	return out
+}
+
 // responseFormat decodes response_format: {"type": "text"} (the default)
 // or {"type": "json_object"} (true: each completion is constrained to one
 // JSON object, generate.SeqOptions.JSON); a JSON schema is refused by name.
@@ -583,6 +629,15 @@ func (d *fieldDecoder) messages(name string) []map[string]any {
 			var id string
 			sub.str("tool_call_id", &id)
 			msg["tool_call_id"] = id
+		}
+		// An assistant's reasoning (as apr serve returned it: reasoning.go)
+		// goes back to the template, which renders it or drops it.
+		if role == "assistant" {
+			var rc string
+			sub.str("reasoning_content", &rc)
+			if rc != "" {
+				msg["reasoning_content"] = rc
+			}
 		}
 		if v := sub.get("content"); v != nil || len(calls) == 0 {
 			msg["content"] = sub.content("content")

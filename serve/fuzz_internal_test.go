@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -17,6 +18,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"messages": [{"role": "system", "content": [{"type": "text", "text": "be brief"}]}, {"role": "user", "content": "hi", "name": "u"}]}`,
 		`{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}, {"role": "tool", "tool_call_id": "c", "content": "ok"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}], "tool_choice": "auto"}`,
 		`{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "f"}}}`,
+		`{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a", "reasoning_content": "r"}], "chat_template_kwargs": {"enable_thinking": false, "x": [1, {"y": null}]}, "reasoning_format": "none"}`,
 		`{"prompt": ["one"]}`, `{"messages": [}`, `[]`, `null`, `{"prompt": 1e400}`, `{"max_tokens": -1}`, "", `{"prompt":"a"} x`,
 	} {
 		f.Add([]byte(s), true)
@@ -105,6 +107,36 @@ func FuzzCallSplitter(f *testing.F) {
 		}
 		if len(calls) == 0 && content != text {
 			t.Fatalf("no call, yet content %q is not the text %q", content, text)
+		}
+	})
+}
+
+// FuzzThinkSplitter: any reply, starting inside its reasoning or not, fed
+// in pieces gives the reasoning and content it gives fed whole; never a
+// panic; nothing is invented: the reasoning is text of the reply, and so
+// is the content (the reply itself when no reasoning block opened it).
+func FuzzThinkSplitter(f *testing.F) {
+	for _, s := range []string{"<think>\nhm\n</think>\n\nHello.", "hm </think> x", "<thi", "  <think>", "</think>", ""} {
+		f.Add(s, false, uint8(3))
+		f.Add(s, true, uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, text string, in bool, step uint8) {
+		r, c, _ := thinkSplit(in, toolsNone, []string{text})
+		n := 1 + int(step)%7
+		var pieces []string
+		for rest := text; rest != ""; {
+			k := min(n, len(rest))
+			pieces, rest = append(pieces, rest[:k]), rest[k:]
+		}
+		r2, c2, _ := thinkSplit(in, toolsNone, pieces)
+		if r2 != r || c2 != c {
+			t.Fatalf("in pieces of %d: reasoning %q content %q; whole: %q %q", n, r2, c2, r, c)
+		}
+		if !strings.Contains(text, r) || !strings.HasSuffix(text, c) {
+			t.Fatalf("reasoning %q or content %q is not the reply's %q", r, c, text)
+		}
+		if !in && r == "" && !strings.Contains(text, thinkOpen) && c != text {
+			t.Fatalf("no reasoning block, yet content %q is not the reply %q", c, text)
 		}
 	})
 }

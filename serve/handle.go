@@ -92,7 +92,7 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				writeError(w, badRequest(at, "this model has no usable chat template (%v): use /v1/completions", m.TmplErr))
 				return
 			case chat:
-				if prompt, err = generate.MessagesTokens(r.Context(), m.Tok, m.Tmpl, req.Messages, req.Tools); err != nil {
+				if prompt, err = generate.MessagesTokens(r.Context(), m.Tok, m.Tmpl, req.chatInput()); err != nil {
 					writeError(w, badRequest(at, "rendering the chat template: %v", err))
 					return
 				}
@@ -136,6 +136,19 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 			}
 			prompts, maxTokens = append(prompts, prompt), append(maxTokens, n)
 		}
+		var think, thinkIn bool
+		// The reasoning is split off a chat reply where the template
+		// teaches <think> and the reply is free text (not held to JSON);
+		// the reply starts inside it when the prompt left it open.
+		if chat && !req.RawThinking && !req.JSON && forceText == "" && m.Tmpl != nil && templateThinks(m.Tmpl.Source()) {
+			p := prompts[0]
+			tail, err := m.Tok.Decode(p[max(0, len(p)-thinkTail):])
+			if err != nil {
+				writeError(w, &apiError{Status: http.StatusInternalServerError, Type: "server_error", Message: err.Error()})
+				return
+			}
+			think, thinkIn = true, promptThinks(string(tail))
+		}
 		// n choices of each prompt: a sequence each, choice c sampling with
 		// seed + c (the same draws as a request for one choice with that
 		// seed), at index k·n + c as OpenAI numbers them; they run side by
@@ -161,7 +174,8 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 			}
 		}
 		rs := &responder{s: s, chat: chat, req: req, id: newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat]), created: time.Now().Unix(), format: format,
-			forceText: forceText, forceEnd: forceEnd}
+			forceText: forceText, forceEnd: forceEnd, think: think, thinkIn: thinkIn}
+
 		if req.Stream {
 			rs.stream(w, r, jobs)
 		} else {
@@ -180,29 +194,76 @@ type responder struct {
 	// A forced call's text before the completion and after it (when the
 	// completion, the arguments, ended as a whole object).
 	forceText, forceEnd string
+	// think: the reply's reasoning is split off (reasoning.go); thinkIn:
+	// the prompt left the reply inside it.
+	think, thinkIn bool
 }
 
-// splitter returns a choice's call splitter, or nil when no tools were sent.
-func (rs *responder) splitter() *callSplitter {
-	if len(rs.req.ToolDefs) == 0 || rs.format < toolsHermes {
+// replySplitter separates a chat reply's text into its reasoning
+// (reasoning.go), its content and its tool calls (tools.go), as the text
+// arrives: the calls are read from the content only.
+type replySplitter struct {
+	think    *thinkSplitter // nil: no reasoning is split off
+	call     *callSplitter  // nil: no tools were sent
+	forceEnd string         // a forced call's end (responder.forceEnd)
+}
+
+// splitter returns a choice's reply splitter, or nil when its text is all
+// content (no tools were sent and no reasoning is split off).
+func (rs *responder) splitter() *replySplitter {
+	sp := &replySplitter{forceEnd: rs.forceEnd}
+	if rs.think {
+		sp.think = newThinkSplitter(rs.thinkIn)
+	}
+	if len(rs.req.ToolDefs) > 0 && rs.format >= toolsHermes {
+		sp.call = &callSplitter{format: rs.format, tools: rs.req.ToolDefs}
+		sp.call.feed(rs.forceText) // the call's start: held, it passes nothing on
+	}
+	if sp.think == nil && sp.call == nil {
 		return nil
 	}
-	sp := &callSplitter{format: rs.format, tools: rs.req.ToolDefs}
-	sp.feed(rs.forceText) // the call's start: held, it passes nothing on
 	return sp
 }
 
-// finishSplit ends a choice's splitting: a forced call's end first when
-// the completion stopped on its own (the arguments' object closed), then
-// what the splitter still holds.
-func (rs *responder) finishSplit(sp *callSplitter, finish string) (string, []toolCall) {
-	var content string
-	var calls []toolCall
-	if rs.forceEnd != "" && finish == generate.FinishStop {
-		content, calls = sp.feed(rs.forceEnd)
+// feed takes the next text of the reply and returns what it completes.
+func (sp *replySplitter) feed(text string) (reasoning, content string, calls []toolCall) {
+	content = text
+	if sp.think != nil {
+		reasoning, content = sp.think.feed(text)
 	}
-	rest, more := sp.finish()
-	return content + rest, append(calls, more...)
+	if sp.call != nil && content != "" {
+		content, calls = sp.call.feed(content)
+	}
+	return reasoning, content, calls
+}
+
+// finish ends the reply: what the reasoning splitter holds, a forced
+// call's end when the completion stopped on its own (the arguments'
+// object closed), then what the call splitter holds.
+func (sp *replySplitter) finish(finish string) (reasoning, content string, calls []toolCall) {
+	if sp.think != nil {
+		reasoning, content = sp.think.finish()
+	}
+	if sp.call == nil {
+		return reasoning, content, nil
+	}
+	if content != "" {
+		content, calls = sp.call.feed(content)
+	}
+	if sp.forceEnd != "" && finish == generate.FinishStop {
+		c, more := sp.call.feed(sp.forceEnd)
+		content, calls = content+c, append(calls, more...)
+	}
+	rest, more := sp.call.finish()
+	return reasoning, content + rest, append(calls, more...)
+}
+
+// calls is how many calls the reply has made so far.
+func (sp *replySplitter) calls() int {
+	if sp.call == nil {
+		return 0
+	}
+	return sp.call.calls
 }
 
 // toolCalls renders calls as OpenAI's tool_calls, numbered from first (a
@@ -261,10 +322,13 @@ func (rs *responder) whole(w http.ResponseWriter, r *http.Request, jobs []*job) 
 			}
 			choice := map[string]any{"index": i, "finish_reason": ev.Finish, "token_ids": ids, "logprobs": rs.logprobs(lps, 0)}
 			if sp := rs.splitter(); sp != nil {
-				content, calls := sp.feed(string(text))
-				rest, more := rs.finishSplit(sp, ev.Finish)
-				content, calls = content+rest, append(calls, more...)
+				reasoning, content, calls := sp.feed(string(text))
+				r2, rest, more := sp.finish(ev.Finish)
+				reasoning, content, calls = reasoning+r2, content+rest, append(calls, more...)
 				msg := map[string]any{"role": "assistant", "content": content}
+				if reasoning != "" {
+					msg["reasoning_content"] = reasoning
+				}
 				if len(calls) > 0 {
 					msg["tool_calls"] = rs.toolCalls(calls, 0, false)
 					if content == "" {
@@ -357,7 +421,7 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 	}
 	offset := make([]int, len(jobs))
 	echoed := make([]bool, len(jobs))
-	splitters := make([]*callSplitter, len(jobs))
+	splitters := make([]*replySplitter, len(jobs))
 	for i := range jobs {
 		splitters[i] = rs.splitter()
 	}
@@ -389,10 +453,14 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 		if ev.Text != "" || len(ev.IDs) > 0 || len(ev.Logprobs) > 0 {
 			c := map[string]any{"index": i, "token_ids": ev.IDs, "logprobs": rs.logprobs(ev.Logprobs, offset[i]), "finish_reason": nil}
 			if sp != nil {
-				// Text that may open a call is held until it does or cannot.
-				before := sp.calls
-				content, calls := sp.feed(ev.Text)
+				// Text that may open a call or a reasoning block's end is
+				// held until it does or cannot.
+				before := sp.calls()
+				reasoning, content, calls := sp.feed(ev.Text)
 				delta := map[string]any{"content": content}
+				if reasoning != "" {
+					delta["reasoning_content"] = reasoning
+				}
 				if len(calls) > 0 {
 					delta["tool_calls"] = rs.toolCalls(calls, before, true)
 				}
@@ -414,9 +482,12 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 		if sp != nil {
 			// What was held (an unclosed call is the model's text) goes with
 			// the finish.
-			before := sp.calls
+			before := sp.calls()
 			delta := map[string]any{}
-			rest, calls := rs.finishSplit(sp, ev.Finish)
+			reasoning, rest, calls := sp.finish(ev.Finish)
+			if reasoning != "" {
+				delta["reasoning_content"] = reasoning
+			}
 			if rest != "" {
 				delta["content"] = rest
 			}
@@ -424,7 +495,7 @@ func (rs *responder) stream(w http.ResponseWriter, r *http.Request, jobs []*job)
 				delta["tool_calls"] = rs.toolCalls(calls, before, true)
 			}
 			c["delta"] = delta
-			c["finish_reason"] = finishReason(ev.Finish, sp.calls)
+			c["finish_reason"] = finishReason(ev.Finish, sp.calls())
 		} else if rs.chat {
 			c["delta"] = map[string]any{}
 		} else {

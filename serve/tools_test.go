@@ -76,12 +76,12 @@ func TestTools(t *testing.T) {
 	defer m.Close()
 	args, _ := chat.DecodeJSON([]byte(`{"city": "Paris"}`))
 	tools, _ := chat.DecodeJSON([]byte(`[` + weatherTool + `]`))
-	want, err := generate.MessagesTokens(context.Background(), m.Tok, m.Tmpl, []map[string]any{
+	want, err := generate.MessagesTokens(context.Background(), m.Tok, m.Tmpl, chat.Input{Messages: []map[string]any{
 		{"role": "user", "content": "Weather in Paris?"},
 		{"role": "assistant", "content": "", "tool_calls": []any{chat.NewMap("id", "call_1", "type", "function",
 			"function", chat.NewMap("name", "get_weather", "arguments", args))}},
 		{"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"},
-		{"role": "user", "content": "And tomorrow?"}}, tools.([]any))
+		{"role": "user", "content": "And tomorrow?"}}, Tools: tools.([]any)})
 	if err != nil {
 		t.Fatal(err)
 	}

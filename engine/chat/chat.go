@@ -168,6 +168,10 @@ func Parse(name, source string, vars map[string]any) (t *Template, err error) {
 // (transformers would fail with "got multiple values").
 var reserved = []string{"messages", "tools", "documents", "add_generation_prompt"}
 
+// Reserved reports whether kwargs may not set the variable name (apr sets
+// it from the input).
+func Reserved(name string) bool { return slices.Contains(reserved, name) }
+
 // Render renders the template with in, as apply_chat_template(tokenize=False)
 // does. An error from raise_exception is a *TemplateError (the template
 // rejects the input); any other render failure is a refusal by "chat", and
@@ -178,10 +182,8 @@ func (t *Template) Render(ctx context.Context, in Input) (out string, err error)
 		data[k] = v
 	}
 	for _, k := range slices.Sorted(maps.Keys(in.Kwargs)) {
-		for _, r := range reserved {
-			if k == r {
-				return "", fmt.Errorf("chat: kwargs may not set %q", k)
-			}
+		if Reserved(k) {
+			return "", fmt.Errorf("chat: kwargs may not set %q", k)
 		}
 		c, err := toEngine(in.Kwargs[k], 0)
 		if err != nil {

@@ -333,18 +333,19 @@ func PromptTokens(ctx context.Context, tok *tokenizer.Tokenizer, tmpl *chat.Temp
 	if raw {
 		return tok.Encode(prompt, tokenizer.Options{AddSpecial: true, ParseSpecial: true})
 	}
-	return MessagesTokens(ctx, tok, tmpl, []map[string]any{{"role": "user", "content": prompt}}, nil)
+	return MessagesTokens(ctx, tok, tmpl, chat.Input{Messages: []map[string]any{{"role": "user", "content": prompt}}})
 }
 
-// MessagesTokens renders messages with the chat template and the
-// generation prompt and tokenizes the text with control tokens parsed,
-// leaving out the BOS when the rendered text already starts with it;
-// tools (nil: none) are what the template sees as tools.
-func MessagesTokens(ctx context.Context, tok *tokenizer.Tokenizer, tmpl *chat.Template, messages []map[string]any, tools []any) ([]int32, error) {
+// MessagesTokens renders in (its messages, tools and kwargs) with the chat
+// template and the generation prompt and tokenizes the text with control
+// tokens parsed, leaving out the BOS when the rendered text already starts
+// with it.
+func MessagesTokens(ctx context.Context, tok *tokenizer.Tokenizer, tmpl *chat.Template, in chat.Input) ([]int32, error) {
 	if tmpl == nil {
 		return nil, ErrNoTemplate
 	}
-	text, err := tmpl.Render(ctx, chat.Input{Messages: messages, Tools: tools, AddGenerationPrompt: true})
+	in.AddGenerationPrompt = true
+	text, err := tmpl.Render(ctx, in)
 	if err != nil {
 		return nil, err
 	}

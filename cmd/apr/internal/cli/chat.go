@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/engine/sample"
 	"github.com/aprqa/apr/refuse"
@@ -190,7 +191,7 @@ func runChat(ctx context.Context, env *Env, opts chatOptions) error {
 func chatAnswer(ctx context.Context, env *Env, m *generate.Model, slot *generate.Slot, msgs []map[string]any, opts chatOptions, sigs <-chan os.Signal) (chatTurn, error) {
 	var t chatTurn
 	start := time.Now()
-	prompt, err := generate.MessagesTokens(ctx, m.Tok, m.Tmpl, msgs, nil)
+	prompt, err := generate.MessagesTokens(ctx, m.Tok, m.Tmpl, chat.Input{Messages: msgs})
 	if err != nil {
 		return t, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/aprqa/apr/cmd/apr/internal/cli"
+	"github.com/aprqa/apr/engine/chat"
 	"github.com/aprqa/apr/engine/generate"
 	"github.com/aprqa/apr/internal/testutil"
 )
@@ -68,8 +69,8 @@ func TestChatKeepsKV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompt, err := generate.MessagesTokens(context.Background(), m.Tok, m.Tmpl, []map[string]any{
-		{"role": "user", "content": "hello"}, {"role": "assistant", "content": string(answer)}, {"role": "user", "content": "how are you"}}, nil)
+	prompt, err := generate.MessagesTokens(context.Background(), m.Tok, m.Tmpl, chat.Input{Messages: []map[string]any{
+		{"role": "user", "content": "hello"}, {"role": "assistant", "content": string(answer)}, {"role": "user", "content": "how are you"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
