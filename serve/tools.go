@@ -323,7 +323,7 @@ func (s *callSplitter) feed(text string) (content string, calls []toolCall) {
 	var b strings.Builder
 	for {
 		if s.open {
-			k := strings.Index(s.held, callClose)
+			k := s.closeIndex()
 			if k < 0 {
 				return b.String(), calls
 			}
@@ -354,6 +354,46 @@ func (s *callSplitter) feed(text string) (content string, calls []toolCall) {
 		s.held = s.held[len(out)-ws:]
 		return b.String(), calls
 	}
+}
+
+// closeIndex is where the open block's callClose is in s.held, or -1: the
+// first one outside the call's values, so that a value that mentions the
+// tag (a JSON string; Qwen XML's parameter text, which runs to
+// </parameter>) does not end the block.
+func (s *callSplitter) closeIndex() int {
+	from := len(callOpen)
+	for {
+		k := strings.Index(s.held[from:], callClose)
+		if k < 0 {
+			return -1
+		}
+		k += from
+		inside := false
+		switch body := s.held[len(callOpen):k]; s.format {
+		case toolsHermes:
+			inside = inJSONString(body)
+		case toolsXML:
+			inside = strings.Count(body, "<parameter=") > strings.Count(body, "</parameter>")
+		}
+		if !inside {
+			return k
+		}
+		from = k + len(callClose)
+	}
+}
+
+// inJSONString reports whether JSON text ends inside a string.
+func inJSONString(text string) bool {
+	in := false
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case in && c == '\\':
+			i++ // the escaped character
+		case c == '"':
+			in = !in
+		}
+	}
+	return in
 }
 
 // finish returns what is still held: an unclosed call or a partial start
