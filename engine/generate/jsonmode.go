@@ -1,5 +1,7 @@
 package generate
 
+import "sync"
+
 // jsonPrefix is a recognizer of the prefixes of one JSON object (RFC 8259,
 // the top-level value an object, as OpenAI's response_format json_object
 // asks), fed byte by byte: a value that copies it is an independent
@@ -243,4 +245,71 @@ func (p *jsonPrefix) close(c byte) bool {
 	p.st = jAfterValue
 	p.done = p.depth == 0
 	return true
+}
+
+// jsonMasks caches, for a model, which tokens can continue JSON text in a
+// recognizer state: a bitset over the vocabulary per state, for the states
+// met most recently. A completion meets few states again and again (inside
+// a string, after a comma, …), so most steps cost a pass over a bitset
+// instead of each token's bytes fed to a recognizer (1.19 ms a step for
+// Qwen's 151,936 tokens).
+type jsonMasks struct {
+	mu    sync.Mutex
+	sets  map[jsonPrefix][]uint64
+	order []jsonPrefix // oldest first, for eviction
+}
+
+// jsonMaskStates is how many states' bitsets a model keeps (19 KB each for
+// a vocabulary of 152k tokens).
+const jsonMaskStates = 64
+
+// jsonAllowed returns the bitset of the tokens (bit id of word id/64) that
+// can follow text that left the recognizer in state p: an end-of-generation
+// token once the object is complete, no other control token, and each other
+// token whose text a copy of p accepts. The result is shared: read only.
+func (m *Model) jsonAllowed(p jsonPrefix) []uint64 {
+	// The stack above the depth is stale bytes of closed containers: not
+	// part of the state.
+	for i := p.depth; i < maxJSONDepth; i++ {
+		p.stack[i] = 0
+	}
+	c := &m.masks
+	c.mu.Lock()
+	set, ok := c.sets[p]
+	c.mu.Unlock()
+	if ok {
+		return set
+	}
+	tok := m.Tok
+	n := tok.NVocab()
+	set = make([]uint64, (n+63)/64)
+	for id := range n {
+		i := int32(id)
+		allow := false
+		switch pc, err := tok.Piece(i); {
+		case tok.IsEOG(i):
+			allow = p.Complete()
+		case err != nil || pc == "" || tok.IsControl(i):
+		default:
+			q := p
+			allow = q.FeedString(pc)
+		}
+		if allow {
+			set[id>>6] |= 1 << (id & 63)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sets == nil {
+		c.sets = map[jsonPrefix][]uint64{}
+	}
+	if _, ok := c.sets[p]; !ok {
+		if len(c.order) == jsonMaskStates {
+			delete(c.sets, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.sets[p] = set
+		c.order = append(c.order, p)
+	}
+	return set
 }

@@ -5,6 +5,10 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/aprqa/apr/engine/gguf"
+	"github.com/aprqa/apr/engine/tokenizer"
+	"github.com/aprqa/apr/internal/testutil"
 )
 
 // randJSON is a random JSON value of depth at most d, written with random
@@ -115,6 +119,102 @@ func FuzzJSONPrefix(f *testing.F) {
 			if !json.Valid([]byte(s)) || s[0] != '{' {
 				t.Fatalf("%q accepted as one complete object", s)
 			}
+		}
+	})
+}
+
+// qwen3Vocab is the Qwen3 tokenizer of the fixtures (151,669 tokens).
+func qwen3Vocab(tb testing.TB) *Model {
+	tb.Helper()
+	f, err := gguf.Open(testutil.Fixture(tb, "vocab/qwen3-tokenizer.gguf"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	tok, err := tokenizer.New(f)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &Model{Tok: tok}
+}
+
+// allowedByWalk is jsonAllowed's answer computed afresh for each token, as
+// the mask was before states were cached: whether id may follow state p.
+func allowedByWalk(m *Model, p jsonPrefix, id int32) bool {
+	tok := m.Tok
+	if tok.IsEOG(id) {
+		return p.Complete()
+	}
+	pc, err := tok.Piece(id)
+	if err != nil || pc == "" || tok.IsControl(id) {
+		return false
+	}
+	return p.FeedString(pc)
+}
+
+// TestJSONAllowedCache: the cached bitsets are each state's own, through
+// the states of random JSON texts (whitespace runs, strings, numbers,
+// nesting) byte by byte — more states than the cache keeps, so evicted ones
+// come back — on the Qwen3 vocabulary: every token of every state as
+// afresh, and a state met again is served from the cache.
+func TestJSONAllowedCache(t *testing.T) {
+	m := qwen3Vocab(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	var states []jsonPrefix
+	// States that differ in one field each: the rest of a literal, \u
+	// digits to read, a key or a value, the whitespace run, the depth.
+	for _, s := range []string{`{"a":t`, `{"a":f`, `{"a":n`, `{"a":tr`, `{"a":"\u0`, `{"a":"\u00`, `{"a`, `{"a":"b`,
+		`{"a":1 `, `{"a":1   `, `{"a":{"b":"c`, `{"a":["c`, `{"a":[{"b":"c`} {
+		var p jsonPrefix
+		p.FeedString(s)
+		states = append(states, p)
+	}
+	for len(states) < 3*jsonMaskStates {
+		s := randJSON(r, 3, true)
+		var p jsonPrefix
+		for i := 0; i < len(s); i++ {
+			p.step(s[i])
+			if r.IntN(3) == 0 {
+				states = append(states, p)
+			}
+		}
+		states = append(states, p) // complete: end-of-generation allowed
+	}
+	n := m.Tok.NVocab()
+	for k, p := range states {
+		set := m.jsonAllowed(p)
+		for id := range n {
+			want := allowedByWalk(m, p, int32(id))
+			if got := set[id>>6]&(1<<(id&63)) != 0; got != want {
+				piece, _ := m.Tok.Piece(int32(id))
+				t.Fatalf("state %d (%+v): token %d %q allowed %v, want %v", k, p, id, piece, got, want)
+			}
+		}
+	}
+	p := states[len(states)-1]
+	a, b := m.jsonAllowed(p), m.jsonAllowed(p)
+	if &a[0] != &b[0] {
+		t.Error("a state met twice was computed twice")
+	}
+}
+
+// BenchmarkMaskJSON: a step's mask inside a string value on the Qwen3
+// vocabulary, a state not cached (walk: every token's bytes) and cached.
+func BenchmarkMaskJSON(b *testing.B) {
+	m := qwen3Vocab(b)
+	var p jsonPrefix
+	p.FeedString(`{"answer": "The capital of France is`)
+	row := make([]float32, m.Tok.NVocab())
+	q := &Seq{slot: &Slot{m: m}, json: p}
+	b.Run("walk", func(b *testing.B) {
+		for range b.N {
+			m.masks = jsonMasks{}
+			q.maskJSON(row)
+		}
+	})
+	b.Run("cached", func(b *testing.B) {
+		for range b.N {
+			q.maskJSON(row)
 		}
 	})
 }

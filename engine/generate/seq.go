@@ -37,6 +37,7 @@ type Model struct {
 	Eng     model.Engine
 	close   func()
 	sha     func() (string, int64, error) // the file's sha256, while SHA256 is still ""
+	masks   jsonMasks                     // SeqOptions.JSON: the allowed tokens of recent recognizer states
 }
 
 // LoadOptions describe what Load opens.
@@ -520,32 +521,19 @@ func AdvanceBatch(seqs []*Seq, chunk int) (sampled []bool, errs []error) {
 }
 
 // maskJSON returns row with every token that cannot continue the JSON
-// object so far at -Inf (SeqOptions.JSON): control tokens never (an
-// end-of-generation token once the object is complete), others when their
-// text fed to a copy of the recognizer is refused.
+// object so far at -Inf (SeqOptions.JSON): the tokens the recognizer's
+// state allows (Model.jsonAllowed) keep their logits.
 func (q *Seq) maskJSON(row []float32) []float32 {
-	tok := q.slot.m.Tok
 	if cap(q.masked) < len(row) {
 		q.masked = make([]float32, len(row))
 	}
 	m := q.masked[:len(row)]
-	copy(m, row)
+	allowed := q.slot.m.jsonAllowed(q.json)
 	ninf := float32(math.Inf(-1))
-	for id := range m {
-		i := int32(id)
-		if tok.IsEOG(i) {
-			if !q.json.Complete() {
-				m[id] = ninf
-			}
-			continue
-		}
-		p, err := tok.Piece(i)
-		if err != nil || p == "" || tok.IsControl(i) {
-			m[id] = ninf
-			continue
-		}
-		c := q.json
-		if !c.FeedString(p) {
+	for id, v := range row {
+		if id>>6 < len(allowed) && allowed[id>>6]&(1<<(id&63)) != 0 {
+			m[id] = v
+		} else {
 			m[id] = ninf
 		}
 	}
