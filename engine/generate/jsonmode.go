@@ -1,6 +1,10 @@
 package generate
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/aprqa/apr/engine/tokenizer"
+)
 
 // jsonPrefix is a recognizer of the prefixes of one JSON object (RFC 8259,
 // the top-level value an object, as OpenAI's response_format json_object
@@ -251,9 +255,11 @@ func (p *jsonPrefix) close(c byte) bool {
 // recognizer state: a bitset over the vocabulary per state, for the states
 // met most recently. A completion meets few states again and again (inside
 // a string, after a comma, …), so most steps cost a pass over a bitset
-// instead of each token's bytes fed to a recognizer (1.19 ms a step for
-// Qwen's 151,936 tokens).
+// instead of each token's bytes fed to a recognizer. A state not met yet
+// walks only the tokens that may matter (jsonTokens).
 type jsonMasks struct {
+	once  sync.Once
+	toks  jsonTokens
 	mu    sync.Mutex
 	sets  map[jsonPrefix][]uint64
 	order []jsonPrefix // oldest first, for eviction
@@ -262,6 +268,45 @@ type jsonMasks struct {
 // jsonMaskStates is how many states' bitsets a model keeps (19 KB each for
 // a vocabulary of 152k tokens).
 const jsonMaskStates = 64
+
+// jsonTokens sorts a vocabulary for the walk of a state: the tokens that
+// are text inside any string (no quote, backslash or control byte: a
+// string's state reads them and stays a string's), the other text tokens
+// by their first byte (a state that refuses the byte refuses them all),
+// and the end-of-generation tokens. Control tokens never continue JSON.
+type jsonTokens struct {
+	n      int
+	plain  []uint64 // bitset: the string-safe tokens
+	byte1  [256][]int32
+	eog    []int32
+	pieces []string // each token's text ("" for the control tokens)
+}
+
+func (t *jsonTokens) build(tok *tokenizer.Tokenizer) {
+	t.n = tok.NVocab()
+	t.plain = make([]uint64, (t.n+63)/64)
+	t.pieces = make([]string, t.n)
+	for id := range t.n {
+		i := int32(id)
+		pc, err := tok.Piece(i)
+		switch {
+		case tok.IsEOG(i):
+			t.eog = append(t.eog, i)
+			continue
+		case err != nil || pc == "" || tok.IsControl(i):
+			continue
+		}
+		t.pieces[id] = pc
+		plain := true
+		for k := 0; k < len(pc) && plain; k++ {
+			plain = pc[k] >= 0x20 && pc[k] != '"' && pc[k] != '\\'
+		}
+		if plain {
+			t.plain[id>>6] |= 1 << (id & 63)
+		}
+		t.byte1[pc[0]] = append(t.byte1[pc[0]], i)
+	}
+}
 
 // jsonAllowed returns the bitset of the tokens (bit id of word id/64) that
 // can follow text that left the recognizer in state p: an end-of-generation
@@ -280,22 +325,33 @@ func (m *Model) jsonAllowed(p jsonPrefix) []uint64 {
 	if ok {
 		return set
 	}
-	tok := m.Tok
-	n := tok.NVocab()
-	set = make([]uint64, (n+63)/64)
-	for id := range n {
-		i := int32(id)
-		allow := false
-		switch pc, err := tok.Piece(i); {
-		case tok.IsEOG(i):
-			allow = p.Complete()
-		case err != nil || pc == "" || tok.IsControl(i):
-		default:
-			q := p
-			allow = q.FeedString(pc)
-		}
-		if allow {
+	c.once.Do(func() { c.toks.build(m.Tok) })
+	t := &c.toks
+	set = make([]uint64, len(t.plain))
+	if p.Complete() {
+		for _, id := range t.eog {
 			set[id>>6] |= 1 << (id & 63)
+		}
+	}
+	inString := p.st == jString && !p.bad
+	if inString {
+		copy(set, t.plain) // a string's state reads them and stays a string's
+	}
+	for b := range 256 {
+		ids := t.byte1[b]
+		if len(ids) == 0 {
+			continue
+		}
+		if q := p; !q.step(byte(b)) || q.bad {
+			continue
+		}
+		for _, id := range ids {
+			if inString && t.plain[id>>6]&(1<<(id&63)) != 0 {
+				continue
+			}
+			if q := p; q.FeedString(t.pieces[id]) {
+				set[id>>6] |= 1 << (id & 63)
+			}
 		}
 	}
 	c.mu.Lock()

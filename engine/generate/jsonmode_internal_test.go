@@ -198,23 +198,27 @@ func TestJSONAllowedCache(t *testing.T) {
 	}
 }
 
-// BenchmarkMaskJSON: a step's mask inside a string value on the Qwen3
-// vocabulary, a state not cached (walk: every token's bytes) and cached.
+// BenchmarkMaskJSON: a step's mask on the Qwen3 vocabulary in a state not
+// met yet (walk) and in one met (cached), inside a string value and after
+// a key's colon.
 func BenchmarkMaskJSON(b *testing.B) {
 	m := qwen3Vocab(b)
-	var p jsonPrefix
-	p.FeedString(`{"answer": "The capital of France is`)
 	row := make([]float32, m.Tok.NVocab())
-	q := &Seq{slot: &Slot{m: m}, json: p}
-	b.Run("walk", func(b *testing.B) {
-		for range b.N {
-			m.masks = jsonMasks{}
-			q.maskJSON(row)
-		}
-	})
-	b.Run("cached", func(b *testing.B) {
-		for range b.N {
-			q.maskJSON(row)
-		}
-	})
+	for _, c := range []struct{ name, text string }{{"string", `{"answer": "The capital of France is`}, {"colon", `{"answer":`}} {
+		var p jsonPrefix
+		p.FeedString(c.text)
+		q := &Seq{slot: &Slot{m: m}, json: p}
+		q.maskJSON(row) // the vocabulary's classes, once per model
+		b.Run(c.name+"/walk", func(b *testing.B) {
+			for range b.N {
+				m.masks.sets, m.masks.order = nil, nil
+				q.maskJSON(row)
+			}
+		})
+		b.Run(c.name+"/cached", func(b *testing.B) {
+			for range b.N {
+				q.maskJSON(row)
+			}
+		})
+	}
 }
