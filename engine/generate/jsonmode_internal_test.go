@@ -2,6 +2,7 @@ package generate
 
 import (
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -188,6 +189,25 @@ func TestJSONAllowedCache(t *testing.T) {
 			if got := set[id>>6]&(1<<(id&63)) != 0; got != want {
 				piece, _ := m.Tok.Piece(int32(id))
 				t.Fatalf("state %d (%+v): token %d %q allowed %v, want %v", k, p, id, piece, got, want)
+			}
+		}
+	}
+	// maskJSON keeps exactly the allowed tokens' logits, and masks the
+	// rows past the vocabulary (an output padded beyond the tokenizer's).
+	row := make([]float32, n+7)
+	for i := range row {
+		row[i] = float32(i%13) - 6
+	}
+	for _, p := range states[:16] {
+		q := &Seq{slot: &Slot{m: m}, json: p}
+		got := q.maskJSON(row)
+		for id := range row {
+			want := float32(math.Inf(-1))
+			if id < n && allowedByWalk(m, p, int32(id)) {
+				want = row[id]
+			}
+			if got[id] != want {
+				t.Fatalf("maskJSON in state %+v: token %d %v, want %v", p, id, got[id], want)
 			}
 		}
 	}

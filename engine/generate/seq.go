@@ -530,11 +530,26 @@ func (q *Seq) maskJSON(row []float32) []float32 {
 	m := q.masked[:len(row)]
 	allowed := q.slot.m.jsonAllowed(q.json)
 	ninf := float32(math.Inf(-1))
-	for id, v := range row {
-		if id>>6 < len(allowed) && allowed[id>>6]&(1<<(id&63)) != 0 {
-			m[id] = v
-		} else {
-			m[id] = ninf
+	for w := 0; w*64 < len(row); w++ {
+		lo, hi := w*64, min(w*64+64, len(row))
+		var bits uint64
+		if w < len(allowed) {
+			bits = allowed[w]
+		}
+		switch bits {
+		case 0:
+			for i := lo; i < hi; i++ {
+				m[i] = ninf
+			}
+		case ^uint64(0):
+			copy(m[lo:hi], row[lo:hi])
+		default:
+			for i := lo; i < hi; i++ {
+				m[i] = ninf
+				if bits&(1<<(i-lo)) != 0 {
+					m[i] = row[i]
+				}
+			}
 		}
 	}
 	return m
