@@ -63,7 +63,7 @@ type request struct {
 	JSON         bool           // response_format json_object: each completion is one JSON object
 	Tools        []any          // chat: the tools as the template sees them (nil: none, or tool_choice "none")
 	ToolDefs     []tool         // their names and parameter types, for reading the calls back
-	ForceTool    string         // tool_choice: the function the model must call ("": its choice)
+	ForceTools   []string       // tool_choice: the model must call one of these functions (nil: its choice)
 	Kwargs       map[string]any // chat_template_kwargs: the template's extra variables (enable_thinking)
 	RawThinking  bool           // reasoning_format "none": a reply's <think> block stays in its content (reasoning.go)
 }
@@ -172,7 +172,7 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 	if chat {
 		r.Tools, r.ToolDefs = d.tools("tools")
 		var none bool
-		if none, r.ForceTool = d.toolChoice("tool_choice", r.ToolDefs); none {
+		if none, r.ForceTools = d.toolChoice("tool_choice", r.ToolDefs); none {
 			r.Tools, r.ToolDefs = nil, nil
 		}
 	} else {

@@ -48,7 +48,7 @@ func TestBadInput(t *testing.T) {
 		{"tool without a function", "/v1/chat/completions", `{` + msgs + `, "tools": [{"type": "function"}]}`, auth, 400, "want {\"type\": \"function\"", "tools[0]"},
 		{"tools on a template without them", "/v1/chat/completions", `{` + msgs + `, "tools": [{"type": "function", "function": {"name": "f"}}]}`, auth, 400, "renders no tools", "tools"},
 		{"tools on completions", "/v1/completions", `{"prompt": "hi", "tools": [{"type": "function", "function": {"name": "f"}}]}`, auth, 400, "send tools on /v1/chat/completions", "tools"},
-		{"tool_choice required without tools", "/v1/chat/completions", `{` + msgs + `, "tool_choice": "required"}`, auth, 400, "\"required\" with 0 tools", "tool_choice"},
+		{"tool_choice required without tools", "/v1/chat/completions", `{` + msgs + `, "tool_choice": "required"}`, auth, 400, "\"required\" with no tools", "tool_choice"},
 		{"tool_choice a function not among the tools", "/v1/chat/completions", `{` + msgs + `, "tool_choice": {"type": "function", "function": {"name": "f"}}}`, auth, 400, "not among the tools", "tool_choice"},
 		{"tool_choice malformed", "/v1/chat/completions", `{` + msgs + `, "tool_choice": {"type": "function"}}`, auth, 400, "want \"auto\"", "tool_choice"},
 		{"tools not a list", "/v1/chat/completions", `{` + msgs + `, "tools": {}}`, auth, 400, "want an array", "tools"},

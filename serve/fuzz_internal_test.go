@@ -53,8 +53,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		if len(r.Tools) != len(r.ToolDefs) || (!chat && len(r.Tools) > 0) {
 			t.Fatalf("tools %d, their definitions %d (chat %v)", len(r.Tools), len(r.ToolDefs), chat)
 		}
-		if r.ForceTool != "" && !slices.ContainsFunc(r.ToolDefs, func(d tool) bool { return d.Name == r.ForceTool }) {
-			t.Fatalf("forced call of %q, not among the tools", r.ForceTool)
+		for _, f := range r.ForceTools {
+			if !slices.ContainsFunc(r.ToolDefs, func(d tool) bool { return d.Name == f }) {
+				t.Fatalf("forced call of %q, not among the tools", f)
+			}
 		}
 		for _, d := range r.ToolDefs {
 			if !toolName.MatchString(d.Name) {

@@ -51,8 +51,9 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 		// end closes the text the splitter reads.
 		var forceIDs []int32
 		var forceText, forceEnd string
-		if req.ForceTool != "" && m.Tmpl != nil {
-			start, text, end, ok := forcedCall(format, req.ForceTool)
+		var forceLeads []string
+		if len(req.ForceTools) > 0 && m.Tmpl != nil {
+			start, text, end, leads, ok := forcedCall(format, req.ForceTools)
 			if !ok {
 				writeError(w, badRequest("tool_choice", "field tool_choice: this model's tool-call format (Qwen's XML) has no JSON arguments that apr serve could hold the model to; send \"auto\""))
 				return
@@ -62,7 +63,7 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				writeError(w, badRequest("tool_choice", "tokenizing the forced call's start: %v", err))
 				return
 			}
-			forceText, forceEnd = text, end
+			forceText, forceEnd, forceLeads = text, end, leads
 		}
 		if err := req.Sampling.CheckVocab(m.Spec.NVocab); err != nil {
 			writeError(w, badRequest("logit_bias", "field logit_bias: %v", err))
@@ -159,7 +160,7 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				p := req.Sampling
 				p.Seed += uint64(c)
 				j := &job{ctx: r.Context(), prompt: prompt, stop: req.Stop, logprobs: req.Logprobs, top: req.TopLogprobs,
-					opts: generate.SeqOptions{MaxTokens: maxTokens[k], IgnoreEOS: req.IgnoreEOS, Sampling: p, SkipControl: true, JSON: req.JSON || forceText != ""}}
+					opts: generate.SeqOptions{MaxTokens: maxTokens[k], IgnoreEOS: req.IgnoreEOS, Sampling: p, SkipControl: true, JSON: req.JSON || forceText != "", JSONAfter: forceLeads}}
 				if req.Echo {
 					j.echoPrompt(m.Tok)
 				}

@@ -15,9 +15,11 @@ import (
 // Tool calls (OpenAI's tools and tool_choice): the tools go to the model's
 // own chat template, which tells the model how to call them, and the calls
 // come back out of the completion's text in the format that template
-// taught. A forced call (a named function, or "required" with one tool) is
-// started by apr at the end of the prompt, name included, and the model
-// writes its arguments held to one JSON object (forcedCall). apr serve parses the <tool_call> blocks of the Qwen
+// taught. A forced call (a named function, or "required") is started by
+// apr at the end of the prompt, the name included when there is one to
+// call; the model writes the name held to one of the tools' (SeqOptions.
+// JSONAfter) when there are several, then its arguments held to one JSON
+// object (forcedCall). apr serve parses the <tool_call> blocks of the Qwen
 // templates: Hermes's JSON ({"name": …, "arguments": {…}}; Qwen2.5, Qwen3,
 // QwQ) and Qwen's XML (<function=NAME><parameter=P>value</parameter>…;
 // Qwen3-Coder, Qwen3.5); Llama 3.1's reply that is one JSON object
@@ -147,26 +149,29 @@ func (d *fieldDecoder) tools(name string) ([]any, []tool) {
 // toolChoice decodes tool_choice against the tools decoded before it:
 // "auto" (the default), "none" (the tools are not shown to the model), or
 // a call the model must make: a named function ({"type": "function",
-// "function": {"name": …}}), or "required" with one tool (that one). The
-// forced call's name is returned. "required" among several tools is
-// refused: apr forces a call by writing its start, name included.
-func (d *fieldDecoder) toolChoice(name string, defs []tool) (none bool, force string) {
+// "function": {"name": …}}), or "required" (any of the tools). The
+// functions one of which the model must call are returned.
+func (d *fieldDecoder) toolChoice(name string, defs []tool) (none bool, force []string) {
 	v := d.get(name)
 	if v == nil {
-		return false, ""
+		return false, nil
 	}
 	var got string
 	if json.Unmarshal(v, &got) == nil {
-		switch {
-		case got == "auto":
-			return false, ""
-		case got == "none":
-			return true, ""
-		case got == "required" && len(defs) == 1:
-			return false, defs[0].Name
-		case got == "required":
-			d.err = badRequest(name, "field %s: \"required\" with %d tools: apr serve forces a call of one named function only; name it ({\"type\": \"function\", \"function\": {\"name\": …}})", name, len(defs))
-			return false, ""
+		switch got {
+		case "auto":
+			return false, nil
+		case "none":
+			return true, nil
+		case "required":
+			if len(defs) == 0 {
+				d.err = badRequest(name, "field %s: \"required\" with no tools to call", name)
+				return false, nil
+			}
+			for _, t := range defs {
+				force = append(force, t.Name)
+			}
+			return false, force
 		}
 	}
 	var named struct {
@@ -177,36 +182,50 @@ func (d *fieldDecoder) toolChoice(name string, defs []tool) (none bool, force st
 	}
 	if json.Unmarshal(v, &named) != nil || named.Type != "function" || named.Function.Name == "" {
 		d.err = badRequest(name, "field %s: want \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": …}}, got %s", name, bytes.TrimSpace(v))
-		return false, ""
+		return false, nil
 	}
 	for _, t := range defs {
 		if t.Name == named.Function.Name {
-			return false, t.Name
+			return false, []string{t.Name}
 		}
 	}
 	d.err = badRequest(name, "field %s: function %q is not among the tools", name, named.Function.Name)
-	return false, ""
+	return false, nil
 }
 
-// forcedCall is how a format's call of name starts and ends, when apr
-// makes the model call it: the prompt gains start (control tokens parsed),
-// the completion is held to one JSON object (the arguments), and the
-// splitter reads text + the completion + end. ok is false for a format
-// whose arguments are not one JSON object (Qwen's XML).
-func forcedCall(f toolFormat, name string) (start, text, end string, ok bool) {
-	n := jsonText(name)
+// forcedCall is how a format's call of one of names starts and ends, when
+// apr makes the model call it: the prompt gains start (control tokens
+// parsed), the completion is one of leads (none: the one name is in start)
+// then one JSON object (the arguments), and the splitter reads text + the
+// completion + end. ok is false for a format whose arguments are not one
+// JSON object (Qwen's XML).
+func forcedCall(f toolFormat, names []string) (start, text, end string, leads []string, ok bool) {
+	var open, args string // up to the name, and from its end to the arguments
 	switch f {
 	case toolsHermes:
-		start = callOpen + "\n{\"name\": " + n + ", \"arguments\": "
-		return start, start, "}\n" + callClose, true
+		open, args, end = callOpen+"\n{\"name\": ", ", \"arguments\": ", "}\n"+callClose
 	case toolsLlama3:
-		start = "{\"name\": " + n + ", \"parameters\": "
-		return start, start, "}", true
+		open, args, end = "{\"name\": ", ", \"parameters\": ", "}"
 	case toolsMistral:
-		text = "[{\"name\": " + n + ", \"arguments\": "
-		return mistralTag + text, text, "}]", true
+		open, args, end = "[{\"name\": ", ", \"arguments\": ", "}]"
+	default:
+		return "", "", "", nil, false
 	}
-	return "", "", "", false
+	if len(names) == 1 {
+		text = open + jsonText(names[0]) + args
+	} else {
+		// The model writes the name: each choice is a name's JSON text
+		// after its opening quote, then what leads to the arguments.
+		text = open + `"`
+		for _, n := range names {
+			leads = append(leads, jsonText(n)[1:]+args)
+		}
+	}
+	start = text
+	if f == toolsMistral {
+		start = mistralTag + text
+	}
+	return start, text, end, leads, true
 }
 
 // toolCallsField decodes an assistant message's tool_calls for the

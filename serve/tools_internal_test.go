@@ -384,3 +384,31 @@ func TestCallIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestForcedCall: in each format with JSON arguments, a forced call's text,
+// a completion (the chosen lead, if any, and the arguments) and its end
+// read back as that call; the prompt's start is the text (Mistral's after
+// its tag); Qwen's XML has none.
+func TestForcedCall(t *testing.T) {
+	for _, f := range []toolFormat{toolsHermes, toolsLlama3, toolsMistral} {
+		for _, names := range [][]string{{"get_weather"}, {"get_weather", "get_time"}} {
+			start, text, end, leads, ok := forcedCall(f, names)
+			if !ok || !strings.HasSuffix(start, text) || (len(names) == 1) != (leads == nil) || (leads != nil && len(leads) != len(names)) {
+				t.Fatalf("format %d, %q: start %q text %q leads %q ok %v", f, names, start, text, leads, ok)
+			}
+			for i, n := range names {
+				completion := `{"city": "Paris"}`
+				if leads != nil {
+					completion = leads[i] + completion
+				}
+				content, calls := split(f, []string{text, completion, end})
+				if content != "" || len(calls) != 1 || calls[0].Name != n || calls[0].Arguments != `{"city":"Paris"}` {
+					t.Errorf("format %d, %q, %s: content %q calls %q", f, names, n, content, calls)
+				}
+			}
+		}
+	}
+	if _, _, _, _, ok := forcedCall(toolsXML, []string{"get_time"}); ok {
+		t.Error("a forced call in Qwen's XML")
+	}
+}

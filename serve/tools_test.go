@@ -105,7 +105,6 @@ func TestTools(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ name, body, param string }{
-		{"required among two", `"tools": [` + weatherTool + `, {"type": "function", "function": {"name": "get_time"}}], "tool_choice": "required"`, "tool_choice"},
 		{"named, unknown", `"tools": [` + weatherTool + `], "tool_choice": {"type": "function", "function": {"name": "get_time"}}`, "tool_choice"},
 		{"bad name", `"tools": [{"type": "function", "function": {"name": "get weather"}}]`, "tools[0].function.name"},
 		{"twice", `"tools": [` + weatherTool + `, ` + weatherTool + `]`, "tools[1].function.name"},
@@ -141,30 +140,43 @@ func TestTools(t *testing.T) {
 	for _, choice := range []string{`{"type": "function", "function": {"name": "get_weather"}}`, `"required"`} {
 		for _, stream := range []bool{false, true} {
 			body := `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50, "tools": [` + weatherTool + `], "tool_choice": ` + choice + `, "logit_bias": ` + string(lb) + `}`
-			var finish, content string
-			var calls []string
-			if stream {
-				finish, content, calls = streamedChat(t, url, body)
-			} else {
-				code, v := post(t, url, "/v1/chat/completions", body)
-				ch, _ := v["choices"].([]any)
-				if code != 200 || len(ch) != 1 {
-					t.Fatalf("forced %s: %d %v", choice, code, v)
-				}
-				c := ch[0].(map[string]any)
-				msg := c["message"].(map[string]any)
-				finish, _ = c["finish_reason"].(string)
-				content, _ = msg["content"].(string)
-				tcs, _ := msg["tool_calls"].([]any)
-				for _, tc := range tcs {
-					fn := tc.(map[string]any)["function"].(map[string]any)
-					calls = append(calls, fn["name"].(string)+" "+fn["arguments"].(string))
-				}
-			}
+			finish, content, calls := chatCall(t, url, body, stream)
 			if finish != "tool_calls" || content != "" || len(calls) != 1 || calls[0] != "get_weather {}" {
 				t.Errorf("forced %s (stream %v), biased to close: finish %q content %q calls %q; want tool_calls, no content, [get_weather {}]", choice, stream, finish, content, calls)
 			}
 		}
+	}
+	// "required" among two tools: the model writes the name too, held to
+	// one of theirs (the one its logits favour: a bias on "t" or "w" after
+	// "get_" picks it), then the arguments.
+	two := weatherTool + `, {"type": "function", "function": {"name": "get_time"}}`
+	for _, pick := range []struct{ piece, call string }{{"t", "get_time {}"}, {"w", "get_weather {}"}} {
+		b := map[string]float64{}
+		for k, v := range bias {
+			b[k] = v
+		}
+		for id := range int32(tok.NVocab()) {
+			if p, _ := tok.Piece(id); p == pick.piece {
+				b[strconv.Itoa(int(id))] = 50
+			}
+		}
+		lb2, _ := json.Marshal(b)
+		for _, stream := range []bool{false, true} {
+			body := `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 50, "tools": [` + two + `], "tool_choice": "required", "logit_bias": ` + string(lb2) + `}`
+			finish, content, calls := chatCall(t, url, body, stream)
+			if finish != "tool_calls" || content != "" || len(calls) != 1 || calls[0] != pick.call {
+				t.Errorf("required among two, %q favoured (stream %v): finish %q content %q calls %q; want tool_calls, no content, [%s]", pick.piece, stream, finish, content, calls, pick.call)
+			}
+		}
+	}
+	anyIDs, err := tok.Encode("<tool_call>\n{\"name\": \"", tokenizer.Options{ParseSpecial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, forcedAny := post(t, url, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "tools": [`+two+`], "tool_choice": "required"}`)
+	_, autoTwo := post(t, url, "/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1, "tools": [`+two+`]}`)
+	if d := pt(forcedAny) - pt(autoTwo); int(d) != len(anyIDs) {
+		t.Errorf("required among two: the prompt has %v tokens more than the same request's, want %d (the call's start up to the name)", d, len(anyIDs))
 	}
 	// The forced call's start ends the prompt, as the template's tokens.
 	startIDs, err := tok.Encode("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ", tokenizer.Options{ParseSpecial: true})
@@ -242,6 +254,30 @@ func streamedChat(t *testing.T, url, body string) (finish, content string, calls
 				finish = *c.FinishReason
 			}
 		}
+	}
+	return finish, content, calls
+}
+
+// chatCall posts a chat request, streamed or not, and returns its one
+// choice's finish reason, content and calls ("name arguments").
+func chatCall(t *testing.T, url, body string, stream bool) (finish, content string, calls []string) {
+	t.Helper()
+	if stream {
+		return streamedChat(t, url, body)
+	}
+	code, v := post(t, url, "/v1/chat/completions", body)
+	ch, _ := v["choices"].([]any)
+	if code != 200 || len(ch) != 1 {
+		t.Fatalf("%s: %d %v", body, code, v)
+	}
+	c := ch[0].(map[string]any)
+	msg := c["message"].(map[string]any)
+	finish, _ = c["finish_reason"].(string)
+	content, _ = msg["content"].(string)
+	tcs, _ := msg["tool_calls"].([]any)
+	for _, tc := range tcs {
+		fn := tc.(map[string]any)["function"].(map[string]any)
+		calls = append(calls, fn["name"].(string)+" "+fn["arguments"].(string))
 	}
 	return finish, content, calls
 }

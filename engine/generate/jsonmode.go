@@ -1,6 +1,7 @@
 package generate
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/aprqa/apr/engine/tokenizer"
@@ -24,6 +25,40 @@ type jsonPrefix struct {
 	space int    // whitespace bytes in a row, outside strings
 	done  bool   // the top-level object is closed (then nothing may follow)
 	bad   bool
+	// A lead-in (SeqOptions.JSONAfter): before the object, the text is
+	// one of the lead choices (leads: them joined by NUL; lead: the text
+	// of one read so far). Empty once one was read whole.
+	leads string
+	lead  string
+}
+
+// newJSONPrefix returns a recognizer of one JSON object, after one of
+// leads when there are any.
+func newJSONPrefix(leads []string) jsonPrefix {
+	return jsonPrefix{leads: strings.Join(leads, "\x00")}
+}
+
+// stepLead reads c of the lead-in: it must continue one of the choices;
+// once one is read whole, the object follows.
+func (p *jsonPrefix) stepLead(c byte) bool {
+	n := len(p.lead)
+	ok, whole := false, false
+	for rest := p.leads; rest != ""; {
+		ch, tail, _ := strings.Cut(rest, "\x00")
+		rest = tail
+		if len(ch) > n && ch[n] == c && ch[:n] == p.lead {
+			ok, whole = true, whole || len(ch) == n+1
+		}
+	}
+	switch {
+	case !ok:
+		return false
+	case whole:
+		p.leads, p.lead = "", ""
+	default:
+		p.lead += string(c)
+	}
+	return true
 }
 
 const (
@@ -85,6 +120,9 @@ func JSONObjectPrefix(s string) bool {
 func (p *jsonPrefix) step(c byte) bool {
 	if p.done {
 		return false
+	}
+	if p.leads != "" {
+		return p.stepLead(c)
 	}
 	inString := p.st == jString || p.st == jEscape || p.st == jHex
 	if !inString && isWS(c) {

@@ -242,3 +242,43 @@ func BenchmarkMaskJSON(b *testing.B) {
 		})
 	}
 }
+
+// TestJSONLead: with lead choices, the text is one of them, whole, then
+// one JSON object; choices that share a start part where they differ.
+func TestJSONLead(t *testing.T) {
+	leads := []string{`get_time", "arguments": `, `get_timezone", "arguments": `, `x", "arguments": `}
+	for _, s := range []string{
+		`get_time", "arguments": {}`, `get_timezone", "arguments": {"a": [1]}`, `x", "arguments": {"q":"get_time"}`,
+	} {
+		p := newJSONPrefix(leads)
+		if !p.FeedString(s) || !p.Complete() {
+			t.Errorf("%q: refused or incomplete", s)
+		}
+		for i := range len(s) { // every prefix is accepted, none complete
+			q := newJSONPrefix(leads)
+			if !q.FeedString(s[:i]) || q.Complete() {
+				t.Errorf("prefix %q of %q: refused or complete", s[:i], s)
+			}
+		}
+	}
+	for _, s := range []string{`{}`, `get_times", "arguments": {}`, `get_time", "arguments":{}`, `y", "arguments": {}`,
+		`get_time", "arguments": get_time", "arguments": {}`, `get_time", "arguments": {}}`} {
+		p := newJSONPrefix(leads)
+		if p.FeedString(s) && p.Complete() {
+			t.Errorf("%q accepted", s)
+		}
+	}
+	// The lead's states through the cache: each token as afresh.
+	m := qwen3Vocab(t)
+	for _, s := range []string{``, `get_`, `get_time`, `get_time"`, `get_timez`, `x", "arguments": `} {
+		p := newJSONPrefix(leads)
+		p.FeedString(s)
+		set := m.jsonAllowed(p)
+		for id := range m.Tok.NVocab() {
+			if got, want := set[id>>6]&(1<<(id&63)) != 0, allowedByWalk(m, p, int32(id)); got != want {
+				piece, _ := m.Tok.Piece(int32(id))
+				t.Fatalf("after %q: token %q allowed %v, want %v", s, piece, got, want)
+			}
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"runtime/trace"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/aprqa/apr/engine/chat"
@@ -247,6 +248,10 @@ type SeqOptions struct {
 	// then), so the sampler draws among the rest as it would among all.
 	// The logprobs stay the model's.
 	JSON bool
+	// JSONAfter (with JSON): the completion is one of these texts, then
+	// the object (a forced tool call whose function the model chooses:
+	// each tool's name and what follows it up to the arguments).
+	JSONAfter []string
 }
 
 // promptRowsChunk bounds a pass that keeps every row (PromptRows): rows of
@@ -268,6 +273,14 @@ func (s *Slot) Start(prompt []int32, o SeqOptions) (*Seq, int, error) {
 	}
 	if need := len(prompt) + o.MaxTokens - 1; need > s.maxCtx {
 		return nil, 0, fmt.Errorf("generate: prompt (%d tokens) + %d new tokens exceed the context of %d", len(prompt), o.MaxTokens, s.maxCtx)
+	}
+	if len(o.JSONAfter) > 0 && !o.JSON {
+		return nil, 0, errors.New("generate: JSONAfter without JSON")
+	}
+	for _, l := range o.JSONAfter {
+		if l == "" || strings.Contains(l, "\x00") {
+			return nil, 0, fmt.Errorf("generate: JSONAfter choice %q is empty or holds a NUL", l)
+		}
 	}
 	smp, err := sample.New(o.Sampling)
 	if err != nil {
@@ -297,7 +310,7 @@ func (s *Slot) Start(prompt []int32, o SeqOptions) (*Seq, int, error) {
 	s.busy = true
 	q := &Seq{slot: s, smp: smp, o: o, prompt: len(prompt), cached: cached,
 		history: append(make([]int32, 0, len(prompt)+o.MaxTokens), prompt...),
-		dec:     tokenizer.NewStreamDecoder(s.m.Tok)}
+		dec:     tokenizer.NewStreamDecoder(s.m.Tok), json: newJSONPrefix(o.JSONAfter)}
 	return q, cached, nil
 }
 
