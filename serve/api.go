@@ -64,6 +64,7 @@ type request struct {
 	Tools        []any          // chat: the tools as the template sees them (nil: none, or tool_choice "none")
 	ToolDefs     []tool         // their names and parameter types, for reading the calls back
 	ForceTools   []string       // tool_choice: the model must call one of these functions (nil: its choice)
+	OneCall      bool           // parallel_tool_calls false: the reply ends with its first call
 	Kwargs       map[string]any // chat_template_kwargs: the template's extra variables (enable_thinking)
 	RawThinking  bool           // reasoning_format "none": a reply's <think> block stays in its content (reasoning.go)
 }
@@ -74,7 +75,7 @@ func (r *request) chatInput() chat.Input {
 }
 
 // Fields accepted and ignored: they change nothing apr computes.
-var ignoredFields = map[string]bool{"user": true, "metadata": true, "store": true, "service_tier": true, "parallel_tool_calls": true}
+var ignoredFields = map[string]bool{"user": true, "metadata": true, "store": true, "service_tier": true}
 
 // decodeRequest parses and checks a request body. Every refusal is a 400
 // that names the position (malformed JSON) or the field.
@@ -171,6 +172,9 @@ func decodeRequest(body []byte, chat bool) (*request, *apiError) {
 	// calling none only, which some clients always send.
 	if chat {
 		r.Tools, r.ToolDefs = d.tools("tools")
+		parallel := true
+		d.boolean("parallel_tool_calls", &parallel)
+		r.OneCall = !parallel
 		var none bool
 		if none, r.ForceTools = d.toolChoice("tool_choice", r.ToolDefs); none {
 			r.Tools, r.ToolDefs = nil, nil

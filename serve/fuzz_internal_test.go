@@ -17,7 +17,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"prompt": "Once upon", "max_tokens": 4, "logprobs": 2, "stop": "x", "n": 1, "min_p": 0.05, "top_k": 40}`,
 		`{"messages": [{"role": "system", "content": [{"type": "text", "text": "be brief"}]}, {"role": "user", "content": "hi", "name": "u"}]}`,
 		`{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{\"a\": 1}"}}]}, {"role": "tool", "tool_call_id": "c", "content": "ok"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}], "tool_choice": "auto"}`,
-		`{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "f"}}}`,
+		`{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "f"}}, "parallel_tool_calls": false}`,
 		`{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a", "reasoning_content": "r"}], "chat_template_kwargs": {"enable_thinking": false, "x": [1, {"y": null}]}, "reasoning_format": "none"}`,
 		`{"prompt": ["one"]}`, `{"messages": [}`, `[]`, `null`, `{"prompt": 1e400}`, `{"max_tokens": -1}`, "", `{"prompt":"a"} x`,
 	} {

@@ -164,6 +164,12 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 				if req.Echo {
 					j.echoPrompt(m.Tok)
 				}
+				// One call allowed: the reply ends with its first <tool_call>
+				// block (a forced call is one; Llama 3.1's reply is one call;
+				// Mistral's list is read whole).
+				if req.OneCall && forceText == "" && len(req.ToolDefs) > 0 && (format == toolsHermes || format == toolsXML) {
+					j.stopAfter = callClose
+				}
 				if err := sch.submit(j); err != nil { // the ones submitted stop with the request's context
 					if errors.Is(err, errQueueFull) {
 						w.Header().Set("Retry-After", "1")

@@ -19,14 +19,17 @@ const FinishCancelled = "cancelled"
 
 // job is one admitted request on its way through the scheduler.
 type job struct {
-	ctx      context.Context
-	prompt   []int32
-	opts     generate.SeqOptions
-	stop     []string
-	logprobs bool
-	top      int
-	events   chan event // buffered for every event the job can produce
-	enqueued time.Time
+	ctx    context.Context
+	prompt []int32
+	opts   generate.SeqOptions
+	stop   []string
+	// stopAfter: the sequence stops once its text holds this, kept (a
+	// tool call's end, when one call is all the request allows).
+	stopAfter string
+	logprobs  bool
+	top       int
+	events    chan event // buffered for every event the job can produce
+	enqueued  time.Time
 
 	// echo (/v1/completions' echo): the prompt's text token by token (what
 	// each adds; control tokens none), and with logprobs each prompt
@@ -335,19 +338,17 @@ func (s *sched) token(i int, j *job) {
 		j.lps = append(j.lps, lp)
 	}
 	j.pending += string(text)
-	if len(j.stop) > 0 {
-		if at := firstStop(j.pending, j.stop); at >= 0 {
-			j.pending = j.pending[:at]
-			j.q.Stop(generate.FinishStop)
-			s.finish(i, j, event{Finish: generate.FinishStop})
-			return
-		}
+	if end, ok := j.stopAt(); ok {
+		j.pending = j.pending[:end]
+		j.q.Stop(generate.FinishStop)
+		s.finish(i, j, event{Finish: generate.FinishStop})
+		return
 	}
 	if j.q.Done() {
 		s.finish(i, j, event{Finish: j.q.Finish()})
 		return
 	}
-	keep := holdback(j.pending, j.stop)
+	keep := j.held()
 	ev := event{Text: j.pending[:len(j.pending)-keep], IDs: j.ids, Logprobs: j.lps}
 	j.pending = j.pending[len(j.pending)-keep:]
 	j.ids, j.lps = nil, nil
@@ -371,6 +372,32 @@ func (s *sched) finish(i int, j *job, ev event) {
 	s.active[i] = nil
 	s.used[i] = time.Now()
 	s.mu.Unlock()
+}
+
+// stopAt reports whether the text held (j.pending) ends the sequence, and
+// where that text ends: before the earliest stop string, or after
+// stopAfter, whichever comes first.
+func (j *job) stopAt() (int, bool) {
+	end, ok := len(j.pending), false
+	if at := firstStop(j.pending, j.stop); at >= 0 {
+		end, ok = at, true
+	}
+	if j.stopAfter != "" {
+		if at := strings.Index(j.pending, j.stopAfter); at >= 0 && at+len(j.stopAfter) <= end {
+			end, ok = at+len(j.stopAfter), true
+		}
+	}
+	return end, ok
+}
+
+// held is how many bytes at the end of the text held may begin a stop
+// string or stopAfter: they wait for the next token's text.
+func (j *job) held() int {
+	keep := holdback(j.pending, j.stop)
+	if j.stopAfter != "" {
+		keep = max(keep, partialSuffix(j.pending, j.stopAfter))
+	}
+	return keep
 }
 
 // firstStop returns where the earliest stop string starts in text, or -1.

@@ -412,3 +412,51 @@ func TestForcedCall(t *testing.T) {
 		t.Error("a forced call in Qwen's XML")
 	}
 }
+
+// TestOneCall: with parallel_tool_calls false, a reply's text ends with
+// its first call's end tag (kept), however the tokens split the text; a
+// stop string before it still cuts first; decodeRequest reads the field.
+func TestOneCall(t *testing.T) {
+	call := "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>"
+	text := "Sure.\n" + call + "\n" + call + "\nDone."
+	for _, tc := range []struct {
+		stop []string
+		want string
+	}{
+		{nil, "Sure.\n" + call},
+		{[]string{"Done"}, "Sure.\n" + call},
+		{[]string{"Sure"}, ""},
+		{[]string{"}}"}, "Sure.\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {"},
+	} {
+		r := rand.New(rand.NewPCG(3, uint64(len(tc.stop))))
+		for range 50 {
+			// The scheduler's loop over the tokens' texts (sched.step).
+			j := &job{stop: tc.stop, stopAfter: callClose}
+			var out strings.Builder
+			stopped := false
+			for rest := text; rest != "" && !stopped; {
+				n := min(1+r.IntN(6), len(rest))
+				j.pending += rest[:n]
+				rest = rest[n:]
+				if end, ok := j.stopAt(); ok {
+					out.WriteString(j.pending[:end])
+					stopped = true
+					break
+				}
+				keep := j.held()
+				out.WriteString(j.pending[:len(j.pending)-keep])
+				j.pending = j.pending[len(j.pending)-keep:]
+			}
+			if !stopped || out.String() != tc.want {
+				t.Fatalf("stop %q: stopped %v, text %q, want %q", tc.stop, stopped, out.String(), tc.want)
+			}
+		}
+	}
+	r, err := decodeRequest([]byte(`{"messages": [{"role": "user", "content": "hi"}], "parallel_tool_calls": false}`), true)
+	if err != nil || !r.OneCall {
+		t.Errorf("parallel_tool_calls false: %v, OneCall %v", err, r != nil && r.OneCall)
+	}
+	if r, err := decodeRequest([]byte(`{"messages": [{"role": "user", "content": "hi"}], "parallel_tool_calls": true}`), true); err != nil || r.OneCall {
+		t.Errorf("parallel_tool_calls true: %v", err)
+	}
+}
