@@ -182,7 +182,6 @@ func (s *Server) completion(chat bool) http.HandlerFunc {
 		}
 		rs := &responder{s: s, chat: chat, req: req, id: newID(map[bool]string{true: "chatcmpl-", false: "cmpl-"}[chat]), created: time.Now().Unix(), format: format,
 			forceText: forceText, forceEnd: forceEnd, think: think, thinkIn: thinkIn}
-
 		if req.Stream {
 			rs.stream(w, r, jobs)
 		} else {
