@@ -114,12 +114,24 @@ func FuzzJSONPrefix(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":[1,2.5e3,"x\u00e9"],"b":{"c":null}}`, `{"a":tru`, `[1]`, "{\"a\":\"\x01\"}"} {
 		f.Add(s)
 	}
+	f.Add(`get_time", "arguments": {}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		var p jsonPrefix
 		if p.FeedString(s) && p.Complete() {
 			if !json.Valid([]byte(s)) || s[0] != '{' {
 				t.Fatalf("%q accepted as one complete object", s)
 			}
+		}
+		// With lead choices: a complete text is one choice, then one
+		// object.
+		leads := []string{`get_time", "arguments": `, `get_timezone", "arguments": `}
+		if q := newJSONPrefix(leads); q.FeedString(s) && q.Complete() {
+			for _, l := range leads {
+				if rest, ok := strings.CutPrefix(s, l); ok && json.Valid([]byte(rest)) && rest[0] == '{' {
+					return
+				}
+			}
+			t.Fatalf("%q accepted as a lead and one complete object", s)
 		}
 	})
 }
