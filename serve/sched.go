@@ -416,12 +416,7 @@ func firstStop(text string, stops []string) int {
 func holdback(text string, stops []string) int {
 	keep := 0
 	for _, st := range stops {
-		for k := min(len(st)-1, len(text)); k > keep; k-- {
-			if strings.HasSuffix(text, st[:k]) {
-				keep = k
-				break
-			}
-		}
+		keep = max(keep, partialSuffix(text, st))
 	}
 	return keep
 }

@@ -313,7 +313,6 @@ const jsonMaskStates = 64
 // by their first byte (a state that refuses the byte refuses them all),
 // and the end-of-generation tokens. Control tokens never continue JSON.
 type jsonTokens struct {
-	n      int
 	plain  []uint64 // bitset: the string-safe tokens
 	byte1  [256][]int32
 	eog    []int32
@@ -321,10 +320,10 @@ type jsonTokens struct {
 }
 
 func (t *jsonTokens) build(tok *tokenizer.Tokenizer) {
-	t.n = tok.NVocab()
-	t.plain = make([]uint64, (t.n+63)/64)
-	t.pieces = make([]string, t.n)
-	for id := range t.n {
+	n := tok.NVocab()
+	t.plain = make([]uint64, (n+63)/64)
+	t.pieces = make([]string, n)
+	for id := range n {
 		i := int32(id)
 		pc, err := tok.Piece(i)
 		switch {
@@ -380,7 +379,7 @@ func (m *Model) jsonAllowed(p jsonPrefix) []uint64 {
 		if len(ids) == 0 {
 			continue
 		}
-		if q := p; !q.step(byte(b)) || q.bad {
+		if q := p; !q.step(byte(b)) {
 			continue
 		}
 		for _, id := range ids {
